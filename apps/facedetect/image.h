@@ -1,0 +1,38 @@
+// 8-bit RGB images for the face detector: PNG/JPEG loading, PNG saving, resizing into the model
+// input, and drawing the results.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace facedetect {
+
+struct Rgb {
+  uint8_t r = 0, g = 0, b = 0;
+};
+
+struct Image {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;  // row-major RGB, 3 bytes per pixel
+
+  uint8_t* at(int x, int y) { return pixels.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
+  const uint8_t* at(int x, int y) const { return pixels.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
+};
+
+// Loads a PNG or JPEG (chosen by the file's signature, not its name) as RGB; grey, palette and
+// alpha images are converted. Throws std::runtime_error naming the file on failure.
+Image load_image(const std::string& path);
+void save_png(const Image& image, const std::string& path);
+
+// Fits `image` into a size x size square keeping its aspect ratio (bilinear), centered, with the
+// rest filled by `pad`; returns NHWC float pixels mapped from [0,255] to [-1,1].
+// `scale`, `pad_x`, `pad_y` describe the placement (input pixel = image pixel * scale + pad).
+std::vector<float> letterbox_to_float(const Image& image, int size, float scale, float pad_x, float pad_y);
+
+// Drawing, clipped to the image.
+void draw_rect(Image& image, float x0, float y0, float x1, float y1, Rgb color, int thickness);
+void draw_disc(Image& image, float cx, float cy, float radius, Rgb color);
+
+}  // namespace facedetect

@@ -1,0 +1,108 @@
+// Latency of one model in process: load once, warm up, then time Session::run repeatedly.
+//
+//   ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] [--warmup W] [--runs R]
+//
+// Prints one JSON line: {"threads": N, "runs": R, "load_ms": ..., "median_ms": ...,
+// "min_ms": ..., "mean_ms": ..., "times_ms": [...]}. bench/cpu_latency.py runs it next to ONNX Runtime.
+#include <ingot/error.h>
+#include <ingot/session.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/npy.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+int parse_count(const char* text, const char* flag, int minimum) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < minimum || value > 1000000)
+    throw std::runtime_error(std::string(flag) + ": expected an integer >= " + std::to_string(minimum) +
+                             ", got '" + text + "'");
+  return int(value);
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] "
+               "[--warmup W] [--runs R]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path;
+  std::vector<std::pair<std::string, std::string>> input_files;
+  int threads = 2, warmup = 3, runs = 20;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      bool has_value = i + 1 < argc;
+      if (arg == "--input" && has_value) {
+        std::string spec = argv[++i];
+        size_t eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0) throw std::runtime_error("--input: expected NAME=FILE.npy, got '" + spec + "'");
+        input_files.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+      } else if (arg == "--threads" && has_value) {
+        threads = parse_count(argv[++i], "--threads", 1);
+      } else if (arg == "--warmup" && has_value) {
+        warmup = parse_count(argv[++i], "--warmup", 0);
+      } else if (arg == "--runs" && has_value) {
+        runs = parse_count(argv[++i], "--runs", 1);
+      } else if (model_path.empty() && !arg.starts_with("--")) {
+        model_path = arg;
+      } else {
+        return usage();
+      }
+    }
+    if (model_path.empty()) return usage();
+
+    std::vector<std::pair<std::string, ingot::Tensor>> feeds;
+    for (const auto& [name, file] : input_files) feeds.emplace_back(name, ingot::load_npy(file));
+
+    ingot::SessionOptions options;
+    options.threads = threads;
+    auto load_start = Clock::now();
+    ingot::Session session = ingot::Session::load(model_path, options);
+    double load_ms = elapsed_ms(load_start);
+
+    for (int i = 0; i < warmup; ++i) session.run(feeds);
+    std::vector<double> times;
+    times.reserve(size_t(runs));
+    for (int i = 0; i < runs; ++i) {
+      auto start = Clock::now();
+      session.run(feeds);
+      times.push_back(elapsed_ms(start));
+    }
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    size_t n = sorted.size();
+    double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(n);
+    std::printf("{\"threads\": %d, \"runs\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+                "\"mean_ms\": %.3f, \"times_ms\": [",
+                threads, runs, load_ms, median, sorted.front(), mean);
+    for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.3f", i ? ", " : "", times[i]);
+    std::printf("]}\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

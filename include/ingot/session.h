@@ -1,0 +1,51 @@
+// Loading and running a model.
+#pragma once
+#include <ingot/tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ingot {
+
+struct SessionOptions {
+  Device device = Device::cpu();
+  int threads = 0;  // 0: all hardware threads
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<std::string> dims;  // "3", "batch", "?"
+  std::string str() const;
+};
+
+class Model;
+
+class Session {
+ public:
+  // Loads an ONNX model; throws ingot::Error (malformed file, unsupported op, ...).
+  static Session load(const std::string& path, SessionOptions options = {});
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  const std::string& model_name() const;
+
+  // Inputs by name; outputs in graph-output order. Inputs are checked against the model's declared
+  // dtypes and shapes (symbolic dims must agree across inputs).
+  std::vector<Tensor> run(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // Inputs in graph-input order.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ingot

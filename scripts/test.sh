@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds everything and runs every CPU test (unit tests, the ONNX node
+# suite against its committed expected failures, and the real models against onnxruntime
+# references). GPU tests are labelled "gpu" and excluded here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/bootstrap.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+bash scripts/fetch-models.sh >/dev/null
+ctest --test-dir build --output-on-failure --label-exclude gpu -j2

@@ -1,0 +1,473 @@
+// Conv and ConvTranspose. float32 runs on oneDNN: per node we keep the primitive for the last few
+// input shapes and the weights reordered once into the blocked layout oneDNN prefers; only the
+// activations are reordered per call when oneDNN wants a blocked layout for them too. Half types
+// convert to float32 around the same path; float64 (and geometry oneDNN rejects) uses a
+// straightforward reference loop with double accumulation.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/kernels/onednn_util.h"
+#include "core/dispatch.h"
+#include "core/thread_pool.h"
+#include "ops/kernel.h"
+
+namespace ingot {
+namespace {
+
+using dnnl::memory;
+using nn::Window;
+
+// Geometry of one (transposed) convolution after validation.
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  Window win;  // spatial sizes, strides, pads; win.out is the output's spatial size
+  bool transposed = false;
+};
+
+void check_inputs(const KernelContext& ctx, const char* op) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  if (w.rank() != x.rank()) {
+    fail("input 1 (W): expected rank {} like X {}, got {}", x.rank(), shape_str(x.shape()), shape_str(w.shape()));
+  }
+  if (w.dtype() != x.dtype()) fail("input 1 (W): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
+  if (x.rank() > 5) fail("{}: at most 3 spatial axes are supported, got {}", op, x.rank() - 2);
+}
+
+Ints kernel_from_weights(const KernelContext& ctx, const Tensor& w) {
+  Ints kernel = nn::spatial_dims(w.shape());
+  if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() && ctx.attr_ints("kernel_shape") != kernel) {
+    fail("attribute 'kernel_shape' {} does not match W's spatial shape {}", shape_str(ctx.attr_ints("kernel_shape")),
+         shape_str(kernel));
+  }
+  return kernel;
+}
+
+void check_bias(const KernelContext& ctx, int64_t channels, DType dtype) {
+  if (!ctx.has_input(2)) return;
+  const Tensor& b = ctx.input(2);
+  if (b.rank() != 1 || b.dim(0) != channels) {
+    fail("input 2 (B): expected shape [{}], got {}", channels, shape_str(b.shape()));
+  }
+  if (b.dtype() != dtype) fail("input 2 (B): expected {}, got {}", dtype_name(dtype), dtype_name(b.dtype()));
+}
+
+ConvGeometry conv_geometry(const KernelContext& ctx) {
+  check_inputs(ctx, "Conv");
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.out_channels = w.dim(0);
+  g.group = ctx.attr_int("group");
+  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
+  if (g.in_channels != w.dim(1) * g.group) {
+    fail("input 1 (W) {}: expects {} input channels ({} per group x group {}), X {} has {}", shape_str(w.shape()),
+         w.dim(1) * g.group, w.dim(1), g.group, shape_str(x.shape()), g.in_channels);
+  }
+  if (g.out_channels % g.group != 0) {
+    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels, g.group);
+  }
+  check_bias(ctx, g.out_channels, x.dtype());
+  g.win = nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel_from_weights(ctx, w));
+  return g;
+}
+
+ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
+  check_inputs(ctx, "ConvTranspose");
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const size_t nd = size_t(x.rank() - 2);
+  ConvGeometry g;
+  g.transposed = true;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.group = ctx.attr_int("group");
+  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
+  if (w.dim(0) != g.in_channels) {
+    fail("input 1 (W) {}: expects {} input channels, X {} has {}", shape_str(w.shape()), w.dim(0), shape_str(x.shape()),
+         g.in_channels);
+  }
+  if (g.in_channels % g.group != 0) fail("X has {} channels, not divisible by group {}", g.in_channels, g.group);
+  g.out_channels = w.dim(1) * g.group;
+  check_bias(ctx, g.out_channels, x.dtype());
+
+  Window& win = g.win;
+  win.in = nn::spatial_dims(x.shape());
+  win.kernel = kernel_from_weights(ctx, w);
+  win.strides = nn::ints_attr_or(ctx, "strides", nd, 1);
+  win.dilations = nn::ints_attr_or(ctx, "dilations", nd, 1);
+  Ints output_padding = nn::ints_attr_or(ctx, "output_padding", nd, 0);
+  win.pad_begin.assign(nd, 0);
+  win.pad_end.assign(nd, 0);
+  win.out.assign(nd, 0);
+  for (size_t i = 0; i < nd; ++i) {
+    if (win.strides[i] < 1 || win.dilations[i] < 1) fail("attributes 'strides' and 'dilations' must be positive");
+  }
+  const std::string& auto_pad = ctx.attr_string("auto_pad");
+  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) {
+    fail("attribute 'auto_pad': unknown value '{}'", auto_pad);
+  }
+  // The full (unpadded) output of each axis; pads crop it and output_padding extends it.
+  auto full = [&](size_t i) { return win.strides[i] * (win.in[i] - 1) + output_padding[i] + win.extent(i); };
+  bool has_output_shape = ctx.has_attr("output_shape") && !ctx.attr_ints("output_shape").empty();
+  if (has_output_shape || same) {
+    Ints out(nd);
+    if (has_output_shape) {
+      const Ints& os = ctx.attr_ints("output_shape");
+      if (os.size() != nd && os.size() != nd + 2) {
+        fail("attribute 'output_shape': expected {} values, got {}", nd, os.size());
+      }
+      std::copy(os.end() - nd, os.end(), out.begin());
+    } else {
+      for (size_t i = 0; i < nd; ++i) out[i] = win.in[i] * win.strides[i];
+    }
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t total = full(i) - out[i];
+      // The odd pad goes to the end except for SAME_LOWER; a negative total (output_shape larger
+      // than the full output) extends the end (matches the ONNX 1.12 test data).
+      int64_t half = total / 2;
+      win.pad_begin[i] = auto_pad == "SAME_LOWER" ? total - half : half;
+      win.pad_end[i] = total - win.pad_begin[i];
+      win.out[i] = out[i];
+    }
+  } else {
+    Ints pads = auto_pad == "VALID" ? Ints(2 * nd, 0) : nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
+    for (size_t i = 0; i < nd; ++i) {
+      win.pad_begin[i] = pads[i];
+      win.pad_end[i] = pads[i + nd];
+      win.out[i] = full(i) - pads[i] - pads[i + nd];
+    }
+  }
+  for (size_t i = 0; i < nd; ++i) {
+    if (win.out[i] < 0) fail("ConvTranspose: output spatial axis {} would have negative size {}", i, win.out[i]);
+  }
+  return g;
+}
+
+Shape output_shape(const ConvGeometry& g) {
+  Shape s{g.batch, g.out_channels};
+  s.insert(s.end(), g.win.out.begin(), g.win.out.end());
+  return s;
+}
+
+// ---- reference loops (float64, and fallbacks) ----
+
+template <class T>
+void conv_reference(const ConvGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  const Window win = nn::to_3d(g.win);
+  const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
+  const int64_t in_plane = win.in[0] * win.in[1] * win.in[2];
+  const int64_t out_plane = win.out[0] * win.out[1] * win.out[2];
+  const int64_t ksize = win.kernel[0] * win.kernel[1] * win.kernel[2];
+  parallel_for(g.batch * g.out_channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / g.out_channels, oc = item % g.out_channels, grp = oc / ocg;
+      T* yp = y + item * out_plane;
+      for (int64_t od = 0; od < win.out[0]; ++od)
+        for (int64_t oh = 0; oh < win.out[1]; ++oh)
+          for (int64_t ow = 0; ow < win.out[2]; ++ow) {
+            double acc = b ? double(b[oc]) : 0.0;
+            for (int64_t ic = 0; ic < icg; ++ic) {
+              const T* xp = x + (n * g.in_channels + grp * icg + ic) * in_plane;
+              const T* wp = w + (oc * icg + ic) * ksize;
+              for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
+                int64_t id = od * win.strides[0] - win.pad_begin[0] + kd * win.dilations[0];
+                if (id < 0 || id >= win.in[0]) continue;
+                for (int64_t kh = 0; kh < win.kernel[1]; ++kh) {
+                  int64_t ih = oh * win.strides[1] - win.pad_begin[1] + kh * win.dilations[1];
+                  if (ih < 0 || ih >= win.in[1]) continue;
+                  for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
+                    int64_t iw = ow * win.strides[2] - win.pad_begin[2] + kw * win.dilations[2];
+                    if (iw < 0 || iw >= win.in[2]) continue;
+                    acc += double(xp[(id * win.in[1] + ih) * win.in[2] + iw]) *
+                           double(wp[(kd * win.kernel[1] + kh) * win.kernel[2] + kw]);
+                  }
+                }
+              }
+            }
+            yp[(od * win.out[1] + oh) * win.out[2] + ow] = T(acc);
+          }
+    }
+  });
+}
+
+template <class T>
+void conv_transpose_reference(const ConvGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  const Window win = nn::to_3d(g.win);
+  const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
+  const int64_t in_plane = win.in[0] * win.in[1] * win.in[2];
+  const int64_t out_plane = win.out[0] * win.out[1] * win.out[2];
+  const int64_t ksize = win.kernel[0] * win.kernel[1] * win.kernel[2];
+  parallel_for(g.batch * g.out_channels, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(static_cast<size_t>(out_plane));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / g.out_channels, oc = item % g.out_channels, grp = oc / ocg, ocl = oc % ocg;
+      std::fill(acc.begin(), acc.end(), b ? double(b[oc]) : 0.0);
+      for (int64_t ic = 0; ic < icg; ++ic) {
+        const int64_t icx = grp * icg + ic;
+        const T* xp = x + (n * g.in_channels + icx) * in_plane;
+        const T* wp = w + (icx * ocg + ocl) * ksize;  // W is [C, M/group, k...]
+        for (int64_t id = 0; id < win.in[0]; ++id)
+          for (int64_t ih = 0; ih < win.in[1]; ++ih)
+            for (int64_t iw = 0; iw < win.in[2]; ++iw) {
+              const double xv = double(xp[(id * win.in[1] + ih) * win.in[2] + iw]);
+              for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
+                int64_t od = id * win.strides[0] + kd * win.dilations[0] - win.pad_begin[0];
+                if (od < 0 || od >= win.out[0]) continue;
+                for (int64_t kh = 0; kh < win.kernel[1]; ++kh) {
+                  int64_t oh = ih * win.strides[1] + kh * win.dilations[1] - win.pad_begin[1];
+                  if (oh < 0 || oh >= win.out[1]) continue;
+                  for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
+                    int64_t ow = iw * win.strides[2] + kw * win.dilations[2] - win.pad_begin[2];
+                    if (ow < 0 || ow >= win.out[2]) continue;
+                    acc[size_t((od * win.out[1] + oh) * win.out[2] + ow)] +=
+                        xv * double(wp[(kd * win.kernel[1] + kh) * win.kernel[2] + kw]);
+                  }
+                }
+              }
+            }
+      }
+      T* yp = y + item * out_plane;
+      for (int64_t i = 0; i < out_plane; ++i) yp[i] = T(acc[size_t(i)]);
+    }
+  });
+}
+
+void run_reference(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  dispatch_float(x.dtype(), [&]<class T>() {
+    const T* bp = b ? b->data<T>() : nullptr;
+    if (g.transposed) {
+      conv_transpose_reference<T>(g, x.data<T>(), w.data<T>(), bp, y.data<T>());
+    } else {
+      conv_reference<T>(g, x.data<T>(), w.data<T>(), bp, y.data<T>());
+    }
+  });
+}
+
+// ---- oneDNN path (float32) ----
+
+// A compiled primitive for one input shape, with weights and bias already in its formats.
+struct ConvPlan {
+  Shape x_shape;
+  onednn::TensorKey weights_key, bias_key;
+  dnnl::primitive primitive;
+  memory weights, bias;
+  memory user_src, user_dst;  // wrap our tensors (data handles set per call)
+  memory src, dst;            // oneDNN's layouts; same objects as user_* when no reorder is needed
+  dnnl::reorder src_reorder, dst_reorder;
+  bool reorder_src = false, reorder_dst = false;
+};
+
+// Per-node cache: a few recent input shapes (dynamic widths in text recognition alternate).
+struct ConvState {
+  std::vector<std::unique_ptr<ConvPlan>> plans;  // most recent first
+  static constexpr size_t kMaxPlans = 4;
+};
+
+memory::dims dnnl_dims(const Ints& v, int64_t minus = 0) {
+  memory::dims d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = v[i] - minus;
+  return d;
+}
+
+Tensor as_float32(const Tensor& t) { return t.dtype() == DType::Float32 ? t : t.cast(DType::Float32); }
+
+// The user's weight layout as oneDNN dims/strides: ONNX Conv W is [M, C/g, k...] (plain goihw);
+// ConvTranspose W is [C, M/g, k...], i.e. i and o swapped relative to oneDNN's [g, o, i, k...].
+memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
+  const int64_t ksize = shape_numel(nn::spatial_dims(w.shape()));
+  const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
+  memory::dims dims, strides;
+  if (g.group > 1) {
+    dims.push_back(g.group);
+    strides.push_back(icg * ocg * ksize);
+  }
+  dims.push_back(ocg);
+  dims.push_back(icg);
+  if (g.transposed) {
+    strides.push_back(ksize);
+    strides.push_back(ocg * ksize);
+  } else {
+    strides.push_back(icg * ksize);
+    strides.push_back(ksize);
+  }
+  const Ints k = nn::spatial_dims(w.shape());
+  int64_t stride = ksize;
+  for (int64_t kd : k) {
+    stride /= kd;
+    dims.push_back(kd);
+    strides.push_back(stride);
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+// Builds the plan; returns nullptr when oneDNN cannot express this geometry (then the reference runs).
+std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const Window& win = g.win;
+  memory::dims pad_end = dnnl_dims(win.pad_end);
+  if (g.transposed) {
+    // oneDNN's deconvolution output is the full output cropped by both pads; output_padding and
+    // output_shape enlarge it, which shows up as a smaller end pad (negative ones are not supported).
+    for (size_t i = 0; i < win.in.size(); ++i) {
+      int64_t full = win.strides[i] * (win.in[i] - 1) + win.extent(i);
+      pad_end[i] = full - win.pad_begin[i] - win.out[i];
+      if (pad_end[i] < 0 || win.pad_begin[i] < 0) return nullptr;
+    }
+  }
+  dnnl::engine& eng = onednn::engine();
+  auto plan = std::make_unique<ConvPlan>();
+  plan->x_shape = x.shape();
+  plan->weights_key = onednn::TensorKey::of(w);
+  plan->bias_key = b ? onednn::TensorKey::of(*b) : onednn::TensorKey{};
+
+  const memory::dims src_dims = onednn::to_dims(x.shape());
+  const memory::dims dst_dims = onednn::to_dims(output_shape(g));
+  memory::desc user_w = user_weights_desc(g, w);
+  memory::desc src_any(src_dims, memory::data_type::f32, memory::format_tag::any);
+  memory::desc dst_any(dst_dims, memory::data_type::f32, memory::format_tag::any);
+  memory::desc w_any(user_w.dims(), memory::data_type::f32, memory::format_tag::any);
+  memory::desc b_md({g.out_channels}, memory::data_type::f32, memory::format_tag::x);
+  memory::dims strides = dnnl_dims(win.strides), dilations = dnnl_dims(win.dilations, 1);
+  memory::dims pad_begin = dnnl_dims(win.pad_begin);
+
+  memory::desc src_md, dst_md, w_md;
+  try {
+    if (g.transposed) {
+      auto d = b ? dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::deconvolution_direct, src_any, w_any, b_md,
+                                                     dst_any, strides, dilations, pad_begin, pad_end)
+                 : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::deconvolution_direct, src_any, w_any, dst_any,
+                                                     strides, dilations, pad_begin, pad_end);
+      dnnl::deconvolution_forward::primitive_desc pd(d, eng);
+      src_md = pd.src_desc();
+      dst_md = pd.dst_desc();
+      w_md = pd.weights_desc();
+      plan->primitive = dnnl::deconvolution_forward(pd);
+    } else {
+      auto d = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
+                                                   strides, dilations, pad_begin, pad_end)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::convolution_direct, src_any, w_any, dst_any,
+                                                   strides, dilations, pad_begin, pad_end);
+      dnnl::convolution_forward::primitive_desc pd(d, eng);
+      src_md = pd.src_desc();
+      dst_md = pd.dst_desc();
+      w_md = pd.weights_desc();
+      plan->primitive = dnnl::convolution_forward(pd);
+    }
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+
+  // Weights (and bias) once, converted to float32 first when the model is half precision.
+  dnnl::stream stream(eng);
+  Tensor w32 = as_float32(w);
+  memory user_w_mem(user_w, eng, w32.raw_data());
+  plan->weights = memory(w_md, eng);
+  dnnl::reorder(user_w_mem, plan->weights).execute(stream, user_w_mem, plan->weights);
+  if (b) {
+    Tensor b32 = as_float32(*b);
+    plan->bias = memory(b_md, eng);
+    std::memcpy(plan->bias.get_data_handle(), b32.raw_data(), size_t(g.out_channels) * sizeof(float));
+  }
+  stream.wait();
+
+  plan->user_src = memory(onednn::plain_desc(src_dims), eng, DNNL_MEMORY_NONE);
+  plan->user_dst = memory(onednn::plain_desc(dst_dims), eng, DNNL_MEMORY_NONE);
+  plan->reorder_src = src_md != plan->user_src.get_desc();
+  plan->reorder_dst = dst_md != plan->user_dst.get_desc();
+  plan->src = plan->user_src;
+  plan->dst = plan->user_dst;
+  if (plan->reorder_src) {
+    plan->src = memory(src_md, eng);
+    plan->src_reorder = dnnl::reorder(plan->user_src, plan->src);
+  }
+  if (plan->reorder_dst) {
+    plan->dst = memory(dst_md, eng);
+    plan->dst_reorder = dnnl::reorder(plan->dst, plan->user_dst);
+  }
+  return plan;
+}
+
+void run_plan(ConvPlan& plan, const Tensor& x32, Tensor& y32) {
+  dnnl::stream stream(onednn::engine());
+  plan.user_src.set_data_handle(x32.raw_data());
+  plan.user_dst.set_data_handle(y32.raw_data());
+  if (plan.reorder_src) plan.src_reorder.execute(stream, plan.user_src, plan.src);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, plan.src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, plan.dst}};
+  if (plan.bias) args.emplace(DNNL_ARG_BIAS, plan.bias);
+  plan.primitive.execute(stream, args);
+  if (plan.reorder_dst) plan.dst_reorder.execute(stream, plan.dst, plan.user_dst);
+  stream.wait();
+}
+
+// Finds or builds the plan for this call (nullptr: use the reference loop).
+ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b) {
+  auto& state = ctx.state<ConvState>();
+  auto& plans = state.plans;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ConvPlan& p = *plans[i];
+    if (p.x_shape == x.shape() && p.weights_key.matches(w) && (b ? p.bias_key.matches(*b) : !p.bias)) {
+      std::rotate(plans.begin(), plans.begin() + i, plans.begin() + i + 1);
+      return plans[0].get();
+    }
+  }
+  // Different weights invalidate every plan of this node (they were all reordered from the old ones).
+  if (!plans.empty() && !plans[0]->weights_key.matches(w)) plans.clear();
+  std::unique_ptr<ConvPlan> plan = build_plan(g, x, w, b);
+  if (!plan) return nullptr;
+  plans.insert(plans.begin(), std::move(plan));
+  if (plans.size() > ConvState::kMaxPlans) plans.pop_back();
+  return plans[0].get();
+}
+
+void run_conv(KernelContext& ctx, const ConvGeometry& g) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  Tensor& y = ctx.allocate(0, x.dtype(), output_shape(g));
+  if (y.numel() == 0) return;
+  if (x.numel() == 0 || w.numel() == 0) {
+    // Nothing to accumulate (zero input channels): the output is just the bias.
+    dispatch_float(x.dtype(), [&]<class T>() {
+      T* out = y.data<T>();
+      const int64_t plane = y.numel() / (g.batch * g.out_channels);
+      for (int64_t i = 0; i < y.numel(); ++i) out[i] = b ? b->data<T>()[(i / plane) % g.out_channels] : T(0);
+    });
+    return;
+  }
+  if (x.dtype() != DType::Float64) {
+    if (ConvPlan* plan = find_plan(ctx, g, x, w, b)) {
+      if (x.dtype() == DType::Float32) {
+        run_plan(*plan, x, y);
+      } else {
+        Tensor y32 = Tensor::empty(DType::Float32, y.shape());
+        run_plan(*plan, x.cast(DType::Float32), y32);
+        copy_tensor(y32.cast(y.dtype()), y);
+      }
+      return;
+    }
+  }
+  run_reference(g, x, w, b, y);
+}
+
+void conv_kernel(KernelContext& ctx) { run_conv(ctx, conv_geometry(ctx)); }
+void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_geometry(ctx)); }
+
+}  // namespace
+
+INGOT_CPU_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+
+}  // namespace ingot

@@ -1,0 +1,263 @@
+// Pooling: MaxPool (with Indices), AveragePool, LpPool, their Global forms, and MaxUnpool.
+// Hand-written: parallel over the N*C planes; each axis' valid kernel range is precomputed per
+// output position, so the inner loops carry no padding checks.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/kernels/nn_util.h"
+#include "core/dispatch.h"
+#include "core/thread_pool.h"
+#include "ops/kernel.h"
+
+namespace ingot {
+namespace {
+
+using nn::Window;
+
+// For one axis and each output position: the first input index of the window and the range of
+// kernel taps [lo, hi) that land inside the input; `padded` counts taps inside the padded input.
+struct AxisTaps {
+  std::vector<int64_t> start, lo, hi, padded;
+};
+
+AxisTaps axis_taps(const Window& w, size_t axis) {
+  AxisTaps t;
+  const int64_t n = w.out[axis], in = w.in[axis], k = w.kernel[axis], d = w.dilations[axis];
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t s = o * w.strides[axis] - w.pad_begin[axis];
+    int64_t lo = 0, hi = 0, padded = 0;
+    for (int64_t j = 0; j < k; ++j) {  // k is small; counting is clearer than closed forms here
+      int64_t p = s + j * d;
+      if (p < 0) lo = j + 1;
+      if (p < in) hi = j + 1;
+      if (p < in + w.pad_end[axis]) ++padded;
+    }
+    t.start.push_back(s);
+    t.lo.push_back(lo);
+    t.hi.push_back(std::max(lo, hi));
+    t.padded.push_back(padded);
+  }
+  return t;
+}
+
+Shape pooled_shape(const Tensor& x, const Window& w) {
+  Shape s{x.dim(0), x.dim(1)};
+  s.insert(s.end(), w.out.begin(), w.out.end());
+  return s;
+}
+
+Window pool_window(const KernelContext& ctx, const Tensor& x) {
+  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  if (x.rank() > 5) fail("input 0 (X): at most 3 spatial axes are supported, got {}", x.rank() - 2);
+  const Ints& kernel = ctx.attr_ints("kernel_shape");
+  if (kernel.size() != size_t(x.rank() - 2)) {
+    fail("attribute 'kernel_shape' {} does not match the {} spatial axes of X {}", shape_str(kernel), x.rank() - 2,
+         shape_str(x.shape()));
+  }
+  bool ceil_mode = ctx.def().find_attr("ceil_mode") && ctx.attr_int("ceil_mode") != 0;
+  return nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel, ceil_mode);
+}
+
+enum class PoolKind { Max, Average, Lp };
+
+// Runs `kind` pooling over every plane. For Max, `indices` (optional) receives flat input offsets.
+template <class T>
+void pool_planes(PoolKind kind, const Window& w3, int64_t planes, const T* x, T* y, int64_t* indices,
+                 bool count_include_pad, int64_t p, bool column_major) {
+  using A = nn::acc_t<T>;
+  const AxisTaps td = axis_taps(w3, 0), th = axis_taps(w3, 1), tw = axis_taps(w3, 2);
+  const int64_t ID = w3.in[0], IH = w3.in[1], IW = w3.in[2];
+  const int64_t OD = w3.out[0], OH = w3.out[1], OW = w3.out[2];
+  const int64_t dd = w3.dilations[0], dh = w3.dilations[1], dw = w3.dilations[2];
+  const int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW;
+  const int64_t work = std::max<int64_t>(1, out_plane * w3.kernel[0] * w3.kernel[1] * w3.kernel[2]);
+  parallel_for(planes, std::max<int64_t>(1, (1 << 15) / work), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * in_plane;
+      T* yp = y + plane * out_plane;
+      int64_t* ip = indices ? indices + plane * out_plane : nullptr;
+      for (int64_t od = 0; od < OD; ++od)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t o = (od * OH + oh) * OW + ow;
+            if (kind == PoolKind::Max) {
+              A best = -std::numeric_limits<A>::infinity();
+              int64_t best_at = -1;
+              for (int64_t kd = td.lo[od]; kd < td.hi[od]; ++kd) {
+                const int64_t id = td.start[od] + kd * dd;
+                for (int64_t kh = th.lo[oh]; kh < th.hi[oh]; ++kh) {
+                  const int64_t ih = th.start[oh] + kh * dh;
+                  const T* row = xp + (id * IH + ih) * IW;
+                  for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) {
+                    const int64_t iw = tw.start[ow] + kw * dw;
+                    const A v = A(row[iw]);
+                    if (v > best || best_at < 0) {
+                      best = v;
+                      best_at = (id * IH + ih) * IW + iw;
+                    }
+                  }
+                }
+              }
+              yp[o] = T(best);
+              if (ip) {
+                int64_t at = best_at < 0 ? 0 : best_at;
+                if (column_major) {
+                  const int64_t iw = at % IW, ih = (at / IW) % IH, id = at / (IW * IH);
+                  at = iw * IH * ID + ih * ID + id;
+                }
+                ip[o] = plane * in_plane + at;
+              }
+            } else {
+              A acc = 0;
+              for (int64_t kd = td.lo[od]; kd < td.hi[od]; ++kd) {
+                const int64_t id = td.start[od] + kd * dd;
+                for (int64_t kh = th.lo[oh]; kh < th.hi[oh]; ++kh) {
+                  const T* row = xp + (id * IH + th.start[oh] + kh * dh) * IW + tw.start[ow];
+                  if (kind == PoolKind::Average) {
+                    for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) acc += A(row[kw * dw]);
+                  } else if (p == 1) {
+                    for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) acc += std::abs(A(row[kw * dw]));
+                  } else if (p == 2) {
+                    for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) acc += A(row[kw * dw]) * A(row[kw * dw]);
+                  } else {
+                    for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) acc += std::pow(std::abs(A(row[kw * dw])), A(p));
+                  }
+                }
+              }
+              if (kind == PoolKind::Average) {
+                int64_t count = count_include_pad
+                                    ? td.padded[od] * th.padded[oh] * tw.padded[ow]
+                                    : (td.hi[od] - td.lo[od]) * (th.hi[oh] - th.lo[oh]) * (tw.hi[ow] - tw.lo[ow]);
+                yp[o] = T(count > 0 ? acc / A(count) : A(0));
+              } else {
+                yp[o] = T(p == 2 ? std::sqrt(acc) : p == 1 ? acc : std::pow(acc, A(1) / A(p)));
+              }
+            }
+          }
+    }
+  });
+}
+
+void pool(KernelContext& ctx, PoolKind kind) {
+  const Tensor& x = ctx.input(0);
+  const Window w = pool_window(ctx, x);
+  Tensor& y = ctx.allocate(0, x.dtype(), pooled_shape(x, w));
+  int64_t* indices = nullptr;
+  if (kind == PoolKind::Max && ctx.num_outputs() > 1) {
+    indices = ctx.allocate(1, DType::Int64, y.shape()).data<int64_t>();
+  }
+  if (y.numel() == 0) return;
+  const bool count_include_pad = kind == PoolKind::Average && ctx.attr_int("count_include_pad") != 0;
+  const int64_t p = kind == PoolKind::Lp ? ctx.attr_int("p") : 0;
+  if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
+  const bool column_major = kind == PoolKind::Max && ctx.attr_int("storage_order") == 1;
+  const int64_t planes = x.dim(0) * x.dim(1);
+  auto body = [&]<class T>() {
+    pool_planes<T>(kind, nn::to_3d(w), planes, x.data<T>(), y.data<T>(), indices, count_include_pad, p, column_major);
+  };
+  if (kind == PoolKind::Max) {
+    dispatch<INGOT_FLOAT_TYPES, DType::Int8, DType::UInt8>(x.dtype(), body);
+  } else {
+    dispatch_float(x.dtype(), body);
+  }
+}
+
+void max_pool(KernelContext& ctx) { pool(ctx, PoolKind::Max); }
+void average_pool(KernelContext& ctx) { pool(ctx, PoolKind::Average); }
+void lp_pool(KernelContext& ctx) { pool(ctx, PoolKind::Lp); }
+
+// Global pools reduce every (n, c) plane to one value.
+void global_pool(KernelContext& ctx, PoolKind kind) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  Shape out_shape = x.shape();
+  for (size_t i = 2; i < out_shape.size(); ++i) out_shape[i] = 1;
+  Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  if (planes == 0) return;
+  const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+  const int64_t p = kind == PoolKind::Lp ? ctx.attr_int("p") : 0;
+  if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
+  dispatch_float(x.dtype(), [&]<class T>() {
+    using A = nn::acc_t<T>;
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(planes, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(plane, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const T* src = xp + c * plane;
+        A r;
+        if (kind == PoolKind::Max) {
+          r = -std::numeric_limits<A>::infinity();
+          for (int64_t i = 0; i < plane; ++i) r = std::max(r, A(src[i]));
+        } else if (kind == PoolKind::Average) {
+          r = 0;
+          for (int64_t i = 0; i < plane; ++i) r += A(src[i]);
+          r = plane > 0 ? r / A(plane) : A(0);
+        } else {
+          r = 0;
+          for (int64_t i = 0; i < plane; ++i) r += std::pow(std::abs(A(src[i])), A(p));
+          r = std::pow(r, A(1) / A(p));
+        }
+        yp[c] = T(r);
+      }
+    });
+  });
+}
+
+void global_average_pool(KernelContext& ctx) { global_pool(ctx, PoolKind::Average); }
+void global_max_pool(KernelContext& ctx) { global_pool(ctx, PoolKind::Max); }
+void global_lp_pool(KernelContext& ctx) { global_pool(ctx, PoolKind::Lp); }
+
+void max_unpool(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& idx = ctx.input(1);
+  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  if (idx.shape() != x.shape()) {
+    fail("input 1 (I): expected the shape of X {}, got {}", shape_str(x.shape()), shape_str(idx.shape()));
+  }
+  if (idx.dtype() != DType::Int64) fail("input 1 (I): expected int64, got {}", dtype_name(idx.dtype()));
+  const size_t nd = size_t(x.rank() - 2);
+  const Ints& kernel = ctx.attr_ints("kernel_shape");
+  if (kernel.size() != nd) fail("attribute 'kernel_shape': expected {} values, got {}", nd, kernel.size());
+  Ints strides = nn::ints_attr_or(ctx, "strides", nd, 1);
+  Ints pads = nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
+  Shape out_shape{x.dim(0), x.dim(1)};
+  for (size_t i = 0; i < nd; ++i) out_shape.push_back((x.dim(int64_t(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nd]);
+  if (ctx.has_input(2)) {
+    Shape requested = ctx.input(2).to_int64_vector();
+    if (requested.size() != out_shape.size()) {
+      fail("input 2 (output_shape): expected {} values, got {}", out_shape.size(), requested.size());
+    }
+    out_shape = requested;
+  }
+  for (int64_t d : out_shape) {
+    if (d < 0) fail("MaxUnpool: negative output size in {}", shape_str(out_shape));
+  }
+  Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
+  std::memset(y.raw_data(), 0, y.nbytes());
+  const int64_t* ip = idx.data<int64_t>();
+  const int64_t total = y.numel();
+  dispatch_by_size(x.dtype(), [&]<class T>() {
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* yp = static_cast<T*>(y.raw_data());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (ip[i] < 0 || ip[i] >= total) fail("input 1 (I): index {} is outside the output of {} elements", ip[i], total);
+      yp[ip[i]] = xp[i];
+    }
+  });
+}
+
+}  // namespace
+
+INGOT_CPU_KERNEL(MaxPool, max_pool).versions(1).dtypes({INGOT_FLOAT_TYPES, DType::Int8, DType::UInt8});
+INGOT_CPU_KERNEL(AveragePool, average_pool).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(LpPool, lp_pool).versions(2).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(GlobalAveragePool, global_average_pool).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(GlobalMaxPool, global_max_pool).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(GlobalLpPool, global_lp_pool).versions(2).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(MaxUnpool, max_unpool).versions(9).dtypes({INGOT_FLOAT_TYPES});
+
+}  // namespace ingot

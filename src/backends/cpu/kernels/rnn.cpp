@@ -1,0 +1,433 @@
+// CPU kernels for LSTM, GRU and RNN. Per direction: one GEMM projects the inputs of all time steps
+// (X * W^T, biases folded in), then each step does one recurrent GEMM (H * R^T; GRU without
+// linear_before_reset needs a second one after the reset gate) and an elementwise cell update.
+// Layout 1 is handled by strides, not transposes, and sequence_lens by masking rows per step.
+// float32/float64 compute natively (sgemm/dgemm); float16/bfloat16 compute in float32.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "ops/kernel.h"
+
+namespace ingot {
+namespace {
+
+enum class Cell : uint8_t { LSTM, GRU, RNN };
+
+int num_gates(Cell cell) { return cell == Cell::LSTM ? 4 : cell == Cell::GRU ? 3 : 1; }
+
+// ---- activations ------------------------------------------------------------------------------
+
+enum class ActKind : uint8_t {
+  Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus
+};
+
+struct Activation {
+  ActKind kind = ActKind::Sigmoid;
+  float alpha = 0, beta = 0;
+};
+
+struct ActSpec {
+  const char* name;  // lower case
+  ActKind kind;
+  int params;  // how many of (alpha, beta) it consumes from the attribute lists
+  float alpha, beta;  // defaults, as for the ONNX operator of the same name
+};
+
+constexpr ActSpec kActivations[] = {
+    {"sigmoid", ActKind::Sigmoid, 0, 0, 0},          {"tanh", ActKind::Tanh, 0, 0, 0},
+    {"relu", ActKind::Relu, 0, 0, 0},                {"affine", ActKind::Affine, 2, 1.0f, 0.0f},
+    {"leakyrelu", ActKind::LeakyRelu, 1, 0.01f, 0},  {"thresholdedrelu", ActKind::ThresholdedRelu, 1, 1.0f, 0},
+    {"scaledtanh", ActKind::ScaledTanh, 2, 1.0f, 1.0f}, {"hardsigmoid", ActKind::HardSigmoid, 2, 0.2f, 0.5f},
+    {"elu", ActKind::Elu, 1, 1.0f, 0},               {"softsign", ActKind::Softsign, 0, 0, 0},
+    {"softplus", ActKind::Softplus, 0, 0, 0},
+};
+
+// The activations of every direction, `per_direction` each (f, g, h for LSTM). activation_alpha
+// and activation_beta are consumed in order by the functions that take parameters.
+std::vector<Activation> parse_activations(const KernelContext& ctx, size_t per_direction, size_t num_dirs,
+                                          const std::vector<std::string>& defaults) {
+  std::vector<std::string> names = ctx.has_attr("activations") ? ctx.attr_strings("activations") : defaults;
+  if (names.size() == per_direction && num_dirs == 2) {  // one list serves both directions
+    std::vector<std::string> once = names;
+    names.insert(names.end(), once.begin(), once.end());
+  }
+  if (names.size() != per_direction * num_dirs) {
+    fail("attribute 'activations': expected {} names ({} per direction), got {}", per_direction * num_dirs,
+         per_direction, names.size());
+  }
+  std::vector<float> alphas, betas;
+  if (ctx.has_attr("activation_alpha")) alphas = ctx.attr_floats("activation_alpha");
+  if (ctx.has_attr("activation_beta")) betas = ctx.attr_floats("activation_beta");
+  size_t next_alpha = 0, next_beta = 0;
+  std::vector<Activation> acts;
+  for (const std::string& name : names) {
+    std::string lower = name;
+    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    const ActSpec* spec = nullptr;
+    for (const ActSpec& s : kActivations) {
+      if (lower == s.name) spec = &s;
+    }
+    if (!spec) fail("attribute 'activations': unknown activation '{}'", name);
+    Activation a{spec->kind, spec->alpha, spec->beta};
+    if (spec->params >= 1 && next_alpha < alphas.size()) a.alpha = alphas[next_alpha++];
+    if (spec->params >= 2 && next_beta < betas.size()) a.beta = betas[next_beta++];
+    acts.push_back(a);
+  }
+  return acts;
+}
+
+// In place on n values; `clip` > 0 clamps the inputs to [-clip, clip] first.
+template <class T>
+void activate(const Activation& act, T* x, int64_t n, T clip) {
+  if (clip > 0) {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -clip), clip);
+  }
+  const T alpha = T(act.alpha), beta = T(act.beta);
+  switch (act.kind) {
+    case ActKind::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+      break;
+    case ActKind::Tanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      break;
+    case ActKind::Relu:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
+      break;
+    case ActKind::Affine:
+      for (int64_t i = 0; i < n; ++i) x[i] = alpha * x[i] + beta;
+      break;
+    case ActKind::LeakyRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] >= 0 ? x[i] : alpha * x[i];
+      break;
+    case ActKind::ThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > alpha ? x[i] : T(0);
+      break;
+    case ActKind::ScaledTanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = alpha * std::tanh(beta * x[i]);
+      break;
+    case ActKind::HardSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(T(1), std::max(T(0), alpha * x[i] + beta));
+      break;
+    case ActKind::Elu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] >= 0 ? x[i] : alpha * (std::exp(x[i]) - T(1));
+      break;
+    case ActKind::Softsign:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (T(1) + std::abs(x[i]));
+      break;
+    case ActKind::Softplus:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::log1p(std::exp(x[i]));
+      break;
+  }
+}
+
+// ---- GEMM ---------------------------------------------------------------------------------------
+
+// c[m, n] = a[m, k] * b[n, k]^T (+ c when accumulate); a and b are row-major with k columns.
+void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) std::fill_n(c, m * n, 0.0f);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k),
+              accumulate ? 1.0f : 0.0f, c, int(n));
+}
+void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, const double* b, bool accumulate, double* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) std::fill_n(c, m * n, 0.0);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(k),
+              accumulate ? 1.0 : 0.0, c, int(n));
+}
+
+// ---- one direction -----------------------------------------------------------------------------
+
+// Where batch entry b, time step t lives in a strided [.., H] tensor: offset = t*t_stride + b*b_stride.
+template <class T>
+struct Strided {
+  T* data = nullptr;
+  int64_t t_stride = 0, b_stride = 0;
+  T* row(int64_t t, int64_t b) const { return data + t * t_stride + b * b_stride; }
+};
+
+template <class T>
+struct Direction {
+  Cell cell;
+  int64_t seq, batch, input, hidden;
+  bool reverse;
+  const T* x;  // [seq*batch, input]; row of (t, b) given by x_row()
+  bool batch_major;  // layout 1: X rows ordered (b, t)
+  const T* w;  // [G*H, input]
+  const T* r;  // [G*H, H]
+  const T* bias = nullptr;  // [2*G*H]: Wb then Rb
+  const T* peephole = nullptr;  // [3H]: i, o, f
+  Strided<const T> h0, c0;  // t_stride unused
+  const int64_t* lengths = nullptr;  // [batch]; nullptr: all seq
+  const Activation* acts;  // f, g, h
+  T clip = 0;
+  bool input_forget = false, linear_before_reset = false;
+  Strided<T> y, y_h, y_c;  // y_h/y_c: t_stride unused; any may have null data
+
+  int64_t x_row(int64_t t, int64_t b) const { return batch_major ? b * seq + t : t * batch + b; }
+};
+
+template <class T>
+void run_direction(const Direction<T>& d) {
+  const int64_t H = d.hidden, G = num_gates(d.cell), GH = G * H, batch = d.batch;
+  // Input projection of every step at once, with the biases that add linearly folded in.
+  std::vector<T> xw(size_t(d.seq * batch * GH));
+  gemm_nt(d.seq * batch, GH, d.input, d.x, d.w, false, xw.data());
+  std::vector<T> rb_h;  // GRU with linear_before_reset keeps Rb of the h gate apart (it sits inside r * ...)
+  if (d.bias) {
+    std::vector<T> folded(static_cast<size_t>(GH));
+    for (int64_t j = 0; j < GH; ++j) folded[j] = d.bias[j] + d.bias[GH + j];
+    if (d.cell == Cell::GRU && d.linear_before_reset) {
+      rb_h.assign(d.bias + GH + 2 * H, d.bias + GH + 3 * H);
+      for (int64_t j = 2 * H; j < GH; ++j) folded[j] = d.bias[j];
+    }
+    for (int64_t row = 0; row < d.seq * batch; ++row) {
+      T* out = xw.data() + row * GH;
+      for (int64_t j = 0; j < GH; ++j) out[j] += folded[j];
+    }
+  }
+  if (d.cell == Cell::GRU && d.linear_before_reset && rb_h.empty()) rb_h.assign(size_t(H), T(0));
+
+  std::vector<T> h(size_t(batch * H), T(0)), c;
+  for (int64_t b = 0; d.h0.data && b < batch; ++b) std::copy_n(d.h0.row(0, b), H, h.data() + b * H);
+  if (d.cell == Cell::LSTM) {
+    c.assign(size_t(batch * H), T(0));
+    for (int64_t b = 0; d.c0.data && b < batch; ++b) std::copy_n(d.c0.row(0, b), H, c.data() + b * H);
+  }
+  int64_t steps = d.seq;
+  if (d.lengths) steps = batch ? *std::max_element(d.lengths, d.lengths + batch) : 0;
+
+  // scratch: h(C) for LSTM, r * H_prev for GRU; candidate: GRU's h~ without linear_before_reset.
+  std::vector<T> gates(size_t(batch * GH)), scratch(size_t(batch * H)), candidate;
+  if (d.cell == Cell::GRU && !d.linear_before_reset) candidate.resize(size_t(batch * H));
+  const Activation& f = d.acts[0];
+  const Activation& g = d.acts[d.cell == Cell::RNN ? 0 : 1];
+  const Activation& hact = d.acts[d.cell == Cell::LSTM ? 2 : 0];
+  for (int64_t s = 0; s < steps; ++s) {
+    auto active = [&](int64_t b) { return !d.lengths || s < d.lengths[b]; };
+    auto time_of = [&](int64_t b) {
+      int64_t len = d.lengths ? d.lengths[b] : d.seq;
+      return d.reverse ? len - 1 - s : s;
+    };
+    if (d.cell == Cell::GRU && !d.linear_before_reset) {
+      // z and r first (R rows 0..2H), then h~ from (r * H_prev) * Rh^T.
+      gemm_nt(batch, 2 * H, H, h.data(), d.r, false, gates.data());
+      for (int64_t b = 0; b < batch; ++b) {
+        T* zr = gates.data() + b * 2 * H;
+        T* rh = scratch.data() + b * H;
+        if (!active(b)) {
+          std::fill_n(rh, H, T(0));
+          continue;
+        }
+        const T* xrow = xw.data() + d.x_row(time_of(b), b) * GH;
+        for (int64_t j = 0; j < 2 * H; ++j) zr[j] += xrow[j];
+        activate(f, zr, 2 * H, d.clip);
+        const T* hp = h.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) rh[j] = zr[H + j] * hp[j];
+      }
+      gemm_nt(batch, H, H, scratch.data(), d.r + 2 * H * H, false, candidate.data());
+      for (int64_t b = 0; b < batch; ++b) {
+        if (!active(b)) continue;
+        int64_t t = time_of(b);
+        const T* xh = xw.data() + d.x_row(t, b) * GH + 2 * H;
+        T* cand = candidate.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) cand[j] += xh[j];
+        activate(g, cand, H, d.clip);
+        const T* z = gates.data() + b * 2 * H;
+        T* hp = h.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) hp[j] = (T(1) - z[j]) * cand[j] + z[j] * hp[j];
+        if (d.y.data) std::copy_n(hp, H, d.y.row(t, b));
+      }
+      continue;
+    }
+
+    gemm_nt(batch, GH, H, h.data(), d.r, false, gates.data());
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!active(b)) continue;
+      int64_t t = time_of(b);
+      T* gt = gates.data() + b * GH;
+      const T* xrow = xw.data() + d.x_row(t, b) * GH;
+      T* hp = h.data() + b * H;
+      if (d.cell == Cell::RNN) {
+        for (int64_t j = 0; j < H; ++j) hp[j] = gt[j] + xrow[j];
+        activate(f, hp, H, d.clip);
+      } else if (d.cell == Cell::GRU) {  // linear_before_reset: h~ = g(xh + r * (H_prev*Rh^T + Rbh))
+        for (int64_t j = 0; j < 2 * H; ++j) gt[j] += xrow[j];
+        activate(f, gt, 2 * H, d.clip);
+        const T *z = gt, *r = gt + H;
+        T* cand = gt + 2 * H;
+        for (int64_t j = 0; j < H; ++j) cand[j] = xrow[2 * H + j] + r[j] * (cand[j] + rb_h[j]);
+        activate(g, cand, H, d.clip);
+        for (int64_t j = 0; j < H; ++j) hp[j] = (T(1) - z[j]) * cand[j] + z[j] * hp[j];
+      } else {  // LSTM, gates i, o, f, c
+        for (int64_t j = 0; j < GH; ++j) gt[j] += xrow[j];
+        T *gi = gt, *go = gt + H, *gf = gt + 2 * H, *gc = gt + 3 * H;
+        T* cp = c.data() + b * H;
+        if (d.peephole) {
+          for (int64_t j = 0; j < H; ++j) gi[j] += d.peephole[j] * cp[j];
+          for (int64_t j = 0; j < H; ++j) gf[j] += d.peephole[2 * H + j] * cp[j];
+        }
+        activate(f, gi, H, d.clip);
+        if (d.input_forget) {  // coupled gates, as ONNX Runtime does: f = 1 - i
+          for (int64_t j = 0; j < H; ++j) gf[j] = T(1) - gi[j];
+        } else {
+          activate(f, gf, H, d.clip);
+        }
+        activate(g, gc, H, d.clip);
+        for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+        if (d.peephole) {
+          for (int64_t j = 0; j < H; ++j) go[j] += d.peephole[H + j] * cp[j];
+        }
+        activate(f, go, H, d.clip);
+        T* hc = scratch.data() + b * H;
+        std::copy_n(cp, H, hc);
+        activate(hact, hc, H, d.clip);
+        for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * hc[j];
+      }
+      if (d.y.data) std::copy_n(hp, H, d.y.row(t, b));
+    }
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    if (d.y_h.data) std::copy_n(h.data() + b * H, H, d.y_h.row(0, b));
+    if (d.y_c.data) std::copy_n(c.data() + b * H, H, d.y_c.row(0, b));
+  }
+}
+
+// ---- kernel ------------------------------------------------------------------------------------
+
+void check_shape(const Tensor& t, const Shape& expected, std::string_view what) {
+  if (t.shape() != expected) fail("{}: expected shape {}, got {}", what, shape_str(expected), shape_str(t.shape()));
+}
+
+// Shared by LSTM, GRU and RNN; inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P).
+void recurrent_kernel(KernelContext& ctx, Cell cell) {
+  const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
+  const DType dtype = x.dtype();
+  if (!is_floating(dtype)) fail("input 0 (X): expected a floating-point tensor, got {}", x.describe());
+  if (x.rank() != 3) fail("input 0 (X): expected rank 3, got {}", x.describe());
+  if (r.rank() != 3) fail("input 2 (R): expected rank 3, got {}", r.describe());
+  const std::string& direction = ctx.attr_string("direction");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
+    fail("attribute 'direction': expected forward, reverse or bidirectional, got '{}'", direction);
+  }
+  const int64_t num_dirs = direction == "bidirectional" ? 2 : 1;
+  const int64_t layout = ctx.attr_int("layout");
+  if (layout != 0 && layout != 1) fail("attribute 'layout': expected 0 or 1, got {}", layout);
+  const int64_t seq = x.dim(layout), batch = x.dim(1 - layout), input = x.dim(2);
+  const int64_t hidden = ctx.has_attr("hidden_size") ? ctx.attr_int("hidden_size") : r.dim(2);
+  if (hidden <= 0) fail("attribute 'hidden_size': expected a positive value, got {}", hidden);
+  const int64_t GH = num_gates(cell) * hidden;
+  check_shape(w, {num_dirs, GH, input}, "input 1 (W)");
+  check_shape(r, {num_dirs, GH, hidden}, "input 2 (R)");
+  const Shape state_shape = layout == 0 ? Shape{num_dirs, batch, hidden} : Shape{batch, num_dirs, hidden};
+  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (i != 4 && ctx.has_input(i) && ctx.input(i).dtype() != dtype) {
+      fail("input {} ({}): dtype {} differs from X's {}", i, names[i], dtype_name(ctx.input(i).dtype()),
+           dtype_name(dtype));
+    }
+  }
+  if (ctx.has_input(3)) check_shape(ctx.input(3), {num_dirs, 2 * GH}, "input 3 (B)");
+  if (ctx.has_input(5)) check_shape(ctx.input(5), state_shape, "input 5 (initial_h)");
+  if (cell == Cell::LSTM && ctx.has_input(6)) check_shape(ctx.input(6), state_shape, "input 6 (initial_c)");
+  if (cell == Cell::LSTM && ctx.has_input(7)) check_shape(ctx.input(7), {num_dirs, 3 * hidden}, "input 7 (P)");
+  std::vector<int64_t> lengths;
+  if (ctx.has_input(4)) {
+    check_shape(ctx.input(4), {batch}, "input 4 (sequence_lens)");
+    lengths = ctx.input(4).to_int64_vector();
+    for (int64_t len : lengths) {
+      if (len < 0 || len > seq) fail("input 4 (sequence_lens): length {} is outside [0, {}]", len, seq);
+    }
+  }
+  const bool padded = std::any_of(lengths.begin(), lengths.end(), [&](int64_t len) { return len < seq; });
+
+  static const std::vector<std::string> lstm_defaults{"Sigmoid", "Tanh", "Tanh"}, gru_defaults{"Sigmoid", "Tanh"},
+      rnn_defaults{"Tanh"};
+  const std::vector<std::string>& defaults =
+      cell == Cell::LSTM ? lstm_defaults : cell == Cell::GRU ? gru_defaults : rnn_defaults;
+  const std::vector<Activation> acts = parse_activations(ctx, defaults.size(), size_t(num_dirs), defaults);
+  const float clip = ctx.has_attr("clip") ? ctx.attr_float("clip") : 0.0f;
+  if (ctx.has_attr("clip") && !(clip > 0)) fail("attribute 'clip': expected a positive threshold, got {}", clip);
+
+  // Outputs Y, Y_h (, Y_c): written in place when the dtype is computed natively.
+  const bool native = dtype == DType::Float32 || dtype == DType::Float64;
+  const DType compute = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  const size_t num_outputs = std::min<size_t>(ctx.num_outputs(), cell == Cell::LSTM ? 3 : 2);
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < num_outputs; ++i) {
+    Shape shape = i > 0 ? state_shape : layout == 0 ? Shape{seq, num_dirs, batch, hidden}
+                                                    : Shape{batch, seq, num_dirs, hidden};
+    outputs.push_back(native ? ctx.allocate(i, dtype, shape) : Tensor::empty(compute, shape));
+    if (i == 0 && padded) std::memset(outputs[0].raw_data(), 0, outputs[0].nbytes());
+  }
+
+  dispatch<DType::Float32, DType::Float64>(compute, [&]<class T>() {
+    auto data_of = [&](size_t i) -> Tensor { return ctx.has_input(i) ? ctx.input(i).cast(compute) : Tensor(); };
+    const Tensor xc = x.cast(compute), wc = w.cast(compute), rc = r.cast(compute), bc = data_of(3), h0 = data_of(5);
+    const Tensor c0 = cell == Cell::LSTM ? data_of(6) : Tensor(), pc = cell == Cell::LSTM ? data_of(7) : Tensor();
+    auto ptr = [](const Tensor& t) -> T* { return t.defined() ? t.data<T>() : nullptr; };
+    // Strides of [.., H] rows: state tensors are [dirs, batch, H] or [batch, dirs, H]; Y is
+    // [seq, dirs, batch, H] or [batch, seq, dirs, H].
+    const int64_t state_b = layout == 0 ? hidden : num_dirs * hidden;
+    auto state_at = [&](const Tensor& t, int64_t dir) {
+      return Strided<T>{ptr(t) ? ptr(t) + dir * (layout == 0 ? batch * hidden : hidden) : nullptr, 0, state_b};
+    };
+    for (int64_t dir = 0; dir < num_dirs; ++dir) {
+      Direction<T> d;
+      d.cell = cell;
+      d.seq = seq, d.batch = batch, d.input = input, d.hidden = hidden;
+      d.reverse = direction == "reverse" || dir == 1;
+      d.x = ptr(xc);
+      d.batch_major = layout == 1;
+      d.w = ptr(wc) + dir * GH * input;
+      d.r = ptr(rc) + dir * GH * hidden;
+      d.bias = bc.defined() ? ptr(bc) + dir * 2 * GH : nullptr;
+      d.peephole = pc.defined() ? ptr(pc) + dir * 3 * hidden : nullptr;
+      Strided<T> h0s = state_at(h0, dir), c0s = state_at(c0, dir);
+      d.h0 = {h0s.data, 0, h0s.b_stride};
+      d.c0 = {c0s.data, 0, c0s.b_stride};
+      d.lengths = lengths.empty() ? nullptr : lengths.data();
+      d.acts = acts.data() + dir * int64_t(defaults.size());
+      d.clip = T(clip);
+      d.input_forget = cell == Cell::LSTM && ctx.attr_int("input_forget") != 0;
+      d.linear_before_reset = cell == Cell::GRU && ctx.attr_int("linear_before_reset") != 0;
+      if (num_outputs > 0) {
+        T* y = ptr(outputs[0]);
+        d.y = layout == 0 ? Strided<T>{y + dir * batch * hidden, num_dirs * batch * hidden, hidden}
+                          : Strided<T>{y + dir * hidden, num_dirs * hidden, seq * num_dirs * hidden};
+      }
+      if (num_outputs > 1) d.y_h = state_at(outputs[1], dir);
+      if (num_outputs > 2) d.y_c = state_at(outputs[2], dir);
+      run_direction(d);
+    }
+  });
+  if (!native) {
+    for (size_t i = 0; i < num_outputs; ++i) ctx.set_output(i, outputs[i].cast(dtype));
+  }
+}
+
+void lstm_kernel(KernelContext& ctx) { recurrent_kernel(ctx, Cell::LSTM); }
+void gru_kernel(KernelContext& ctx) { recurrent_kernel(ctx, Cell::GRU); }
+void rnn_kernel(KernelContext& ctx) { recurrent_kernel(ctx, Cell::RNN); }
+
+}  // namespace
+
+INGOT_CPU_KERNEL(LSTM, lstm_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(GRU, gru_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(RNN, rnn_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+
+}  // namespace ingot

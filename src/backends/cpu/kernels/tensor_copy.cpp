@@ -1,0 +1,234 @@
+#include "backends/cpu/kernels/tensor_copy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "core/thread_pool.h"
+
+namespace ingot::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;  // elements per parallel chunk, roughly
+
+template <class T>
+void copy_run(T* dst, const T* src, int64_t n) {
+  if constexpr (std::is_trivially_copyable_v<T>) {
+    std::memcpy(dst, src, size_t(n) * sizeof(T));
+  } else {
+    std::copy_n(src, n, dst);
+  }
+}
+
+// One row: n elements with the given strides.
+template <class T>
+void copy_row(T* dst, const T* src, int64_t n, int64_t dst_stride, int64_t src_stride) {
+  if (dst_stride == 1 && src_stride == 1) {
+    copy_run(dst, src, n);
+  } else if (dst_stride == 1 && src_stride == 0) {
+    std::fill_n(dst, n, *src);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * dst_stride] = src[i * src_stride];
+  }
+}
+
+struct Layout {
+  Shape shape;
+  Strides dst, src;
+};
+
+// Drops size-1 axes and merges neighbours that are contiguous with each other on both sides, so
+// e.g. a concat of NCHW maps along C becomes one flat run per input.
+Layout simplify(const Shape& shape, const Strides& dst, const Strides& src) {
+  Layout l;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (!l.shape.empty() && l.dst.back() == dst[k] * shape[k] && l.src.back() == src[k] * shape[k]) {
+      l.shape.back() *= shape[k];
+      l.dst.back() = dst[k];
+      l.src.back() = src[k];
+    } else {
+      l.shape.push_back(shape[k]);
+      l.dst.push_back(dst[k]);
+      l.src.push_back(src[k]);
+    }
+  }
+  return l;
+}
+
+// Walks the index space of `axes` of a layout in row-major order, tracking both offsets.
+class Cursor {
+ public:
+  Cursor(const Layout& l, std::vector<size_t> axes, int64_t start) : l_(l), axes_(std::move(axes)), idx_(axes_.size()) {
+    for (size_t k = axes_.size(); k-- > 0;) {
+      int64_t n = l_.shape[axes_[k]];
+      idx_[k] = start % n;
+      start /= n;
+      dst += idx_[k] * l_.dst[axes_[k]];
+      src += idx_[k] * l_.src[axes_[k]];
+    }
+  }
+  void next() {
+    for (size_t k = axes_.size(); k-- > 0;) {
+      size_t a = axes_[k];
+      ++idx_[k];
+      dst += l_.dst[a];
+      src += l_.src[a];
+      if (idx_[k] < l_.shape[a]) return;
+      dst -= l_.dst[a] * l_.shape[a];
+      src -= l_.src[a] * l_.shape[a];
+      idx_[k] = 0;
+    }
+  }
+  int64_t dst = 0, src = 0;
+
+ private:
+  const Layout& l_;
+  std::vector<size_t> axes_;
+  std::vector<int64_t> idx_;
+};
+
+template <class T>
+void copy_rows(T* dst, const T* src, const Layout& l) {
+  size_t r = l.shape.size();
+  int64_t n = l.shape.back(), ds = l.dst.back(), ss = l.src.back();
+  if (r == 1) {
+    parallel_for(n, 2 * kGrain, [&](int64_t b, int64_t e) { copy_row(dst + b * ds, src + b * ss, e - b, ds, ss); });
+    return;
+  }
+  std::vector<size_t> outer(r - 1);
+  int64_t rows = 1;
+  for (size_t k = 0; k + 1 < r; ++k) {
+    outer[k] = k;
+    rows *= l.shape[k];
+  }
+  parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+    Cursor c(l, outer, b);
+    for (int64_t row = b; row < e; ++row, c.next()) copy_row(dst + c.dst, src + c.src, n, ds, ss);
+  });
+}
+
+// A transpose-like copy: axis `a` is unit-stride in the source, the last axis is unit-stride in the
+// destination. Copies 2-D tiles of (a, last) so reads and writes both stay within a few cache lines.
+template <class T>
+void copy_tiled(T* dst, const T* src, const Layout& l, size_t a) {
+  size_t r = l.shape.size(), b = r - 1;
+  int64_t na = l.shape[a], nb = l.shape[b];
+  int64_t da = l.dst[a], sb = l.src[b];
+  int64_t ta = std::min<int64_t>(na, 32);
+  int64_t tb = std::max<int64_t>(32, 1024 / ta);
+  if (tb > nb) {
+    tb = nb;
+    ta = std::min<int64_t>(na, std::max<int64_t>(32, 1024 / tb));
+  }
+  int64_t tiles_a = (na + ta - 1) / ta, tiles_b = (nb + tb - 1) / tb;
+  std::vector<size_t> outer;
+  int64_t outer_count = 1;
+  for (size_t k = 0; k < b; ++k) {
+    if (k == a) continue;
+    outer.push_back(k);
+    outer_count *= l.shape[k];
+  }
+  int64_t items = outer_count * tiles_a * tiles_b;
+  parallel_for(items, std::max<int64_t>(1, kGrain / (ta * tb)), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      Cursor c(l, outer, item / (tiles_a * tiles_b));
+      int64_t tile = item % (tiles_a * tiles_b);
+      int64_t a0 = (tile / tiles_b) * ta, a1 = std::min(na, a0 + ta);
+      int64_t b0 = (tile % tiles_b) * tb, b1 = std::min(nb, b0 + tb);
+      T* d = dst + c.dst;
+      const T* s = src + c.src;
+      if (b1 - b0 >= a1 - a0) {  // longer side innermost: contiguous writes
+        for (int64_t i = a0; i < a1; ++i) {
+          T* drow = d + i * da;
+          const T* srow = s + i;
+          for (int64_t j = b0; j < b1; ++j) drow[j] = srow[j * sb];
+        }
+      } else {  // contiguous reads
+        for (int64_t j = b0; j < b1; ++j) {
+          T* dcol = d + j;
+          const T* scol = s + j * sb;
+          for (int64_t i = a0; i < a1; ++i) dcol[i * da] = scol[i];
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void copy_strided_typed(T* dst, const Strides& dst_strides, const T* src, const Strides& src_strides,
+                        const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d == 0) return;
+  }
+  Layout l = simplify(shape, dst_strides, src_strides);
+  if (l.shape.empty()) {
+    *dst = *src;
+    return;
+  }
+  size_t r = l.shape.size();
+  if (r >= 2 && l.dst.back() == 1 && l.src.back() != 1 && l.src.back() != 0) {
+    for (size_t a = 0; a + 1 < r; ++a) {
+      if (l.src[a] == 1) {
+        copy_tiled(dst, src, l, a);
+        return;
+      }
+    }
+  }
+  copy_rows(dst, src, l);
+}
+
+}  // namespace
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t acc = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    s[k] = acc;
+    acc *= shape[k];
+  }
+  return s;
+}
+
+void copy_strided(DType dtype, void* dst, const Strides& dst_strides, const void* src, const Strides& src_strides,
+                  const Shape& shape) {
+  dispatch_by_size(dtype, [&]<class T>() {
+    copy_strided_typed(static_cast<T*>(dst), dst_strides, static_cast<const T*>(src), src_strides, shape);
+  });
+}
+
+void fill_elements(DType dtype, void* dst, const void* value, int64_t count) {
+  dispatch_by_size(dtype, [&]<class T>() {
+    T* out = static_cast<T*>(dst);
+    const T v = *static_cast<const T*>(value);
+    parallel_for(count, 2 * kGrain, [&](int64_t b, int64_t e) { std::fill(out + b, out + e, v); });
+  });
+}
+
+void transpose_into(DType dtype, void* dst, const void* src, const Shape& shape, const std::vector<int64_t>& perm) {
+  Strides in = contiguous_strides(shape);
+  Shape out_shape(perm.size());
+  Strides src_strides(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) {
+    out_shape[k] = shape[size_t(perm[k])];
+    src_strides[k] = in[size_t(perm[k])];
+  }
+  copy_strided(dtype, dst, contiguous_strides(out_shape), src, src_strides, out_shape);
+}
+
+std::vector<int64_t> read_ints(const Tensor& t, std::string_view what) {
+  if (!is_integral(t.dtype())) fail("{}: expected an integer tensor, got {}", what, t.describe());
+  if (t.dtype() == DType::Int64) {
+    const int64_t* p = t.data<int64_t>();
+    return {p, p + t.numel()};
+  }
+  return t.to_int64_vector();
+}
+
+int64_t read_scalar_int(const Tensor& t, std::string_view what) {
+  if (t.numel() != 1) fail("{}: expected one element, got {}", what, t.describe());
+  return read_ints(t, what)[0];
+}
+
+}  // namespace ingot::cpu

@@ -1,0 +1,232 @@
+#include <ingot/tensor.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/dispatch.h"
+
+namespace ingot {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+    fail("{} {} is out of range for rank {}", what, axis, rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::string Device::str() const {
+  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
+}
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text.substr(0, 4) == "cuda") {
+    Device d{DeviceType::CUDA, 0};
+    if (text.size() > 5 && text[4] == ':') d.index = std::stoi(std::string(text.substr(5)));
+    else if (text.size() != 4) fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
+    return d;
+  }
+  fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
+}
+
+static std::array<DeviceMemory*, 2>& memory_table() {
+  static std::array<DeviceMemory*, 2> table{};
+  return table;
+}
+
+void register_device_memory(DeviceType type, DeviceMemory* memory) { memory_table()[size_t(type)] = memory; }
+
+DeviceMemory* device_memory(DeviceType type) { return memory_table()[size_t(type)]; }
+
+static DeviceMemory& memory_for(Device device) {
+  DeviceMemory* m = device_memory(device.type);
+  if (!m) fail("device {} is not available in this build", device.str());
+  return *m;
+}
+
+Storage::Storage(Device device, size_t nbytes, DType dtype) : device_(device), nbytes_(nbytes), dtype_(dtype) {
+  if (dtype == DType::String) {
+    if (device.type != DeviceType::CPU) fail("string tensors live on the CPU only");
+    data_ = new std::string[std::max<size_t>(nbytes / sizeof(std::string), 1)];
+    return;
+  }
+  data_ = memory_for(device).allocate(std::max<size_t>(nbytes, 1), device.index);
+}
+
+Storage::Storage(Device device, void* data, size_t nbytes, std::function<void()> release)
+    : device_(device), data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+
+Storage::~Storage() {
+  if (release_) {
+    release_();
+  } else if (dtype_ == DType::String) {
+    delete[] static_cast<std::string*>(data_);
+  } else if (data_) {
+    memory_for(device_).deallocate(data_, device_.index);
+  }
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape, Device device) {
+  for (int64_t d : shape) {
+    if (d < 0) fail("cannot create a tensor of shape {}: negative dimension", shape_str(shape));
+  }
+  if (dtype == DType::Undefined) fail("cannot create a tensor of undefined dtype");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = std::make_shared<Storage>(device, t.nbytes(), dtype);
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape, Device device) {
+  Tensor t = empty(dtype, std::move(shape), device);
+  if (dtype != DType::String) {
+    if (device.type == DeviceType::CPU) {
+      std::memset(t.raw_data(), 0, t.nbytes());
+    } else {
+      Tensor host = zeros(dtype, t.shape());
+      copy_tensor(host, t);
+    }
+  }
+  return t;
+}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data, Device device, std::function<void()> release) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = std::make_shared<Storage>(device, data, t.nbytes(), release ? std::move(release) : [] {});
+  return t;
+}
+
+int64_t Tensor::dim(int64_t axis) const { return shape_[size_t(normalize_axis(axis, rank()))]; }
+
+Tensor Tensor::reshape(Shape shape) const {
+  if (shape_numel(shape) != numel()) {
+    fail("cannot reshape {} to {}: element counts differ ({} vs {})", describe(), shape_str(shape), numel(),
+         shape_numel(shape));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  if (rank() == 0 || begin < 0 || end < begin || end > shape_[0]) {
+    fail("slice_rows [{}, {}) is out of range for {}", begin, end, describe());
+  }
+  Tensor t = *this;
+  int64_t row = numel() / std::max<int64_t>(shape_[0], 1);
+  t.offset_ += size_t(begin * row) * dtype_size(dtype_);
+  t.shape_[0] = end - begin;
+  return t;
+}
+
+void copy_tensor(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel()) {
+    fail("copy from {} to {}: dtype or size differs", src.describe(), dst.describe());
+  }
+  if (src.dtype() == DType::String) {
+    const std::string* s = src.data<std::string>();
+    std::string* d = dst.data<std::string>();
+    for (int64_t i = 0; i < src.numel(); ++i) d[i] = s[i];
+    return;
+  }
+  if (src.device().type == DeviceType::CPU && dst.device().type == DeviceType::CPU) {
+    if (src.nbytes()) std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
+    return;
+  }
+  Device remote = src.device().type != DeviceType::CPU ? src.device() : dst.device();
+  memory_for(remote).copy(dst.raw_data(), dst.device(), src.raw_data(), src.device(), src.nbytes());
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(dtype_, shape_, device());
+  copy_tensor(*this, t);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor t = empty(dtype_, shape_, device);
+  copy_tensor(*this, t);
+  return t;
+}
+
+namespace {
+template <class To, class From>
+To convert(const From& v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return float(v) != 0.0f || (std::is_integral_v<From> && v != From(0));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return To(float(v));
+  } else if constexpr ((std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>)) {
+    return To(float(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    return std::isfinite(v) ? To(v) : To(0);
+  } else {
+    return To(v);
+  }
+}
+}  // namespace
+
+Tensor Tensor::cast(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  if (dtype == DType::String || dtype_ == DType::String) fail("cast between string and {} is not supported here", dtype_name(dtype == DType::String ? dtype_ : dtype));
+  Tensor src = to(Device::cpu());
+  Tensor out = empty(dtype, shape_);
+  dispatch_numeric_bool(dtype_, [&]<class From>() {
+    dispatch_numeric_bool(dtype, [&]<class To>() {
+      const From* s = src.data<From>();
+      To* d = out.data<To>();
+      for (int64_t i = 0, n = numel(); i < n; ++i) d[i] = convert<To>(s[i]);
+    });
+  });
+  return out;
+}
+
+int64_t Tensor::item_int(int64_t index) const {
+  if (index < 0 || index >= numel()) fail("element {} is out of range for {}", index, describe());
+  Tensor host = to(Device::cpu());
+  int64_t v = 0;
+  dispatch_numeric_bool(dtype_, [&]<class T>() { v = int64_t(convert<double>(host.data<T>()[index])); });
+  return v;
+}
+
+double Tensor::item_double(int64_t index) const {
+  if (index < 0 || index >= numel()) fail("element {} is out of range for {}", index, describe());
+  Tensor host = to(Device::cpu());
+  double v = 0;
+  dispatch_numeric_bool(dtype_, [&]<class T>() { v = convert<double>(host.data<T>()[index]); });
+  return v;
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  if (!is_integral(dtype_) && dtype_ != DType::Bool) fail("expected an integer tensor, got {}", describe());
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  Tensor host = cast(DType::Int64).to(Device::cpu());
+  const int64_t* d = host.data<int64_t>();
+  std::copy(d, d + v.size(), v.begin());
+  return v;
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined tensor";
+  return std::string(dtype_name(dtype_)) + shape_str(shape_);
+}
+
+}  // namespace ingot

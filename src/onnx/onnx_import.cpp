@@ -1,0 +1,292 @@
+#include "onnx/onnx_import.h"
+
+#include <onnx/onnx_pb.h>  // defines ONNX_API, which onnx-data.pb.h needs
+#include <onnx/onnx-data.pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace ingot {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("{} '{}' does not exist", what, path);
+  if (fs::is_directory(path, ec)) fail("{} '{}' is a directory, not a file", what, path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open {} '{}'", what, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+DType dtype_from_onnx(int32_t t, std::string_view where) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::UINT8: case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT16: case onnx::TensorProto::INT16: case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT64: case onnx::TensorProto::STRING: case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::DOUBLE: case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64: case onnx::TensorProto::BFLOAT16:
+      return DType(t);
+    default:
+      fail("{}: ONNX element type {} ({}) is not supported", where, t,
+           onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(onnx::TensorProto::DataType(t)) : "invalid");
+  }
+}
+
+class Importer {
+ public:
+  explicit Importer(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+
+  Tensor tensor(const onnx::TensorProto& p) {
+    std::string where = "tensor '" + p.name() + "'";
+    if (p.has_segment()) fail("{}: segmented tensors are not supported", where);
+    DType dt = dtype_from_onnx(p.data_type(), where);
+    Shape shape(p.dims().begin(), p.dims().end());
+    for (int64_t d : shape) {
+      if (d < 0) fail("{}: negative dimension in {}", where, shape_str(shape));
+    }
+    Tensor t = Tensor::empty(dt, shape);
+    const int64_t n = t.numel();
+    auto expect_count = [&](int64_t got) {
+      if (got != n) fail("{}: holds {} values but its shape {} needs {}", where, got, shape_str(shape), n);
+    };
+    if (dt == DType::String) {
+      expect_count(p.string_data_size());
+      std::string* out = t.data<std::string>();
+      for (int64_t i = 0; i < n; ++i) out[i] = p.string_data(int(i));
+      return t;
+    }
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+      read_external(p, t, where);
+      return t;
+    }
+    if (p.has_raw_data()) {
+      if (p.raw_data().size() != t.nbytes()) {
+        fail("{}: raw_data has {} bytes but {} needs {}", where, p.raw_data().size(), t.describe(), t.nbytes());
+      }
+      if (n) std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
+      return t;
+    }
+    auto copy_from = [&](const auto& field, auto convert) {
+      expect_count(field.size());
+      for (int64_t i = 0; i < n; ++i) convert(i, field[int(i)]);
+    };
+    switch (dt) {
+      case DType::Float32:
+        copy_from(p.float_data(), [&](int64_t i, float v) { t.data<float>()[i] = v; });
+        break;
+      case DType::Float64:
+        copy_from(p.double_data(), [&](int64_t i, double v) { t.data<double>()[i] = v; });
+        break;
+      case DType::Int64:
+        copy_from(p.int64_data(), [&](int64_t i, int64_t v) { t.data<int64_t>()[i] = v; });
+        break;
+      case DType::UInt32:
+        copy_from(p.uint64_data(), [&](int64_t i, uint64_t v) { t.data<uint32_t>()[i] = uint32_t(v); });
+        break;
+      case DType::UInt64:
+        copy_from(p.uint64_data(), [&](int64_t i, uint64_t v) { t.data<uint64_t>()[i] = v; });
+        break;
+      case DType::Float16: case DType::BFloat16: case DType::Int16: case DType::UInt16:
+        copy_from(p.int32_data(), [&](int64_t i, int32_t v) { static_cast<uint16_t*>(t.raw_data())[i] = uint16_t(v); });
+        break;
+      case DType::Int8: case DType::UInt8: case DType::Bool:
+        copy_from(p.int32_data(), [&](int64_t i, int32_t v) { static_cast<uint8_t*>(t.raw_data())[i] = uint8_t(v); });
+        break;
+      case DType::Int32:
+        copy_from(p.int32_data(), [&](int64_t i, int32_t v) { t.data<int32_t>()[i] = v; });
+        break;
+      default: fail("{}: unsupported dtype {}", where, dtype_name(dt));
+    }
+    return t;
+  }
+
+  ValueType type(const onnx::TypeProto& tp, std::string_view where) {
+    ValueType vt;
+    const onnx::TypeProto* elem = &tp;
+    if (tp.has_sequence_type()) {
+      vt.kind = ValueKind::Sequence;
+      elem = &tp.sequence_type().elem_type();
+    } else if (tp.has_optional_type()) {
+      vt.kind = ValueKind::Optional;
+      elem = &tp.optional_type().elem_type();
+      if (elem->has_sequence_type()) elem = &elem->sequence_type().elem_type();
+    }
+    if (!elem->has_tensor_type()) return vt;  // unknown element type: left undefined
+    const auto& tt = elem->tensor_type();
+    if (tt.elem_type() != 0) vt.dtype = dtype_from_onnx(tt.elem_type(), where);
+    if (tt.has_shape()) {
+      std::vector<Dim> dims;
+      for (const auto& d : tt.shape().dim()) {
+        Dim dim;
+        if (d.has_dim_value()) dim.value = d.dim_value();
+        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        dims.push_back(std::move(dim));
+      }
+      vt.shape = std::move(dims);
+    }
+    return vt;
+  }
+
+  std::shared_ptr<Graph> graph(const onnx::GraphProto& gp) {
+    auto g = std::make_shared<Graph>();
+    g->name = gp.name();
+    for (const auto& init : gp.initializer()) g->initializers[init.name()] = tensor(init);
+    if (gp.sparse_initializer_size()) fail("graph '{}': sparse initializers are not supported", gp.name());
+    for (const auto& in : gp.input()) {
+      if (g->initializers.count(in.name())) continue;  // an initializer listed as an overridable input
+      g->inputs.push_back({in.name(), type(in.type(), "input '" + in.name() + "'")});
+    }
+    for (const auto& out : gp.output()) g->outputs.push_back({out.name(), type(out.type(), "output '" + out.name() + "'")});
+    for (const auto& vi : gp.value_info()) g->value_info[vi.name()] = {vi.name(), type(vi.type(), "value '" + vi.name() + "'")};
+    int index = 0;
+    for (const auto& np : gp.node()) {
+      Node n;
+      n.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), index) : np.name();
+      n.op_type = np.op_type();
+      n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      n.inputs.assign(np.input().begin(), np.input().end());
+      n.outputs.assign(np.output().begin(), np.output().end());
+      try {
+        for (const auto& ap : np.attribute()) n.attrs[ap.name()] = attribute(ap);
+      } catch (Error& e) {
+        e.add_context(n.label());
+        throw;
+      }
+      g->nodes.push_back(std::move(n));
+      ++index;
+    }
+    return g;
+  }
+
+ private:
+  Attribute attribute(const onnx::AttributeProto& ap) {
+    if (!ap.ref_attr_name().empty()) fail("attribute '{}' refers to a function attribute, which is not supported", ap.name());
+    Attribute a;
+    switch (ap.type()) {
+      case onnx::AttributeProto::INT: return Attribute(int64_t(ap.i()));
+      case onnx::AttributeProto::FLOAT: return Attribute(ap.f());
+      case onnx::AttributeProto::STRING: return Attribute(ap.s());
+      case onnx::AttributeProto::TENSOR: return Attribute(tensor(ap.t()));
+      case onnx::AttributeProto::GRAPH: return Attribute::graph(graph(ap.g()));
+      case onnx::AttributeProto::INTS: return Attribute(std::vector<int64_t>(ap.ints().begin(), ap.ints().end()));
+      case onnx::AttributeProto::FLOATS: return Attribute(std::vector<float>(ap.floats().begin(), ap.floats().end()));
+      case onnx::AttributeProto::STRINGS: return Attribute(std::vector<std::string>(ap.strings().begin(), ap.strings().end()));
+      case onnx::AttributeProto::TENSORS:
+        a.kind = AttrKind::Tensors;
+        for (const auto& t : ap.tensors()) a.tensors.push_back(tensor(t));
+        return a;
+      case onnx::AttributeProto::GRAPHS:
+        a.kind = AttrKind::Graphs;
+        for (const auto& g : ap.graphs()) a.graphs.push_back(graph(g));
+        return a;
+      default:
+        fail("attribute '{}' has unsupported type {}", ap.name(), int(ap.type()));
+    }
+  }
+
+  void read_external(const onnx::TensorProto& p, Tensor& t, const std::string& where) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : p.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    if (location.empty()) fail("{}: external data has no location", where);
+    fs::path file = fs::path(base_dir_) / location;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) fail("{}: cannot open external data file '{}'", where, file.string());
+    if (length >= 0 && size_t(length) != t.nbytes()) {
+      fail("{}: external data length {} does not match {} ({} bytes)", where, length, t.describe(), t.nbytes());
+    }
+    in.seekg(offset);
+    if (!in.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes()))) {
+      fail("{}: external data file '{}' is too short (offset {}, {} bytes needed)", where, file.string(), offset, t.nbytes());
+    }
+  }
+
+  std::string base_dir_;
+};
+
+// Writes the types ONNX's shape inference found back into the proto's value_info.
+void infer_shapes(onnx::ModelProto& proto) {
+  try {
+    onnx::ShapeInferenceOptions options(false, 0, true);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    // Inference is advisory: kernels compute exact shapes at run time. A model ONNX cannot
+    // infer (custom domains, new opsets) still loads.
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Model> import_onnx(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  try {
+    std::string bytes = read_file(path, "model file");
+    onnx::ModelProto proto;
+    if (bytes.empty()) fail("file is empty");
+    if (!proto.ParseFromString(bytes)) fail("not a valid ONNX model (protobuf parsing failed: truncated or corrupt file?)");
+    if (!proto.has_graph() || proto.ir_version() <= 0) {
+      fail("not a valid ONNX model (no graph or no IR version: truncated or not an ONNX file?)");
+    }
+    infer_shapes(proto);
+    auto model = std::make_shared<Model>();
+    model->name = name;
+    model->ir_version = proto.ir_version();
+    model->producer = proto.producer_name() + (proto.producer_version().empty() ? "" : " " + proto.producer_version());
+    for (const auto& op : proto.opset_import()) {
+      model->opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+    }
+    if (!model->opsets.count("")) model->opsets[""] = 1;  // IR < 3 files carry no opset import
+    Importer importer(fs::path(path).parent_path().string());
+    model->graph = importer.graph(proto.graph());
+    verify(*model);
+    return model;
+  } catch (Error& e) {
+    e.add_context("model '" + name + "'");
+    throw;
+  }
+}
+
+Value load_value_pb(const std::string& path, const ValueType& expected) {
+  std::string bytes = read_file(path, "tensor file");
+  Importer importer(fs::path(path).parent_path().string());
+  try {
+    auto read_sequence = [&](const onnx::SequenceProto& s) {
+      std::vector<Tensor> items;
+      for (const auto& t : s.tensor_values()) items.push_back(importer.tensor(t));
+      return Value::make_sequence(std::move(items));
+    };
+    if (expected.kind == ValueKind::Sequence) {
+      onnx::SequenceProto s;
+      if (!s.ParseFromString(bytes)) fail("not a valid SequenceProto");
+      return read_sequence(s);
+    }
+    if (expected.kind == ValueKind::Optional) {
+      onnx::OptionalProto o;
+      if (!o.ParseFromString(bytes)) fail("not a valid OptionalProto");
+      if (o.has_tensor_value()) return Value(importer.tensor(o.tensor_value()));
+      if (o.has_sequence_value()) return read_sequence(o.sequence_value());
+      return Value();
+    }
+    onnx::TensorProto t;
+    if (!t.ParseFromString(bytes)) fail("not a valid TensorProto");
+    return Value(importer.tensor(t));
+  } catch (Error& e) {
+    e.add_context("'" + path + "'");
+    throw;
+  }
+}
+
+Tensor load_tensor_pb(const std::string& path) { return load_value_pb(path, ValueType{}).tensor; }
+
+}  // namespace ingot

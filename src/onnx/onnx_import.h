@@ -1,0 +1,21 @@
+// ONNX import: ModelProto -> Model, and TensorProto/SequenceProto files -> values.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "graph/graph.h"
+#include "ops/kernel.h"
+
+namespace ingot {
+
+// Parses, converts and verifies an ONNX model (external-data tensors are read relative to the
+// model's folder). ONNX's own shape inference fills Graph::value_info with symbolic shapes.
+// Throws ingot::Error naming the file for anything malformed or unsupported.
+std::shared_ptr<Model> import_onnx(const std::string& path);
+
+// Reads a serialized TensorProto (.pb). `expected` decides how to read a SequenceProto or
+// OptionalProto (ONNX test data for sequence/optional inputs).
+Value load_value_pb(const std::string& path, const ValueType& expected);
+Tensor load_tensor_pb(const std::string& path);
+
+}  // namespace ingot

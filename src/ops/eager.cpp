@@ -1,0 +1,95 @@
+// Eager calls: the same catalogue entry and the same kernel as graph execution, run immediately.
+#include <ingot/ops.h>
+
+#include "ops/kernel.h"
+
+namespace ingot::ops {
+
+std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
+                         int num_outputs, const std::string& domain) {
+  try {
+    const OpDef* def = OpCatalogue::instance().find(domain, op);
+    if (!def) fail("unsupported op {} (not in Ingot's op catalogue)", op);
+    Device device = Device::cpu();
+    for (const Tensor& t : inputs) {
+      if (t.defined()) device = t.device();
+    }
+    // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply.
+    int opset = def->until_version == INT_MAX ? 21 : def->until_version;
+    const KernelDef* kernel = KernelRegistry::instance().find(domain, op, device.type, opset);
+    if (!kernel) {
+      for (const KernelDef* k : KernelRegistry::instance().all()) {
+        if (k->op == op && k->domain == domain && k->backend == device.type) kernel = k;
+      }
+      if (!kernel) fail("no {} kernel for op {}", device.str(), op);
+      opset = kernel->until_version == INT_MAX ? kernel->since_version : kernel->until_version;
+    }
+    std::vector<Value> in_values;
+    in_values.reserve(inputs.size());
+    for (const Tensor& t : inputs) in_values.push_back(t.defined() ? Value(t) : Value());
+    std::vector<const Value*> in_ptrs;
+    for (const Value& v : in_values) in_ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
+    std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
+    std::shared_ptr<void> state;
+    KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state);
+    kernel->fn(ctx);
+    std::vector<Tensor> result;
+    for (Value& v : outputs) result.push_back(std::move(v.tensor));
+    return result;
+  } catch (Error& e) {
+    e.add_context("eager " + op);
+    throw;
+  }
+}
+
+static Tensor call1(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs = {}) {
+  return call(op, inputs, attrs, 1).at(0);
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return call1("Add", {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return call1("Sub", {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call1("Mul", {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return call1("Div", {a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return call1("MatMul", {a, b}); }
+Tensor relu(const Tensor& x) { return call1("Relu", {x}); }
+Tensor sigmoid(const Tensor& x) { return call1("Sigmoid", {x}); }
+Tensor tanh(const Tensor& x) { return call1("Tanh", {x}); }
+Tensor exp(const Tensor& x) { return call1("Exp", {x}); }
+Tensor softmax(const Tensor& x, int64_t axis) { return call1("Softmax", {x}, {{"axis", axis}}); }
+
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
+  Attributes attrs;
+  if (!perm.empty()) attrs["perm"] = perm;
+  return call1("Transpose", {x}, attrs);
+}
+
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
+  return call1("Reshape", {x, Tensor::from_vector<int64_t>(shape, {int64_t(shape.size())})});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) { return call1("Concat", xs, {{"axis", axis}}); }
+
+static Tensor reduce(const std::string& op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return call1(op, {x, Tensor::from_vector<int64_t>(axes, {int64_t(axes.size())})}, {{"keepdims", int64_t(keepdims)}});
+}
+Tensor reduce_sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("ReduceSum", x, axes, keepdims); }
+Tensor reduce_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("ReduceMean", x, axes, keepdims); }
+
+Tensor conv(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const ConvOptions& options) {
+  Attributes attrs{{"group", options.group}, {"auto_pad", options.auto_pad}};
+  if (!options.strides.empty()) attrs["strides"] = options.strides;
+  if (!options.pads.empty()) attrs["pads"] = options.pads;
+  if (!options.dilations.empty()) attrs["dilations"] = options.dilations;
+  return call1("Conv", {x, w, bias.value_or(Tensor())}, attrs);
+}
+
+static Attributes pool_attrs(const PoolOptions& options) {
+  Attributes attrs{{"kernel_shape", options.kernel_shape}, {"ceil_mode", int64_t(options.ceil_mode)}};
+  if (!options.strides.empty()) attrs["strides"] = options.strides;
+  if (!options.pads.empty()) attrs["pads"] = options.pads;
+  return attrs;
+}
+Tensor max_pool(const Tensor& x, const PoolOptions& options) { return call1("MaxPool", {x}, pool_attrs(options)); }
+Tensor average_pool(const Tensor& x, const PoolOptions& options) { return call1("AveragePool", {x}, pool_attrs(options)); }
+
+}  // namespace ingot::ops

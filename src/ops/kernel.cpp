@@ -1,0 +1,113 @@
+#include "ops/kernel.h"
+
+#include <algorithm>
+
+#include "graph/graph.h"
+
+namespace ingot {
+
+std::string Value::describe() const {
+  switch (kind) {
+    case Kind::None: return "none";
+    case Kind::Tensor: return tensor.describe();
+    case Kind::Sequence: return fmt::format("sequence of {} tensors", sequence.size());
+  }
+  return "?";
+}
+
+const Value& KernelContext::input_value(size_t i) const {
+  if (i >= inputs_.size() || !inputs_[i]) {
+    fail("input {} is missing ({} given)", i, inputs_.size());
+  }
+  return *inputs_[i];
+}
+
+const Tensor& KernelContext::input(size_t i) const {
+  const Value& v = input_value(i);
+  if (v.kind != Value::Kind::Tensor) fail("input {}: expected a tensor, got {}", i, v.describe());
+  return v.tensor;
+}
+
+Tensor& KernelContext::allocate(size_t i, DType dtype, Shape shape) {
+  if (i >= outputs_.size()) fail("output {} does not exist ({} outputs)", i, outputs_.size());
+  outputs_[i] = Value(Tensor::empty(dtype, std::move(shape)));
+  return outputs_[i].tensor;
+}
+
+void KernelContext::set_output(size_t i, Tensor t) { set_output_value(i, Value(std::move(t))); }
+
+void KernelContext::set_output_value(size_t i, Value v) {
+  if (i >= outputs_.size()) fail("output {} does not exist ({} outputs)", i, outputs_.size());
+  outputs_[i] = std::move(v);
+}
+
+bool KernelContext::has_attr(std::string_view name) const { return attrs_.find(name) != attrs_.end(); }
+
+const Attribute& KernelContext::attr(std::string_view name, AttrKind kind) const {
+  const Attribute* a = nullptr;
+  if (auto it = attrs_.find(name); it != attrs_.end()) {
+    a = &it->second;
+  } else if (const AttrDef* d = def_.find_attr(name)) {
+    if (!d->default_value) fail("attribute '{}' is required", name);
+    a = &*d->default_value;
+  } else {
+    fail("attribute '{}' is not declared for {} in the op catalogue", name, def_.name);
+  }
+  if (a->kind != kind) {
+    // ONNX files sometimes store a float attribute as an int; accept the lossless widening.
+    if (kind == AttrKind::Float && a->kind == AttrKind::Int) {
+      thread_local Attribute widened;
+      widened = Attribute(float(a->i));
+      return widened;
+    }
+    fail("attribute '{}': expected {}, got {}", name, attr_kind_name(kind), attr_kind_name(a->kind));
+  }
+  return *a;
+}
+
+int64_t KernelContext::attr_int(std::string_view name) const { return attr(name, AttrKind::Int).i; }
+float KernelContext::attr_float(std::string_view name) const { return attr(name, AttrKind::Float).f; }
+const std::string& KernelContext::attr_string(std::string_view name) const { return attr(name, AttrKind::String).s; }
+const std::vector<int64_t>& KernelContext::attr_ints(std::string_view name) const { return attr(name, AttrKind::Ints).ints; }
+const std::vector<float>& KernelContext::attr_floats(std::string_view name) const { return attr(name, AttrKind::Floats).floats; }
+const std::vector<std::string>& KernelContext::attr_strings(std::string_view name) const {
+  return attr(name, AttrKind::Strings).strings;
+}
+const Tensor& KernelContext::attr_tensor(std::string_view name) const { return attr(name, AttrKind::Tensor).t; }
+const Graph& KernelContext::attr_graph(std::string_view name) const {
+  const Attribute& a = attr(name, AttrKind::Graph);
+  if (!a.g) fail("attribute '{}' holds no graph", name);
+  return *a.g;
+}
+
+std::vector<Value> KernelContext::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) const {
+  if (!subgraphs_) fail("{} needs a subgraph runner, which this call has none of", def_.name);
+  return subgraphs_->run_subgraph(graph, inputs);
+}
+
+KernelRegistry& KernelRegistry::instance() {
+  static KernelRegistry registry;
+  return registry;
+}
+
+void KernelRegistry::add(KernelDef def) { kernels_.push_back(std::move(def)); }
+
+const KernelDef* KernelRegistry::find(std::string_view domain, std::string_view op, DeviceType backend,
+                                      int opset) const {
+  if (domain == "ai.onnx") domain = "";
+  for (const KernelDef& k : kernels_) {
+    if (k.op == op && k.domain == domain && k.backend == backend && opset >= k.since_version &&
+        opset <= k.until_version) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<const KernelDef*> KernelRegistry::all() const {
+  std::vector<const KernelDef*> out;
+  for (const KernelDef& k : kernels_) out.push_back(&k);
+  return out;
+}
+
+}  // namespace ingot

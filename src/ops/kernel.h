@@ -1,0 +1,152 @@
+// Kernels and their registry. A kernel implements one op (for an opset range) on one backend, for
+// a set of dtypes; it reads inputs and attributes through a KernelContext and allocates its
+// outputs there. The same context serves graph execution and eager calls.
+#pragma once
+#include <ingot/attribute.h>
+#include <ingot/tensor.h>
+
+#include <climits>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op_def.h"
+
+namespace ingot {
+
+class Graph;
+
+// A runtime value: a tensor, a sequence of tensors, or an empty optional.
+struct Value {
+  enum class Kind : uint8_t { None, Tensor, Sequence };
+  Kind kind = Kind::None;
+  Tensor tensor;
+  std::vector<Tensor> sequence;
+
+  Value() = default;
+  Value(Tensor t) : kind(Kind::Tensor), tensor(std::move(t)) {}  // NOLINT
+  static Value make_sequence(std::vector<Tensor> items) {
+    Value v;
+    v.kind = Kind::Sequence;
+    v.sequence = std::move(items);
+    return v;
+  }
+  std::string describe() const;
+};
+
+// Runs a subgraph (If/Loop/Scan bodies) with the given inputs; values of enclosing graphs stay
+// visible to it. Implemented by the executor.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) = 0;
+};
+
+class KernelContext {
+ public:
+  KernelContext(const OpDef& def, const Attributes& attrs, int opset, std::vector<const Value*> inputs,
+                std::vector<Value>& outputs, SubgraphRunner* subgraphs, std::shared_ptr<void>* state)
+      : def_(def), attrs_(attrs), opset_(opset), inputs_(std::move(inputs)), outputs_(outputs),
+        subgraphs_(subgraphs), state_(state) {}
+
+  const OpDef& def() const { return def_; }
+  int opset() const { return opset_; }
+
+  // Inputs. Omitted optional inputs are absent: has_input(i) is false and input(i) throws.
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] && inputs_[i]->kind != Value::Kind::None; }
+  const Tensor& input(size_t i) const;
+  const Value& input_value(size_t i) const;
+
+  // Outputs.
+  size_t num_outputs() const { return outputs_.size(); }
+  Tensor& allocate(size_t i, DType dtype, Shape shape);  // on the CPU
+  void set_output(size_t i, Tensor t);
+  void set_output_value(size_t i, Value v);
+
+  // Attributes: the node's value, else the catalogue default; a required attribute that is
+  // missing, or a kind mismatch, throws naming the attribute.
+  bool has_attr(std::string_view name) const;  // set explicitly on the node
+  int64_t attr_int(std::string_view name) const;
+  float attr_float(std::string_view name) const;
+  const std::string& attr_string(std::string_view name) const;
+  const std::vector<int64_t>& attr_ints(std::string_view name) const;
+  const std::vector<float>& attr_floats(std::string_view name) const;
+  const std::vector<std::string>& attr_strings(std::string_view name) const;
+  const Tensor& attr_tensor(std::string_view name) const;
+  const Graph& attr_graph(std::string_view name) const;
+  const Attributes& attrs() const { return attrs_; }
+
+  std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) const;
+
+  // A per-node cache that lives as long as the prepared graph (e.g. oneDNN primitives, packed
+  // weights). Created on first use.
+  template <class S>
+  S& state() const {
+    if (!*state_) *state_ = std::make_shared<S>();
+    return *static_cast<S*>(state_->get());
+  }
+
+ private:
+  const Attribute& attr(std::string_view name, AttrKind kind) const;
+
+  const OpDef& def_;
+  const Attributes& attrs_;
+  int opset_;
+  std::vector<const Value*> inputs_;
+  std::vector<Value>& outputs_;
+  SubgraphRunner* subgraphs_;
+  std::shared_ptr<void>* state_;
+};
+
+using KernelFn = void (*)(KernelContext&);
+
+struct KernelDef {
+  std::string op;
+  std::string domain;
+  DeviceType backend = DeviceType::CPU;
+  int since_version = 1;
+  int until_version = INT_MAX;
+  std::vector<DType> dtypes;  // dtypes of the first input it accepts; empty = any
+  KernelFn fn = nullptr;
+};
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& instance();
+  void add(KernelDef def);
+  // The kernel for op at this opset version on this backend, or nullptr.
+  const KernelDef* find(std::string_view domain, std::string_view op, DeviceType backend, int opset) const;
+  std::vector<const KernelDef*> all() const;
+
+ private:
+  std::vector<KernelDef> kernels_;
+};
+
+class KernelBuilder {
+ public:
+  KernelBuilder(std::string op, DeviceType backend, KernelFn fn) {
+    def_.op = std::move(op);
+    def_.backend = backend;
+    def_.fn = fn;
+  }
+  KernelBuilder& domain(std::string d) { def_.domain = std::move(d); return *this; }
+  KernelBuilder& versions(int since, int until = INT_MAX) { def_.since_version = since; def_.until_version = until; return *this; }
+  KernelBuilder& dtypes(std::vector<DType> d) { def_.dtypes = std::move(d); return *this; }
+  KernelDef& def() { return def_; }
+
+ private:
+  KernelDef def_;
+};
+
+struct KernelRegistrar {
+  KernelRegistrar(KernelBuilder& b) { KernelRegistry::instance().add(std::move(b.def())); }  // NOLINT
+};
+
+}  // namespace ingot
+
+// INGOT_CPU_KERNEL(Relu, relu_kernel).dtypes({DType::Float32});
+#define INGOT_CPU_KERNEL(name, fn)                                                      \
+  static ::ingot::KernelRegistrar INGOT_CONCAT(ingot_kernel_, __COUNTER__) = \
+      ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CPU, fn)

@@ -1,0 +1,78 @@
+#include "ops/op_def.h"
+
+#include "graph/graph.h"
+
+namespace ingot {
+
+const AttrDef* OpDef::find_attr(std::string_view attr) const {
+  for (const AttrDef& a : attrs) {
+    if (a.name == attr) return &a;
+  }
+  return nullptr;
+}
+
+OpCatalogue& OpCatalogue::instance() {
+  static OpCatalogue catalogue;
+  return catalogue;
+}
+
+static std::string key(std::string_view domain, std::string_view name) {
+  if (domain == "ai.onnx") domain = "";
+  return std::string(domain) + "::" + std::string(name);
+}
+
+void OpCatalogue::add(OpDef def) {
+  std::string k = key(def.domain, def.name);
+  if (defs_.count(k)) fail("op {} is defined twice in the catalogue", def.name);
+  defs_.emplace(std::move(k), std::move(def));
+}
+
+const OpDef* OpCatalogue::find(std::string_view domain, std::string_view name) const {
+  auto it = defs_.find(key(domain, name));
+  return it == defs_.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> OpCatalogue::all() const {
+  std::vector<const OpDef*> out;
+  for (const auto& [k, d] : defs_) out.push_back(&d);
+  return out;
+}
+
+std::string_view attr_kind_name(AttrKind kind) {
+  switch (kind) {
+    case AttrKind::Int: return "int";
+    case AttrKind::Float: return "float";
+    case AttrKind::String: return "string";
+    case AttrKind::Tensor: return "tensor";
+    case AttrKind::Graph: return "graph";
+    case AttrKind::Ints: return "ints";
+    case AttrKind::Floats: return "floats";
+    case AttrKind::Strings: return "strings";
+    case AttrKind::Tensors: return "tensors";
+    case AttrKind::Graphs: return "graphs";
+  }
+  return "?";
+}
+
+std::string Attribute::str() const {
+  auto list = [](const auto& v, auto fmt_one) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + fmt_one(v[i]);
+    return s + "]";
+  };
+  switch (kind) {
+    case AttrKind::Int: return std::to_string(i);
+    case AttrKind::Float: return fmt::format("{}", f);
+    case AttrKind::String: return "\"" + s + "\"";
+    case AttrKind::Tensor: return t.describe();
+    case AttrKind::Graph: return "graph(" + (g ? g->name : std::string()) + ")";
+    case AttrKind::Ints: return list(ints, [](int64_t x) { return std::to_string(x); });
+    case AttrKind::Floats: return list(floats, [](float x) { return fmt::format("{}", x); });
+    case AttrKind::Strings: return list(strings, [](const std::string& x) { return "\"" + x + "\""; });
+    case AttrKind::Tensors: return list(tensors, [](const Tensor& x) { return x.describe(); });
+    case AttrKind::Graphs: return fmt::format("[{} graphs]", graphs.size());
+  }
+  return "?";
+}
+
+}  // namespace ingot

@@ -1,0 +1,84 @@
+// The op catalogue: every operator is defined once here (name, domain, opset range, input/output
+// arity, attributes with defaults). The importer, the verifier, eager calls and kernels all read
+// these definitions; kernels take attribute defaults from them, never from literals of their own.
+#pragma once
+#include <ingot/attribute.h>
+
+#include <climits>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ingot {
+
+struct AttrDef {
+  std::string name;
+  AttrKind kind;
+  std::optional<Attribute> default_value;  // nullopt: required (or optional without default)
+  bool required = false;
+};
+
+struct OpDef {
+  std::string name;
+  std::string domain;  // "" = ai.onnx
+  int since_version = 1;           // oldest opset version implemented
+  int until_version = INT_MAX;     // newest opset version implemented (inclusive)
+  int min_inputs = 0, max_inputs = 0;    // max -1: variadic
+  int min_outputs = 1, max_outputs = 1;  // max -1: variadic
+  std::vector<AttrDef> attrs;
+  std::string summary;
+
+  const AttrDef* find_attr(std::string_view attr) const;
+};
+
+class OpCatalogue {
+ public:
+  static OpCatalogue& instance();
+  void add(OpDef def);
+  const OpDef* find(std::string_view domain, std::string_view name) const;
+  std::vector<const OpDef*> all() const;
+
+ private:
+  std::map<std::string, OpDef, std::less<>> defs_;  // key: domain + "::" + name
+};
+
+// Fluent builder, registered at static-initialization time:
+//   INGOT_OP(Conv).inputs(2, 3).attr("group", 1).attr("auto_pad", "NOTSET").attr("pads", Ints{});
+class OpBuilder {
+ public:
+  explicit OpBuilder(std::string name) { def_.name = std::move(name); }
+  OpBuilder& domain(std::string d) { def_.domain = std::move(d); return *this; }
+  OpBuilder& versions(int since, int until = INT_MAX) { def_.since_version = since; def_.until_version = until; return *this; }
+  OpBuilder& inputs(int min, int max) { def_.min_inputs = min; def_.max_inputs = max; return *this; }
+  OpBuilder& inputs(int n) { return inputs(n, n); }
+  OpBuilder& outputs(int min, int max) { def_.min_outputs = min; def_.max_outputs = max; return *this; }
+  OpBuilder& outputs(int n) { return outputs(n, n); }
+  OpBuilder& attr(std::string name, Attribute default_value) {
+    AttrKind k = default_value.kind;
+    def_.attrs.push_back({std::move(name), k, std::move(default_value), false});
+    return *this;
+  }
+  OpBuilder& required_attr(std::string name, AttrKind kind) { def_.attrs.push_back({std::move(name), kind, std::nullopt, true}); return *this; }
+  OpBuilder& optional_attr(std::string name, AttrKind kind) { def_.attrs.push_back({std::move(name), kind, std::nullopt, false}); return *this; }
+  OpBuilder& summary(std::string s) { def_.summary = std::move(s); return *this; }
+  OpDef& def() { return def_; }
+
+ private:
+  OpDef def_;
+};
+
+struct OpRegistrar {
+  OpRegistrar(OpBuilder& b) { OpCatalogue::instance().add(std::move(b.def())); }  // NOLINT
+};
+
+using Ints = std::vector<int64_t>;
+using Floats = std::vector<float>;
+using Strings = std::vector<std::string>;
+
+}  // namespace ingot
+
+#define INGOT_CONCAT_INNER(a, b) a##b
+#define INGOT_CONCAT(a, b) INGOT_CONCAT_INNER(a, b)
+#define INGOT_OP(name) \
+  static ::ingot::OpRegistrar INGOT_CONCAT(ingot_op_, __COUNTER__) = ::ingot::OpBuilder(#name)

@@ -1,0 +1,125 @@
+#include <ingot/session.h>
+
+#include <map>
+
+#include "core/thread_pool.h"
+#include "onnx/onnx_import.h"
+#include "runtime/executor.h"
+
+namespace ingot {
+
+std::string TensorInfo::str() const {
+  std::string s = name + ": " + std::string(dtype_name(dtype)) + "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + dims[i];
+  return s + "]";
+}
+
+struct Session::Impl {
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Executor> executor;
+  std::vector<TensorInfo> inputs, outputs;
+
+  // Checks a feed against the declared type; symbolic dims must agree across all inputs.
+  void check_input(size_t index, const Tensor& t, std::map<std::string, int64_t>& symbols) const {
+    const ValueInfo& vi = model->graph->inputs[index];
+    if (!t.defined()) fail("input '{}' is missing", vi.name);
+    if (vi.type.dtype != DType::Undefined && t.dtype() != vi.type.dtype) {
+      fail("input '{}': expected dtype {}, got {}", vi.name, dtype_name(vi.type.dtype), dtype_name(t.dtype()));
+    }
+    if (!vi.type.shape) return;
+    const auto& dims = *vi.type.shape;
+    auto expected = [&] { return inputs[index].str().substr(vi.name.size() + 2); };
+    if (size_t(t.rank()) != dims.size()) {
+      fail("input '{}': expected shape {} (rank {}), got {}", vi.name, expected(), dims.size(), t.describe());
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].is_static() && dims[d].value != t.shape()[d]) {
+        fail("input '{}': expected shape {}, got {} (dimension {} must be {})", vi.name, expected(), t.describe(), d,
+             dims[d].value);
+      }
+      if (!dims[d].is_static() && !dims[d].symbol.empty()) {
+        auto [it, inserted] = symbols.emplace(dims[d].symbol, t.shape()[d]);
+        if (!inserted && it->second != t.shape()[d]) {
+          fail("input '{}': dimension {} ('{}') is {}, but another input set '{}' to {}", vi.name, d,
+               dims[d].symbol, t.shape()[d], dims[d].symbol, it->second);
+        }
+      }
+    }
+  }
+};
+
+static TensorInfo info_of(const ValueInfo& vi) {
+  TensorInfo info{vi.name, vi.type.dtype, {}};
+  if (vi.type.shape) {
+    for (const Dim& d : *vi.type.shape) info.dims.push_back(d.str());
+  }
+  return info;
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+Session Session::load(const std::string& path, SessionOptions options) {
+  set_num_threads(options.threads);
+  auto impl = std::make_unique<Impl>();
+  impl->model = import_onnx(path);
+  impl->executor = std::make_unique<Executor>(impl->model, options.device);
+  for (const auto& in : impl->model->graph->inputs) impl->inputs.push_back(info_of(in));
+  for (const auto& out : impl->model->graph->outputs) impl->outputs.push_back(info_of(out));
+  return Session(std::move(impl));
+}
+
+const std::vector<TensorInfo>& Session::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs; }
+const std::string& Session::model_name() const { return impl_->model->name; }
+
+std::vector<Tensor> Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  std::vector<Tensor> ordered(impl_->inputs.size());
+  for (const auto& [name, t] : feeds) {
+    size_t i = 0;
+    while (i < impl_->inputs.size() && impl_->inputs[i].name != name) ++i;
+    if (i == impl_->inputs.size()) {
+      std::string names;
+      for (const auto& in : impl_->inputs) names += (names.empty() ? "" : ", ") + in.name;
+      Error e(fmt::format("the model has no input named '{}' (inputs: {})", name, names));
+      e.add_context("model '" + impl_->model->name + "'");
+      throw e;
+    }
+    ordered[i] = t;
+  }
+  return run(ordered);
+}
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
+  try {
+    if (inputs.size() != impl_->inputs.size()) {
+      std::string missing;
+      for (size_t i = inputs.size(); i < impl_->inputs.size(); ++i) missing += (missing.empty() ? "" : ", ") + impl_->inputs[i].name;
+      if (inputs.size() > impl_->inputs.size()) fail("{} inputs given, the model takes {}", inputs.size(), impl_->inputs.size());
+      fail("input '{}' is missing", missing);
+    }
+    std::map<std::string, int64_t> symbols;
+    std::vector<Value> values;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      impl_->check_input(i, inputs[i], symbols);
+      values.emplace_back(inputs[i]);
+    }
+    std::vector<Value> results = impl_->executor->run(values);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].kind != Value::Kind::Tensor) {
+        fail("output '{}' is a {}, which Session::run cannot return as a tensor", impl_->outputs[i].name,
+             results[i].describe());
+      }
+      out.push_back(std::move(results[i].tensor));
+    }
+    return out;
+  } catch (Error& e) {
+    e.add_context("model '" + impl_->model->name + "'");
+    throw;
+  }
+}
+
+}  // namespace ingot

@@ -1,0 +1,277 @@
+// Neural-network kernels against independent float64 reference loops written here (conv,
+// transposed conv, matmul), plus error and edge cases the ONNX node suite does not cover.
+#include <gtest/gtest.h>
+#include <ingot/ops.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ingot {
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+Tensor random_tensor(const Shape& shape, uint32_t seed) {
+  return Tensor::from_vector<float>(random_values(size_t(shape_numel(shape)), seed), shape);
+}
+
+struct Conv2d {
+  int64_t n, c, h, w, m, kh, kw, group;
+  int64_t stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, pad_b, pad_r;
+};
+
+// Direct definition of ONNX Conv (2-D), accumulated in double.
+std::vector<double> conv_ref(const Conv2d& p, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b, int64_t& oh, int64_t& ow) {
+  oh = (p.h + p.pad_t + p.pad_b - (p.kh - 1) * p.dil_h - 1) / p.stride_h + 1;
+  ow = (p.w + p.pad_l + p.pad_r - (p.kw - 1) * p.dil_w - 1) / p.stride_w + 1;
+  const int64_t icg = p.c / p.group, ocg = p.m / p.group;
+  std::vector<double> y(size_t(p.n * p.m * oh * ow));
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t m = 0; m < p.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b.empty() ? 0.0 : b[size_t(m)];
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t a = 0; a < p.kh; ++a)
+              for (int64_t e = 0; e < p.kw; ++e) {
+                int64_t ih = i * p.stride_h - p.pad_t + a * p.dil_h, iw = j * p.stride_w - p.pad_l + e * p.dil_w;
+                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                int64_t c = (m / ocg) * icg + ic;
+                acc += double(x[size_t(((n * p.c + c) * p.h + ih) * p.w + iw)]) *
+                       double(w[size_t(((m * icg + ic) * p.kh + a) * p.kw + e)]);
+              }
+          y[size_t(((n * p.m + m) * oh + i) * ow + j)] = acc;
+        }
+  return y;
+}
+
+Attributes conv_attrs(const Conv2d& p) {
+  return {{"group", p.group},
+          {"strides", Ints{p.stride_h, p.stride_w}},
+          {"dilations", Ints{p.dil_h, p.dil_w}},
+          {"pads", Ints{p.pad_t, p.pad_l, p.pad_b, p.pad_r}}};
+}
+
+void expect_conv_matches(const Conv2d& p, DType dtype, double tolerance) {
+  SCOPED_TRACE(testing::Message() << "group " << p.group << " kernel " << p.kh << "x" << p.kw << " stride "
+                                  << p.stride_h << " dilation " << p.dil_h << " dtype " << dtype_name(dtype));
+  std::vector<float> x = random_values(size_t(p.n * p.c * p.h * p.w), 1);
+  std::vector<float> w = random_values(size_t(p.m * (p.c / p.group) * p.kh * p.kw), 2);
+  std::vector<float> b = random_values(size_t(p.m), 3);
+  int64_t oh = 0, ow = 0;
+  std::vector<double> expected = conv_ref(p, x, w, b, oh, ow);
+  Tensor xt = Tensor::from_vector(x, {p.n, p.c, p.h, p.w}).cast(dtype);
+  Tensor wt = Tensor::from_vector(w, {p.m, p.c / p.group, p.kh, p.kw}).cast(dtype);
+  Tensor bt = Tensor::from_vector(b, {p.m}).cast(dtype);
+  Tensor y = ops::call("Conv", {xt, wt, bt}, conv_attrs(p))[0];
+  ASSERT_EQ(y.shape(), (Shape{p.n, p.m, oh, ow}));
+  std::vector<double> got = y.cast(DType::Float64).to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], tolerance) << "at " << i;
+}
+
+TEST(NnOps, ConvMatchesReferenceFloat32AndFloat64) {
+  const std::vector<Conv2d> cases = {
+      {2, 8, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // plain 3x3, same padding
+      {1, 16, 12, 10, 16, 5, 5, 16, 2, 2, 1, 1, 2, 2, 2, 2},  // depthwise 5x5, stride 2
+      {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1},   // depthwise 3x3
+      {2, 6, 10, 9, 4, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2, 0},     // groups 2, dilation, asymmetric pads
+      {1, 24, 7, 7, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // pointwise 1x1
+      {1, 3, 17, 15, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},    // 3-channel stem, stride 2
+  };
+  for (const Conv2d& p : cases) {
+    expect_conv_matches(p, DType::Float32, 1e-4);
+    expect_conv_matches(p, DType::Float64, 1e-10);
+  }
+}
+
+TEST(NnOps, ConvHalfPrecisionIsCloseToReference) {
+  expect_conv_matches({1, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, DType::Float16, 0.05);
+}
+
+TEST(NnOps, ConvPlanFollowsInputShapeAndWeights) {
+  // The per-node cache is keyed on the input shape and the weight tensor; both changing must
+  // give fresh, correct results (eager calls share nothing, so run the same weights twice).
+  Conv2d p{1, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  expect_conv_matches(p, DType::Float32, 1e-4);
+  p.h = 9;
+  p.w = 5;
+  expect_conv_matches(p, DType::Float32, 1e-4);
+}
+
+TEST(NnOps, ConvAutoPadSameUpperAndOneDim) {
+  Tensor x = random_tensor({1, 2, 7}, 4);
+  Tensor w = random_tensor({3, 2, 4}, 5);
+  Tensor y = ops::call("Conv", {x, w}, {{"auto_pad", "SAME_UPPER"}, {"strides", Ints{2}}})[0];
+  EXPECT_EQ(y.shape(), (Shape{1, 3, 4}));  // ceil(7 / 2)
+  // total pad = (4-1)*2 + 4 - 7 = 3: one at the start, two at the end. Check output 0 by hand.
+  auto xv = x.to_vector<float>(), wv = w.to_vector<float>();
+  double acc = 0;
+  for (int c = 0; c < 2; ++c)
+    for (int k = 1; k < 4; ++k) acc += double(xv[size_t(c * 7 + k - 1)]) * wv[size_t(c * 4 + k)];
+  EXPECT_NEAR(y.to_vector<float>()[0], acc, 1e-5);
+}
+
+TEST(NnOps, ConvTransposeMatchesScatterReference) {
+  const int64_t n = 1, c = 4, h = 3, w = 4, group = 2, m = 6, k = 3, stride = 2, pad = 1, out_pad = 1;
+  Tensor x = random_tensor({n, c, h, w}, 6);
+  Tensor wt = random_tensor({c, m / group, k, k}, 7);
+  Tensor b = random_tensor({m}, 8);
+  Attributes attrs{{"group", group}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}},
+                   {"output_padding", Ints{out_pad, out_pad}}};
+  Tensor y = ops::call("ConvTranspose", {x, wt, b}, attrs)[0];
+  const int64_t oh = stride * (h - 1) + k + out_pad - 2 * pad, ow = stride * (w - 1) + k + out_pad - 2 * pad;
+  ASSERT_EQ(y.shape(), (Shape{n, m, oh, ow}));
+  auto xv = x.to_vector<float>(), wv = wt.to_vector<float>(), bv = b.to_vector<float>();
+  std::vector<double> ref(size_t(m * oh * ow));
+  for (int64_t oc = 0; oc < m; ++oc)
+    for (int64_t i = 0; i < oh * ow; ++i) ref[size_t(oc * oh * ow + i)] = bv[size_t(oc)];
+  const int64_t icg = c / group, ocg = m / group;
+  for (int64_t ic = 0; ic < c; ++ic)
+    for (int64_t o = 0; o < ocg; ++o)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          for (int64_t a = 0; a < k; ++a)
+            for (int64_t e = 0; e < k; ++e) {
+              int64_t yi = i * stride + a - pad, yj = j * stride + e - pad;
+              if (yi < 0 || yi >= oh || yj < 0 || yj >= ow) continue;
+              int64_t oc = (ic / icg) * ocg + o;
+              ref[size_t((oc * oh + yi) * ow + yj)] +=
+                  double(xv[size_t((ic * h + i) * w + j)]) * wv[size_t(((ic * ocg + o) * k + a) * k + e)];
+            }
+  auto got = y.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-4) << "at " << i;
+}
+
+TEST(NnOps, ConvRejectsBadWeightRank) {
+  Tensor x = random_tensor({1, 3, 8, 8}, 9);
+  Tensor w = random_tensor({3, 3}, 10);
+  try {
+    ops::call("Conv", {x, w});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 1 (W): expected rank 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NnOps, ConvRejectsChannelMismatch) {
+  Tensor x = random_tensor({1, 3, 8, 8}, 11);
+  Tensor w = random_tensor({4, 2, 3, 3}, 12);
+  EXPECT_THROW(ops::call("Conv", {x, w}), Error);
+}
+
+// numpy.matmul semantics, computed directly.
+std::vector<double> matmul_ref(const std::vector<float>& a, const std::vector<float>& b, int64_t batch_a,
+                               int64_t batch_b, int64_t m, int64_t k, int64_t n) {
+  const int64_t batch = std::max(batch_a, batch_b);
+  std::vector<double> y(size_t(batch * m * n), 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          acc += double(a[size_t(((batch_a == 1 ? 0 : t) * m + i) * k + p)]) *
+                 b[size_t(((batch_b == 1 ? 0 : t) * k + p) * n + j)];
+        }
+        y[size_t((t * m + i) * n + j)] = acc;
+      }
+  return y;
+}
+
+TEST(NnOps, MatMulBroadcastsBatchAxes) {
+  // A [2,1,3,4] x B [3,4,5]: batch axes broadcast to [2,3]; A repeats over 3, B over 2.
+  Tensor a = random_tensor({2, 1, 3, 4}, 13);
+  Tensor b = random_tensor({3, 4, 5}, 14);
+  Tensor y = ops::matmul(a, b);
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 3, 5}));
+  auto av = a.to_vector<float>(), bv = b.to_vector<float>(), got = y.to_vector<float>();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t c = 0; c < 5; ++c) {
+          double acc = 0;
+          for (int64_t p = 0; p < 4; ++p) acc += double(av[size_t((i * 3 + r) * 4 + p)]) * bv[size_t((j * 4 + p) * 5 + c)];
+          ASSERT_NEAR(got[size_t(((i * 3 + j) * 3 + r) * 5 + c)], acc, 1e-5);
+        }
+}
+
+TEST(NnOps, MatMulSharedWeightsAndOneDimOperands) {
+  Tensor a = random_tensor({2, 3, 4}, 15);
+  Tensor b = random_tensor({4, 6}, 16);
+  Tensor y = ops::matmul(a, b);
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 6}));
+  auto ref = matmul_ref(a.to_vector<float>(), b.to_vector<float>(), 1, 1, 6, 4, 6);
+  auto got = y.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5);
+
+  Tensor v = random_tensor({4}, 17);
+  EXPECT_EQ(ops::matmul(v, b).shape(), (Shape{6}));     // [4] x [4,6]
+  EXPECT_EQ(ops::matmul(a, v).shape(), (Shape{2, 3}));  // [2,3,4] x [4]
+  Tensor dot = ops::matmul(v, v);
+  EXPECT_EQ(dot.shape(), Shape{});
+  auto vv = v.to_vector<float>();
+  double expected = 0;
+  for (float f : vv) expected += double(f) * f;
+  EXPECT_NEAR(dot.to_vector<float>()[0], expected, 1e-5);
+
+  Tensor ai = Tensor::from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor bi = Tensor::from_vector<int32_t>({1, 0, 0, 1, 1, 1}, {3, 2});
+  EXPECT_EQ(ops::matmul(ai, bi).to_vector<int32_t>(), (std::vector<int32_t>{4, 5, 10, 11}));
+}
+
+TEST(NnOps, MatMulRejectsMismatchedInnerDimension) {
+  EXPECT_THROW(ops::matmul(random_tensor({2, 3}, 18), random_tensor({4, 2}, 19)), Error);
+}
+
+TEST(NnOps, GemmTransposesAndBroadcastsC) {
+  // Y = 0.5 * A^T * B + 2 * C with A [3,2] (so A^T is [2,3]), B [3,2], C [2] broadcast over rows.
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor b = Tensor::from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor c = Tensor::from_vector<float>({10, 20}, {2});
+  Tensor y = ops::call("Gemm", {a, b, c}, {{"transA", 1}, {"alpha", 0.5f}, {"beta", 2.0f}})[0];
+  // A^T = [[1,3,5],[2,4,6]]; A^T B = [[6,8],[8,10]].
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{23, 44, 24, 45}));
+}
+
+TEST(NnOps, ResizeNearestUpsamplesNchw) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor scales = Tensor::from_vector<float>({1, 1, 2, 2}, {4});
+  Tensor y = ops::call("Resize", {x, Tensor(), scales}, {{"mode", "nearest"}})[0];
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+}
+
+TEST(NnOps, MaxPoolIndicesAndEmptyBatch) {
+  Tensor x = Tensor::from_vector<float>({1, 5, 2, 3, 9, 4, 0, 1, 7}, {1, 1, 3, 3});
+  auto out = ops::call("MaxPool", {x}, {{"kernel_shape", Ints{2, 2}}}, 2);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{9, 9, 9, 9}));
+  EXPECT_EQ(out[1].to_vector<int64_t>(), (std::vector<int64_t>{4, 4, 4, 4}));
+
+  Tensor empty = Tensor::empty(DType::Float32, {0, 2, 4, 4});
+  EXPECT_EQ(ops::call("MaxPool", {empty}, {{"kernel_shape", Ints{2, 2}}})[0].shape(), (Shape{0, 2, 3, 3}));
+  Tensor w = random_tensor({3, 2, 3, 3}, 20);
+  EXPECT_EQ(ops::call("Conv", {empty, w})[0].shape(), (Shape{0, 3, 2, 2}));
+}
+
+TEST(NnOps, SoftmaxRowsSumToOne) {
+  Tensor x = random_tensor({3, 4, 5}, 21);
+  Tensor y = ops::call("Softmax", {x}, {{"axis", 1}})[0];
+  auto v = y.to_vector<float>();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      double s = 0;
+      for (int64_t a = 0; a < 4; ++a) s += v[size_t((i * 4 + a) * 5 + j)];
+      EXPECT_NEAR(s, 1.0, 1e-6);
+    }
+}
+
+}  // namespace
+}  // namespace ingot

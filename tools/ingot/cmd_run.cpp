@@ -1,0 +1,113 @@
+#include <ingot/session.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/npy.h"
+#include "core/thread_pool.h"
+#include "inputs.h"
+#include "onnx/onnx_import.h"
+
+namespace ingot::cli {
+
+Tensor load_tensor_file(const std::string& path) {
+  if (path.ends_with(".npy")) return load_npy(path);
+  if (path.ends_with(".pb")) return load_tensor_pb(path);
+  fail("input file '{}': expected a .npy or .pb file", path);
+}
+
+std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::string>& args,
+                                                        const std::vector<std::string>& input_names) {
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  size_t next_positional = 0;
+  for (const std::string& arg : args) {
+    std::string name, path = arg;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      std::string candidate = arg.substr(0, eq);
+      if (std::find(input_names.begin(), input_names.end(), candidate) != input_names.end()) {
+        name = candidate;
+        path = arg.substr(eq + 1);
+      } else if (!std::filesystem::exists(arg)) {
+        std::string names;
+        for (const auto& n : input_names) names += (names.empty() ? "" : ", ") + n;
+        fail("--input {}: the model has no input named '{}' (inputs: {})", arg, candidate, names);
+      }
+    }
+    if (name.empty()) {
+      if (next_positional >= input_names.size()) fail("--input {}: more inputs given than the model takes ({})", arg, input_names.size());
+      name = input_names[next_positional++];
+    }
+    feeds.emplace_back(name, load_tensor_file(path));
+  }
+  return feeds;
+}
+
+namespace {
+
+void print_summary(const TensorInfo& info, const Tensor& t) {
+  std::cout << info.name << ": " << t.describe();
+  if (t.dtype() != DType::String && t.numel() > 0) {
+    Tensor f = t.cast(DType::Float64);
+    auto v = f.span<double>();
+    double lo = v[0], hi = v[0], sum = 0;
+    for (double x : v) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      sum += x;
+    }
+    std::cout << fmt::format("  min {:.6g} max {:.6g} mean {:.6g}  [", lo, hi, sum / double(v.size()));
+    for (size_t i = 0; i < std::min<size_t>(v.size(), 6); ++i) std::cout << (i ? ", " : "") << fmt::format("{:.6g}", v[i]);
+    std::cout << (v.size() > 6 ? ", ...]" : "]");
+  }
+  std::cout << "\n";
+}
+
+}  // namespace
+
+Runner add_run_command(CLI::App& app) {
+  struct Options {
+    std::string model, device = "cpu", output_dir;
+    std::vector<std::string> inputs;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("MODEL", o->model, "Model file (.onnx)")->required();
+  app.add_option("--input,-i", o->inputs, "NAME=FILE or FILE (in graph-input order); .npy or TensorProto .pb")
+      ->allow_extra_args(false);
+  app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--output-dir,-o", o->output_dir, "Write output_<i>.npy and outputs.json here");
+  app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  return [o] {
+    SessionOptions options;
+    options.device = Device::parse(o->device);
+    options.threads = o->threads;
+    Session session = Session::load(o->model, options);
+    std::vector<std::string> names;
+    for (const auto& in : session.inputs()) names.push_back(in.name);
+    auto feeds = load_inputs(o->inputs, names);
+    std::vector<Tensor> outputs = session.run(feeds);
+    if (o->output_dir.empty()) {
+      for (size_t i = 0; i < outputs.size(); ++i) print_summary(session.outputs()[i], outputs[i]);
+      return 0;
+    }
+    std::filesystem::create_directories(o->output_dir);
+    nlohmann::json index = nlohmann::json::array();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string file = "output_" + std::to_string(i) + ".npy";
+      save_npy((std::filesystem::path(o->output_dir) / file).string(), outputs[i]);
+      index.push_back({{"index", i},
+                       {"name", session.outputs()[i].name},
+                       {"dtype", dtype_name(outputs[i].dtype())},
+                       {"shape", outputs[i].shape()},
+                       {"file", file}});
+    }
+    std::ofstream(std::filesystem::path(o->output_dir) / "outputs.json") << index.dump(2) << "\n";
+    std::cout << "wrote " << outputs.size() << " outputs to " << o->output_dir << "\n";
+    return 0;
+  };
+}
+
+}  // namespace ingot::cli

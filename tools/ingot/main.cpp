@@ -1,0 +1,46 @@
+// ingot: run, test and inspect models. Exit codes: 0 success, 1 error, 2 usage error.
+#include <ingot/error.h>
+
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Ingot: run ONNX models on the CPU (and GPU)", "ingot"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for all subcommands");
+  std::map<CLI::App*, ingot::cli::Runner> runners;
+  auto add = [&](const char* name, const char* about, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, about);
+    runners[sub] = adder(*sub);
+  };
+  add("run", "Run a model on inputs (.npy or TensorProto .pb) and save or print its outputs",
+      ingot::cli::add_run_command);
+  add("test-onnx", "Run ONNX backend test cases and compare with their expected outputs",
+      ingot::cli::add_test_onnx_command);
+  add("inspect", "Show a model's inputs, outputs, opsets, op histogram and parameter count",
+      ingot::cli::add_inspect_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    for (auto& [sub, runner] : runners) {
+      if (sub->parsed()) return runner();
+    }
+  } catch (const ingot::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
