@@ -28,7 +28,11 @@ struct Session::Impl {
     }
     if (!vi.type.shape) return;
     const auto& dims = *vi.type.shape;
-    auto expected = [&] { return inputs[index].str().substr(vi.name.size() + 2); };
+    auto expected = [&] {
+      std::string s = "[";
+      for (size_t d = 0; d < dims.size(); ++d) s += (d ? "," : "") + dims[d].str();
+      return s + "]";
+    };
     if (size_t(t.rank()) != dims.size()) {
       fail("input '{}': expected shape {} (rank {}), got {}", vi.name, expected(), dims.size(), t.describe());
     }

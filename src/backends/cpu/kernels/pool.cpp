@@ -224,29 +224,45 @@ void max_unpool(KernelContext& ctx) {
   if (kernel.size() != nd) fail("attribute 'kernel_shape': expected {} values, got {}", nd, kernel.size());
   Ints strides = nn::ints_attr_or(ctx, "strides", nd, 1);
   Ints pads = nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
-  Shape out_shape{x.dim(0), x.dim(1)};
-  for (size_t i = 0; i < nd; ++i) out_shape.push_back((x.dim(int64_t(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nd]);
+  Shape inferred{x.dim(0), x.dim(1)};
+  for (size_t i = 0; i < nd; ++i) {
+    inferred.push_back((x.dim(int64_t(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nd]);
+  }
+  Shape out_shape = inferred;
   if (ctx.has_input(2)) {
-    Shape requested = ctx.input(2).to_int64_vector();
-    if (requested.size() != out_shape.size()) {
-      fail("input 2 (output_shape): expected {} values, got {}", out_shape.size(), requested.size());
+    out_shape = ctx.input(2).to_int64_vector();
+    if (out_shape.size() != inferred.size()) {
+      fail("input 2 (output_shape): expected {} values, got {}", inferred.size(), out_shape.size());
     }
-    out_shape = requested;
   }
   for (int64_t d : out_shape) {
     if (d < 0) fail("MaxUnpool: negative output size in {}", shape_str(out_shape));
   }
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   std::memset(y.raw_data(), 0, y.nbytes());
+  // Indices address the inferred output (as MaxPool produced them); an explicit output_shape keeps
+  // each value's coordinates, so indices are re-encoded when the shapes differ.
   const int64_t* ip = idx.data<int64_t>();
-  const int64_t total = y.numel();
+  const int64_t inferred_total = shape_numel(inferred);
+  auto target = [&](int64_t flat) {
+    if (flat < 0 || flat >= inferred_total) {
+      fail("input 1 (I): index {} is outside the unpooled tensor {}", flat, shape_str(inferred));
+    }
+    if (out_shape == inferred) return flat;
+    int64_t offset = 0, stride = 1;
+    for (int64_t d = int64_t(inferred.size()) - 1; d >= 0; --d) {
+      const int64_t coord = flat % inferred[size_t(d)];
+      flat /= inferred[size_t(d)];
+      if (coord >= out_shape[size_t(d)]) fail("input 2 (output_shape) {} is too small for the indices", shape_str(out_shape));
+      offset += coord * stride;
+      stride *= out_shape[size_t(d)];
+    }
+    return offset;
+  };
   dispatch_by_size(x.dtype(), [&]<class T>() {
     const T* xp = static_cast<const T*>(x.raw_data());
     T* yp = static_cast<T*>(y.raw_data());
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      if (ip[i] < 0 || ip[i] >= total) fail("input 1 (I): index {} is outside the output of {} elements", ip[i], total);
-      yp[ip[i]] = xp[i];
-    }
+    for (int64_t i = 0; i < x.numel(); ++i) yp[target(ip[i])] = xp[i];
   });
 }
 

@@ -4,7 +4,7 @@
 // both reduced or both kept are merged, and the result is walked as
 //   output[o, i] = reduce over r of x[outer_offset[o] + reduced_offset[r] + i]
 // where `i` runs over the innermost kept block (contiguous, so the accumulation vectorizes) or,
-// when the innermost block is itself reduced, the contiguous run is folded into a few
+// when the innermost block is itself reduced, the contiguous run is folded into 16
 // independent partial accumulators (which g++ vectorizes without -ffast-math, and which also
 // makes float sums more accurate than one serial accumulator).
 #include <algorithm>
@@ -274,10 +274,10 @@ void run_plan(const T* x, Out* out, const ReducePlan& plan, const Op& op, Finish
   const int64_t num_red = int64_t(plan.reduced_offsets.size());
   const int64_t work_per_row = std::max<int64_t>(1, plan.count * plan.inner);
   if (plan.inner == 1) {
-    // The innermost block is reduced: fold each contiguous run into 8 partial accumulators.
+    // The innermost block is reduced: fold each contiguous run into 16 partial accumulators.
     const int64_t run = plan.contiguous;
     parallel_for(outer, std::max<int64_t>(1, (1 << 14) / work_per_row), [&](int64_t ob, int64_t oe) {
-      constexpr int kLanes = 8;
+      constexpr int kLanes = 16;
       for (int64_t o = ob; o < oe; ++o) {
         Acc lanes[kLanes];
         for (auto& l : lanes) l = Op::identity();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -84,6 +85,47 @@ std::vector<Activation> parse_activations(const KernelContext& ctx, size_t per_d
   return acts;
 }
 
+// tanh as a rational function (Eigen's float approximation; error below 3e-7 over all floats). Unlike
+// std::tanh it vectorizes, which matters for small recurrent layers run once per audio frame. The
+// clamp sits in its own loop: a select next to the division would keep the loop scalar.
+void fast_tanh(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -7.90531110763549805f), 7.90531110763549805f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], v2 = v * v;
+    float p = v2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+    p = p * v2 - 8.60467152213735e-11f;
+    p = p * v2 + 5.12229709037114e-08f;
+    p = p * v2 + 1.48572235717979e-05f;
+    p = p * v2 + 6.37261928875436e-04f;
+    p = p * v2 + 4.89352455891786e-03f;
+    float q = v2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+    q = q * v2 + 2.26843463243900e-03f;
+    q = q * v2 + 4.89352518554385e-03f;
+    x[i] = p * v / q;
+  }
+}
+
+template <class T>
+void tanh_in_place(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    fast_tanh(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+  }
+}
+
+// sigmoid(x) = (1 + tanh(x / 2)) / 2, so float gets the vectorized tanh too.
+template <class T>
+void sigmoid_in_place(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= 0.5f;
+    fast_tanh(x, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] + 0.5f;
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+  }
+}
+
 // In place on n values; `clip` > 0 clamps the inputs to [-clip, clip] first.
 template <class T>
 void activate(const Activation& act, T* x, int64_t n, T clip) {
@@ -93,10 +135,10 @@ void activate(const Activation& act, T* x, int64_t n, T clip) {
   const T alpha = T(act.alpha), beta = T(act.beta);
   switch (act.kind) {
     case ActKind::Sigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+      sigmoid_in_place(x, n);
       break;
     case ActKind::Tanh:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      tanh_in_place(x, n);
       break;
     case ActKind::Relu:
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
@@ -111,7 +153,9 @@ void activate(const Activation& act, T* x, int64_t n, T clip) {
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > alpha ? x[i] : T(0);
       break;
     case ActKind::ScaledTanh:
-      for (int64_t i = 0; i < n; ++i) x[i] = alpha * std::tanh(beta * x[i]);
+      for (int64_t i = 0; i < n; ++i) x[i] *= beta;
+      tanh_in_place(x, n);
+      for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
       break;
     case ActKind::HardSigmoid:
       for (int64_t i = 0; i < n; ++i) x[i] = std::min(T(1), std::max(T(0), alpha * x[i] + beta));
