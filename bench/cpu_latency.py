@@ -10,14 +10,16 @@ Usage:
 Inputs are those of the real-model tests (tests/models/make_inputs.py; Silero: one 576-sample chunk
 with a zero state). Each model is measured in alternating rounds (Ingot, ORT, Ingot, ORT, ...) so a
 burst of load from other processes hits both; the table reports the median and the minimum over
-all timed runs of each runtime (on a shared machine the minimum is the steadier of the two). With --write, the results replace the section between the cpu-latency markers of the
-given markdown file (created if needed).
+all timed runs of each runtime (on a shared machine the minimum is the steadier of the two). With
+--write, the results replace the section named by --section (between HTML-comment markers) of the
+given markdown file, which is created if needed.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -25,8 +27,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TESTS = os.path.join(ROOT, "tests", "models")
-BEGIN = "<!-- cpu-latency:begin (written by bench/cpu_latency.py) -->"
-END = "<!-- cpu-latency:end -->"
+THREADING_ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "DNNL_", "ONEDNN_")
 
 
 def find_file(root, name):
@@ -83,7 +84,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per round")
     parser.add_argument("--rounds", type=int, default=4, help="alternating Ingot/ORT rounds per model")
     parser.add_argument("--model", action="append", help="only this model (repeatable)")
-    parser.add_argument("--write", help="markdown file whose cpu-latency section is replaced")
+    parser.add_argument("--write", help="markdown file whose section (see --section) is replaced")
+    parser.add_argument("--section", default="cpu-latency",
+                        help="name of the marked section to write, so several configurations can coexist")
+    parser.add_argument("--title", default="CPU latency, real models (Ingot vs ONNX Runtime)")
     args = parser.parse_args()
     if "NODE_PATH" not in os.environ:
         print("note: NODE_PATH is unset; onnxruntime-node must be resolvable from bench/", file=sys.stderr)
@@ -131,23 +135,24 @@ def main():
     section = render(rows, args)
     print(section)
     if args.write:
-        write_section(args.write, section)
+        write_section(args.write, args.section, section)
 
 
 def render(rows, args):
     load = os.getloadavg()
-    command = (f"NODE_PATH=<node_modules with onnxruntime-node> /usr/bin/python3 bench/cpu_latency.py --bench "
-               f"<build>/bench/ingot-bench-latency --threads {args.threads} --runs {args.runs} --warmup "
-               f"{args.warmup} --rounds {args.rounds} --write docs/PERFORMANCE.md")
+    threading_env = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(THREADING_ENV_PREFIXES)]
+    command = " ".join(["NODE_PATH=<node_modules with onnxruntime-node>", *threading_env, "/usr/bin/python3",
+                        "bench/cpu_latency.py", shlex.join(sys.argv[1:])])
     lines = [
-        BEGIN,
-        "## CPU latency, real models (Ingot vs ONNX Runtime)",
+        begin_marker(args.section),
+        f"## {args.title}",
         "",
         f"- Date: {datetime.date.today().isoformat()}; Ingot {git_revision()}; onnxruntime-node {ort_version()}",
         f"- Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}; "
         f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min)",
         f"- Intra-op threads: {args.threads} for both; ORT graph optimizations at their default (all), "
         f"sequential execution",
+        f"- Threading environment: {' '.join(threading_env) if threading_env else 'none set (library defaults)'}",
         f"- {args.rounds} rounds x {args.runs} timed runs per runtime and model, each round a fresh process "
         f"that loads the model and does {args.warmup} warm-up runs; rounds alternate between the runtimes",
         f"- Command: `{command}`",
@@ -171,18 +176,27 @@ def render(rows, args):
             cells.append(f"{row[key]:.2f}" if row[key] is not None else f"fails: {error}")
         ratio = f"{row['ingot'] / row['ort']:.2f}x" if row["ingot"] is not None and row["ort"] else "-"
         lines.append(f"| {row['model']} | {shapes.get(row['model'], '')} | {' | '.join(cells)} | {ratio} |")
-    lines.append(END)
+    lines.append(end_marker(args.section))
     return "\n".join(lines) + "\n"
 
 
-def write_section(path, section):
+def begin_marker(section):
+    return f"<!-- {section}:begin (written by bench/cpu_latency.py) -->"
+
+
+def end_marker(section):
+    return f"<!-- {section}:end -->"
+
+
+def write_section(path, name, section):
     text = ""
     if os.path.exists(path):
         with open(path) as f:
             text = f.read()
-    if BEGIN in text and END in text:
-        before = text[:text.index(BEGIN)]
-        after = text[text.index(END) + len(END):].lstrip("\n")
+    begin, end = begin_marker(name), end_marker(name)
+    if begin in text and end in text:
+        before = text[:text.index(begin)]
+        after = text[text.index(end) + len(end):].lstrip("\n")
         text = before + section + ("\n" + after if after else "")
     else:
         text = (text.rstrip("\n") + "\n\n" if text else "# Performance\n\n") + section

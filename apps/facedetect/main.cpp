@@ -139,12 +139,12 @@ void gather_outputs(const std::vector<ingot::Tensor>& outputs, size_t num_anchor
 
 void annotate(facedetect::Image& image, const std::vector<blazeface::Detection>& faces) {
   const int thickness = std::max(2, std::max(image.width, image.height) / 256);
-  const float radius = std::max(2.0f, float(std::max(image.width, image.height)) / 160.0f);
   // One colour per keypoint, in kKeypointNames order.
   const facedetect::Rgb keypoint_colors[blazeface::kNumKeypoints] = {
       {255, 0, 0}, {0, 0, 255}, {255, 255, 0}, {255, 0, 255}, {0, 255, 255}, {255, 128, 0}};
   for (const blazeface::Detection& face : faces) {
     facedetect::draw_rect(image, face.xmin, face.ymin, face.xmax, face.ymax, {0, 255, 0}, thickness);
+    const float radius = std::max(2.0f, (face.xmax - face.xmin) / 25.0f);  // visible but not hiding small faces
     for (int k = 0; k < blazeface::kNumKeypoints; ++k) {
       facedetect::draw_disc(image, face.keypoints[k].x, face.keypoints[k].y, radius, keypoint_colors[k]);
     }
@@ -152,13 +152,14 @@ void annotate(facedetect::Image& image, const std::vector<blazeface::Detection>&
 }
 
 int run(const Options& options) {
+  facedetect::Image image = facedetect::load_image(options.image);
+
   ingot::SessionOptions session_options;
   session_options.threads = options.threads;
   ingot::Session session = ingot::Session::load(options.model, session_options);
   const int size = input_size_of(session);
   const std::vector<blazeface::Anchor> anchors = blazeface::anchors_for_input(size);
 
-  facedetect::Image image = facedetect::load_image(options.image);
   const blazeface::Letterbox box = blazeface::make_letterbox(image.width, image.height, size);
   std::vector<float> pixels = facedetect::letterbox_to_float(image, size, box.scale, box.pad_x, box.pad_y);
   ingot::Tensor input = ingot::Tensor::wrap(ingot::DType::Float32, {1, size, size, 3}, pixels.data());

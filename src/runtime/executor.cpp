@@ -30,10 +30,9 @@ struct Executor::Env {
   std::vector<Value> slots;
 
   const Value* find(const std::string& name) const {
-    if (auto it = plan->slot_of.find(name); it != plan->slot_of.end()) {
-      const Value& v = slots[size_t(it->second)];
-      if (v.kind != Value::Kind::None || !parent) return &v;
-    }
+    // A name defined in this graph shadows outer ones; its value may legitimately be None (an
+    // empty optional), so it never falls through to an enclosing graph.
+    if (auto it = plan->slot_of.find(name); it != plan->slot_of.end()) return &slots[size_t(it->second)];
     return parent ? parent->find(name) : nullptr;
   }
 };
@@ -158,7 +157,6 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
           continue;
         }
         const Value* v = s >= 0 ? &env.slots[size_t(s)] : env.find(node.inputs[i]);
-        if (s >= 0 && v->kind == Value::Kind::None && parent) v = env.find(node.inputs[i]);
         if (!v) fail("input {} ('{}') has no value", i, node.inputs[i]);
         in_values.push_back(v);
       }
@@ -182,7 +180,6 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
   for (size_t i = 0; i < plan.output_slots.size(); ++i) {
     int s = plan.output_slots[i];
     const Value* v = s >= 0 ? &env.slots[size_t(s)] : env.find(graph.outputs[i].name);
-    if (s >= 0 && v->kind == Value::Kind::None && parent) v = env.find(graph.outputs[i].name);
     if (!v) fail("graph '{}': output '{}' has no value", graph.name, graph.outputs[i].name);
     outputs.push_back(*v);
   }

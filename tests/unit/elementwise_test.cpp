@@ -277,6 +277,29 @@ TEST(Activation, HardSigmoidHardSwishRelu) {
   EXPECT_EQ(ops::relu(x).to_vector<float>(), (std::vector<float>{0, 0, 0, 1, 4}));
 }
 
+TEST(Activation, SoftplusMishStayFiniteForLargeInputs) {
+  const Tensor x = Tensor::from_vector<float>({1, -1, 0, 30, 100, -100}, {6});
+  // softplus(100) = 100 (a naive log(1 + e^x) overflows), softplus(-100) = e^-100 ~ 3.7e-44.
+  const auto sp = call1("Softplus", {x}).to_vector<float>();
+  EXPECT_NEAR(sp[4], 100.0f, 1e-5);
+  EXPECT_NEAR(sp[5], 0.0f, 1e-40);
+  // mish(x) = x * tanh(log1p(e^x)); numpy in float64: 0.86509839, -0.30340146, 0, 30.
+  const auto mish = call1("Mish", {x}).to_vector<float>();
+  const std::vector<float> want = {0.86509839f, -0.30340146f, 0, 30, 100, 0};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(mish[i], want[i], 1e-6) << i;
+}
+
+TEST(Binary, BitwiseOps) {
+  // 12 = 0b1100, 10 = 0b1010.
+  const Tensor a = Tensor::from_vector<int8_t>({12, -1}, {2});
+  const Tensor b = Tensor::from_vector<int8_t>({10, 5}, {2});
+  EXPECT_EQ(call1("BitwiseAnd", {a, b}).to_vector<int8_t>(), (std::vector<int8_t>{8, 5}));
+  EXPECT_EQ(call1("BitwiseOr", {a, b}).to_vector<int8_t>(), (std::vector<int8_t>{14, -1}));
+  EXPECT_EQ(call1("BitwiseXor", {a, b}).to_vector<int8_t>(), (std::vector<int8_t>{6, -6}));
+  EXPECT_EQ(call1("BitwiseNot", {a}).to_vector<int8_t>(), (std::vector<int8_t>{-13, 0}));
+  EXPECT_THROW(call1("BitwiseAnd", {iota_f({2}), iota_f({2})}), Error);  // floats have no bits to and
+}
+
 TEST(Cast, FloatIntegerBoolStringAndHalf) {
   const Tensor x = Tensor::from_vector<float>({-1.7f, 0.0f, 2.5f, 300.0f, kNaN}, {5});
   // Truncation toward zero; 300 saturates to int8's 127; NaN becomes 0.

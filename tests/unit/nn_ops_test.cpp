@@ -11,6 +11,8 @@
 namespace ingot {
 namespace {
 
+using Ints = std::vector<int64_t>;
+
 std::vector<float> random_values(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

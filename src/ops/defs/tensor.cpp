@@ -173,7 +173,7 @@ INGOT_OP(Dropout)
     .attr("is_test", 0)
     .optional_attr("seed", AttrKind::Int)
     .summary("Identity at inference; with training_mode (opset 12+) zeros elements with probability ratio "
-             "and scales the rest by 1/(1-ratio). Optional mask output.");
+             "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.");
 
 // ---- Sorting and scans along an axis.
 INGOT_OP(TopK)

@@ -184,8 +184,14 @@ void greater_or_equal(KernelContext& ctx) {
 
 void prelu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& slope = ctx.input(1);
+  Tensor slope = ctx.input(1);
   check_same_dtype(x, slope);
+  // Before opset 7 a 1-D slope of size C applied per channel (axis 1), not numpy-style.
+  if (ctx.opset() < 7 && slope.rank() == 1 && x.rank() > 2 && slope.dim(0) == x.dim(1) && slope.dim(0) != 1) {
+    Shape per_channel(size_t(x.rank() - 1), 1);
+    per_channel[0] = slope.dim(0);
+    slope = slope.reshape(per_channel);
+  }
   const Shape out_shape = broadcast_shapes({x.shape(), slope.shape()});
   INGOT_CHECK(out_shape == x.shape(), "input 1 (slope): shape {} does not broadcast to input 0 (X) shape {}",
               shape_str(slope.shape()), shape_str(x.shape()));

@@ -62,6 +62,7 @@ void if_kernel(KernelContext& ctx) {
 
 void loop_kernel(KernelContext& ctx) {
   const Graph& body = ctx.attr_graph("body");
+  if (ctx.num_inputs() < 2) fail("expected at least 2 inputs (M and cond, either may be empty), got {}", ctx.num_inputs());
   size_t num_carried = ctx.num_inputs() - 2;
   if (body.inputs.size() != num_carried + 2) {
     fail("body has {} inputs, expected {} (iteration number, condition and {} loop-carried values)",

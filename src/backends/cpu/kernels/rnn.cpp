@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -114,13 +115,31 @@ void tanh_in_place(T* x, int64_t n) {
   }
 }
 
-// sigmoid(x) = (1 + tanh(x / 2)) / 2, so float gets the vectorized tanh too.
+// 1 / (1 + exp(-x)) with Cephes' expf polynomial (about 1 ulp): exp(v) = 2^k * e^r, k = round(v / ln 2).
+// Written so that it vectorizes: rounding by the 1.5 * 2^23 trick rather than std::floor, 2^k by
+// building the exponent bits, and the clamp (which keeps 2^k a normal float) in a loop of its own.
+void fast_sigmoid(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(-x[i], -87.0f), 87.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;  // v - k * ln 2 in two parts
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * (r * r) + r + 1.0f;
+    const float two_to_k = std::bit_cast<float>((int32_t(k) + 127) << 23);
+    x[i] = 1.0f / (1.0f + y * two_to_k);
+  }
+}
+
 template <class T>
 void sigmoid_in_place(T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t i = 0; i < n; ++i) x[i] *= 0.5f;
-    fast_tanh(x, n);
-    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] + 0.5f;
+    fast_sigmoid(x, n);
   } else {
     for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
   }
@@ -174,24 +193,24 @@ void activate(const Activation& act, T* x, int64_t n, T clip) {
 
 // ---- GEMM ---------------------------------------------------------------------------------------
 
-// c[m, n] = a[m, k] * b[n, k]^T (+ c when accumulate); a and b are row-major with k columns.
-void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool accumulate, float* c) {
+// c[m, n] = a[m, k] * b[n, k]^T; a and b are row-major with k columns.
+void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    if (!accumulate) std::fill_n(c, m * n, 0.0f);
+    std::fill_n(c, m * n, 0.0f);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k),
-              accumulate ? 1.0f : 0.0f, c, int(n));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k), 0.0f, c,
+              int(n));
 }
-void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, const double* b, bool accumulate, double* c) {
+void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, const double* b, double* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    if (!accumulate) std::fill_n(c, m * n, 0.0);
+    std::fill_n(c, m * n, 0.0);
     return;
   }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(k),
-              accumulate ? 1.0 : 0.0, c, int(n));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(k), 0.0, c,
+              int(n));
 }
 
 // ---- one direction -----------------------------------------------------------------------------
@@ -230,7 +249,7 @@ void run_direction(const Direction<T>& d) {
   const int64_t H = d.hidden, G = num_gates(d.cell), GH = G * H, batch = d.batch;
   // Input projection of every step at once, with the biases that add linearly folded in.
   std::vector<T> xw(size_t(d.seq * batch * GH));
-  gemm_nt(d.seq * batch, GH, d.input, d.x, d.w, false, xw.data());
+  gemm_nt(d.seq * batch, GH, d.input, d.x, d.w, xw.data());
   std::vector<T> rb_h;  // GRU with linear_before_reset keeps Rb of the h gate apart (it sits inside r * ...)
   if (d.bias) {
     std::vector<T> folded(static_cast<size_t>(GH));
@@ -269,7 +288,7 @@ void run_direction(const Direction<T>& d) {
     };
     if (d.cell == Cell::GRU && !d.linear_before_reset) {
       // z and r first (R rows 0..2H), then h~ from (r * H_prev) * Rh^T.
-      gemm_nt(batch, 2 * H, H, h.data(), d.r, false, gates.data());
+      gemm_nt(batch, 2 * H, H, h.data(), d.r, gates.data());
       for (int64_t b = 0; b < batch; ++b) {
         T* zr = gates.data() + b * 2 * H;
         T* rh = scratch.data() + b * H;
@@ -283,7 +302,7 @@ void run_direction(const Direction<T>& d) {
         const T* hp = h.data() + b * H;
         for (int64_t j = 0; j < H; ++j) rh[j] = zr[H + j] * hp[j];
       }
-      gemm_nt(batch, H, H, scratch.data(), d.r + 2 * H * H, false, candidate.data());
+      gemm_nt(batch, H, H, scratch.data(), d.r + 2 * H * H, candidate.data());
       for (int64_t b = 0; b < batch; ++b) {
         if (!active(b)) continue;
         int64_t t = time_of(b);
@@ -299,7 +318,7 @@ void run_direction(const Direction<T>& d) {
       continue;
     }
 
-    gemm_nt(batch, GH, H, h.data(), d.r, false, gates.data());
+    gemm_nt(batch, GH, H, h.data(), d.r, gates.data());
     for (int64_t b = 0; b < batch; ++b) {
       if (!active(b)) continue;
       int64_t t = time_of(b);

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <type_traits>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 
@@ -109,6 +113,68 @@ void copy_rows(T* dst, const T* src, const Layout& l) {
   });
 }
 
+// Scalar tile: dst[i * da + j] = src[i + j * sb] for i in [a0, a1), j in [b0, b1).
+template <class T>
+void transpose_tile(T* d, const T* s, int64_t da, int64_t sb, int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  if (a0 >= a1 || b0 >= b1) return;
+  if (b1 - b0 >= a1 - a0) {  // longer side innermost: contiguous writes
+    for (int64_t i = a0; i < a1; ++i) {
+      T* drow = d + i * da;
+      const T* srow = s + i;
+      for (int64_t j = b0; j < b1; ++j) drow[j] = srow[j * sb];
+    }
+  } else {  // contiguous reads
+    for (int64_t j = b0; j < b1; ++j) {
+      T* dcol = d + j;
+      const T* scol = s + j * sb;
+      for (int64_t i = a0; i < a1; ++i) dcol[i * da] = scol[i];
+    }
+  }
+}
+
+#ifdef __AVX2__
+// 8x8 block of 4-byte elements: dst row k (stride dst_stride) = source column k. Shuffles move
+// bits unchanged, so this serves every 4-byte dtype.
+inline void transpose8x8_32(const uint32_t* src, int64_t src_stride, uint32_t* dst, int64_t dst_stride) {
+  auto load = [&](int j) { return _mm256_loadu_ps(reinterpret_cast<const float*>(src + j * src_stride)); };
+  __m256 r0 = load(0), r1 = load(1), r2 = load(2), r3 = load(3), r4 = load(4), r5 = load(5), r6 = load(6),
+         r7 = load(7);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  auto store = [&](int k, __m256 v) { _mm256_storeu_ps(reinterpret_cast<float*>(dst + k * dst_stride), v); };
+  store(0, _mm256_permute2f128_ps(s0, s4, 0x20));
+  store(1, _mm256_permute2f128_ps(s1, s5, 0x20));
+  store(2, _mm256_permute2f128_ps(s2, s6, 0x20));
+  store(3, _mm256_permute2f128_ps(s3, s7, 0x20));
+  store(4, _mm256_permute2f128_ps(s0, s4, 0x31));
+  store(5, _mm256_permute2f128_ps(s1, s5, 0x31));
+  store(6, _mm256_permute2f128_ps(s2, s6, 0x31));
+  store(7, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+template <>
+void transpose_tile<uint32_t>(uint32_t* d, const uint32_t* s, int64_t da, int64_t sb, int64_t a0, int64_t a1,
+                              int64_t b0, int64_t b1) {
+  int64_t a8 = a0 + (a1 - a0) / 8 * 8, b8 = b0 + (b1 - b0) / 8 * 8;
+  for (int64_t i = a0; i < a8; i += 8) {
+    for (int64_t j = b0; j < b8; j += 8) transpose8x8_32(s + j * sb + i, sb, d + i * da + j, da);
+  }
+  // Edges that do not fill an 8x8 block.
+  for (int64_t i = a0; i < a8; ++i) {
+    for (int64_t j = b8; j < b1; ++j) d[i * da + j] = s[i + j * sb];
+  }
+  for (int64_t i = a8; i < a1; ++i) {
+    for (int64_t j = b0; j < b1; ++j) d[i * da + j] = s[i + j * sb];
+  }
+}
+#endif
+
 // A transpose-like copy: axis `a` is unit-stride in the source, the last axis is unit-stride in the
 // destination. Copies 2-D tiles of (a, last) so reads and writes both stay within a few cache lines.
 template <class T>
@@ -135,23 +201,8 @@ void copy_tiled(T* dst, const T* src, const Layout& l, size_t a) {
     for (int64_t item = begin; item < end; ++item) {
       Cursor c(l, outer, item / (tiles_a * tiles_b));
       int64_t tile = item % (tiles_a * tiles_b);
-      int64_t a0 = (tile / tiles_b) * ta, a1 = std::min(na, a0 + ta);
-      int64_t b0 = (tile % tiles_b) * tb, b1 = std::min(nb, b0 + tb);
-      T* d = dst + c.dst;
-      const T* s = src + c.src;
-      if (b1 - b0 >= a1 - a0) {  // longer side innermost: contiguous writes
-        for (int64_t i = a0; i < a1; ++i) {
-          T* drow = d + i * da;
-          const T* srow = s + i;
-          for (int64_t j = b0; j < b1; ++j) drow[j] = srow[j * sb];
-        }
-      } else {  // contiguous reads
-        for (int64_t j = b0; j < b1; ++j) {
-          T* dcol = d + j;
-          const T* scol = s + j * sb;
-          for (int64_t i = a0; i < a1; ++i) dcol[i * da] = scol[i];
-        }
-      }
+      int64_t a0 = (tile / tiles_b) * ta, b0 = (tile % tiles_b) * tb;
+      transpose_tile(dst + c.dst, src + c.src, da, sb, a0, std::min(na, a0 + ta), b0, std::min(nb, b0 + tb));
     }
   });
 }

@@ -229,10 +229,15 @@ void dropout(KernelContext& ctx) {
     return;
   }
   if (!(ratio > 0.0f && ratio < 1.0f)) fail("input 1 (ratio): must be in [0, 1), got {}", ratio);
-  std::mt19937_64 rng(ctx.has_attr("seed") ? uint64_t(ctx.attr_int("seed")) : std::random_device{}());
-  std::bernoulli_distribution keep(1.0 - double(ratio));
+  // Same stream as the ONNX reference (numpy: seed(s); uniform(0, 1, shape) >= ratio), so a seeded
+  // training-mode Dropout reproduces it: MT19937 seeded like np.random.seed, 53-bit doubles from
+  // pairs of 32-bit draws as numpy's random_sample does.
+  std::mt19937 rng(ctx.has_attr("seed") ? uint32_t(ctx.attr_int("seed")) : std::random_device{}());
   std::vector<bool> kept(static_cast<size_t>(x.numel()));
-  for (size_t i = 0; i < kept.size(); ++i) kept[i] = keep(rng);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    double hi = double(rng() >> 5), lo = double(rng() >> 6);
+    kept[i] = (hi * 67108864.0 + lo) / 9007199254740992.0 >= double(ratio);
+  }
   float scale = 1.0f / (1.0f - ratio);
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
