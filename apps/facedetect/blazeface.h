@@ -20,7 +20,7 @@ namespace blazeface {
 // Values per anchor in the regression output: box (dx, dy, w, h) then 6 keypoints (x, y).
 inline constexpr int kRegressionSize = 16;
 inline constexpr int kNumKeypoints = 6;
-inline constexpr const char* kKeypointNames[kNumKeypoints] = {"right_eye", "left_eye",        "nose",
+inline constexpr const char* kKeypointNames[kNumKeypoints] = {"right_eye", "left_eye",          "nose",
                                                               "mouth",     "right_ear_tragion", "left_ear_tragion"};
 
 struct Point {
@@ -57,7 +57,8 @@ inline std::vector<Anchor> make_anchors(int input_size, const std::vector<int>& 
     const int grid = (input_size + strides[layer] - 1) / strides[layer];
     for (int y = 0; y < grid; ++y) {
       for (int x = 0; x < grid; ++x) {
-        for (int a = 0; a < per_cell; ++a) anchors.push_back({(float(x) + 0.5f) / float(grid), (float(y) + 0.5f) / float(grid)});
+        for (int a = 0; a < per_cell; ++a)
+          anchors.push_back({(float(x) + 0.5f) / float(grid), (float(y) + 0.5f) / float(grid)});
       }
     }
     layer = last;

@@ -1,5 +1,8 @@
 #include "image.h"
 
+#include <jpeglib.h>
+#include <png.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -8,9 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
-
-#include <jpeglib.h>
-#include <png.h>
 
 namespace facedetect {
 namespace {

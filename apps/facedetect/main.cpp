@@ -140,8 +140,8 @@ void gather_outputs(const std::vector<ingot::Tensor>& outputs, size_t num_anchor
 void annotate(facedetect::Image& image, const std::vector<blazeface::Detection>& faces) {
   const int thickness = std::max(2, std::max(image.width, image.height) / 256);
   // One colour per keypoint, in kKeypointNames order.
-  const facedetect::Rgb keypoint_colors[blazeface::kNumKeypoints] = {
-      {255, 0, 0}, {0, 0, 255}, {255, 255, 0}, {255, 0, 255}, {0, 255, 255}, {255, 128, 0}};
+  const facedetect::Rgb keypoint_colors[blazeface::kNumKeypoints] = {{255, 0, 0},   {0, 0, 255},   {255, 255, 0},
+                                                                     {255, 0, 255}, {0, 255, 255}, {255, 128, 0}};
   for (const blazeface::Detection& face : faces) {
     facedetect::draw_rect(image, face.xmin, face.ymin, face.xmax, face.ymax, {0, 255, 0}, thickness);
     const float radius = std::max(2.0f, (face.xmax - face.xmin) / 25.0f);  // visible but not hiding small faces

@@ -27,8 +27,8 @@ TEST(BlazeFaceAnchors, FrontModelLayout) {
   ASSERT_EQ(anchors.size(), 16u * 16u * 2u + 8u * 8u * 6u);
   EXPECT_FLOAT_EQ(anchors[0].cx, 0.5f / 16);
   EXPECT_FLOAT_EQ(anchors[0].cy, 0.5f / 16);
-  EXPECT_FLOAT_EQ(anchors[1].cx, 0.5f / 16);  // second anchor of the same cell
-  EXPECT_FLOAT_EQ(anchors[2].cx, 1.5f / 16);  // next column
+  EXPECT_FLOAT_EQ(anchors[1].cx, 0.5f / 16);   // second anchor of the same cell
+  EXPECT_FLOAT_EQ(anchors[2].cx, 1.5f / 16);   // next column
   EXPECT_FLOAT_EQ(anchors[32].cy, 1.5f / 16);  // next row: 16 cells x 2 anchors later
   EXPECT_FLOAT_EQ(anchors[511].cx, 15.5f / 16);
   EXPECT_FLOAT_EQ(anchors[512].cx, 0.5f / 8);  // first cell of the 8x8 map
@@ -48,7 +48,9 @@ TEST(BlazeFaceAnchors, BackModelHasSameGrids) {
   }
 }
 
-TEST(BlazeFaceAnchors, UnsupportedInputSizeThrows) { EXPECT_THROW(blazeface::anchors_for_input(192), std::invalid_argument); }
+TEST(BlazeFaceAnchors, UnsupportedInputSizeThrows) {
+  EXPECT_THROW(blazeface::anchors_for_input(192), std::invalid_argument);
+}
 
 TEST(BlazeFaceDecode, ThresholdAndRegressionScaling) {
   const std::vector<blazeface::Anchor> anchors = {{0.25f, 0.5f}, {0.75f, 0.75f}};
@@ -66,7 +68,7 @@ TEST(BlazeFaceDecode, ThresholdAndRegressionScaling) {
   ASSERT_EQ(faces.size(), 1u);
   const Detection& f = faces[0];
   EXPECT_NEAR(f.score, 0.880797f, 1e-6);
-  EXPECT_NEAR(f.xmin, 0.35f - 0.1f, 1e-6);   // center x 0.35, half width 0.1
+  EXPECT_NEAR(f.xmin, 0.35f - 0.1f, 1e-6);  // center x 0.35, half width 0.1
   EXPECT_NEAR(f.xmax, 0.35f + 0.1f, 1e-6);
   EXPECT_NEAR(f.ymin, 0.45f - 0.05f, 1e-6);  // center y 0.45, half height 0.05
   EXPECT_NEAR(f.ymax, 0.45f + 0.05f, 1e-6);
@@ -130,6 +132,8 @@ TEST(BlazeFaceLetterbox, WideImageIsPaddedVertically) {
   EXPECT_NEAR(m.keypoints[0].y, 320.0f, 1e-4);
 }
 
-TEST(BlazeFaceLetterbox, EmptyImageThrows) { EXPECT_THROW(blazeface::make_letterbox(0, 10, 128), std::invalid_argument); }
+TEST(BlazeFaceLetterbox, EmptyImageThrows) {
+  EXPECT_THROW(blazeface::make_letterbox(0, 10, 128), std::invalid_argument);
+}
 
 }  // namespace
