@@ -1,0 +1,55 @@
+// Random generators. With a `seed` attribute the sequence is reproducible (std::mt19937 seeded with
+// it); without one it is seeded from std::random_device, as ONNX leaves it nondeterministic.
+#include "ops/op_def.h"
+
+namespace ingot {
+
+INGOT_OP(RandomUniform)
+    .versions(1)
+    .inputs(0)
+    .attr("dtype", 1)
+    .attr("high", 1.0f)
+    .attr("low", 0.0f)
+    .optional_attr("seed", AttrKind::Float)
+    .required_attr("shape", AttrKind::Ints)
+    .summary("Samples U[low, high) into a tensor of the given shape and dtype.");
+INGOT_OP(RandomNormal)
+    .versions(1)
+    .inputs(0)
+    .attr("dtype", 1)
+    .attr("mean", 0.0f)
+    .attr("scale", 1.0f)
+    .optional_attr("seed", AttrKind::Float)
+    .required_attr("shape", AttrKind::Ints)
+    .summary("Samples N(mean, scale^2) into a tensor of the given shape and dtype.");
+INGOT_OP(RandomUniformLike)
+    .versions(1)
+    .inputs(1)
+    .optional_attr("dtype", AttrKind::Int)
+    .attr("high", 1.0f)
+    .attr("low", 0.0f)
+    .optional_attr("seed", AttrKind::Float)
+    .summary("Samples U[low, high) with the input's shape (and dtype unless `dtype` is set).");
+INGOT_OP(RandomNormalLike)
+    .versions(1)
+    .inputs(1)
+    .optional_attr("dtype", AttrKind::Int)
+    .attr("mean", 0.0f)
+    .attr("scale", 1.0f)
+    .optional_attr("seed", AttrKind::Float)
+    .summary("Samples N(mean, scale^2) with the input's shape (and dtype unless `dtype` is set).");
+INGOT_OP(Bernoulli)
+    .versions(15)
+    .inputs(1)
+    .optional_attr("dtype", AttrKind::Int)
+    .optional_attr("seed", AttrKind::Float)
+    .summary("Draws 0/1 with probability given by each input element.");
+INGOT_OP(Multinomial)
+    .versions(7)
+    .inputs(1)
+    .attr("dtype", 6)
+    .attr("sample_size", 1)
+    .optional_attr("seed", AttrKind::Float)
+    .summary("Draws sample_size class indices per row of [batch, classes] unnormalized log-probabilities.");
+
+}  // namespace ingot

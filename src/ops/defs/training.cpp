@@ -1,0 +1,39 @@
+// Optimizers of the ai.onnx.preview.training domain. Each node may update several tensors: the
+// inputs are R (learning rate), T (step count), then the Xs, the Gs and the per-optimizer states;
+// the outputs are the new Xs followed by the new states.
+#include "ops/op_def.h"
+
+namespace ingot {
+
+INGOT_OP(Adagrad)
+    .domain("ai.onnx.preview.training")
+    .versions(1)
+    .inputs(5, -1)
+    .outputs(2, -1)
+    .attr("decay_factor", 0.0f)
+    .attr("epsilon", 1e-6f)
+    .attr("norm_coefficient", 0.0f)
+    .summary("Adagrad step on (R, T, X..., G..., H...) -> (X_new..., H_new...).");
+INGOT_OP(Adam)
+    .domain("ai.onnx.preview.training")
+    .versions(1)
+    .inputs(6, -1)
+    .outputs(3, -1)
+    .attr("alpha", 0.9f)
+    .attr("beta", 0.999f)
+    .attr("epsilon", 1e-6f)
+    .attr("norm_coefficient", 0.0f)
+    .attr("norm_coefficient_post", 0.0f)
+    .summary("Adam step on (R, T, X..., G..., V..., H...) -> (X_new..., V_new..., H_new...).");
+INGOT_OP(Momentum)
+    .domain("ai.onnx.preview.training")
+    .versions(1)
+    .inputs(5, -1)
+    .outputs(2, -1)
+    .required_attr("alpha", AttrKind::Float)
+    .required_attr("beta", AttrKind::Float)
+    .required_attr("mode", AttrKind::String)
+    .required_attr("norm_coefficient", AttrKind::Float)
+    .summary("Momentum step (mode standard or nesterov) on (R, T, X..., G..., V...) -> (X_new..., V_new...).");
+
+}  // namespace ingot
