@@ -1,4 +1,5 @@
 #include <ingot/tensor.h>
+#include "core/strings.h"
 
 #include <array>
 #include <cmath>
@@ -16,9 +17,7 @@ int64_t shape_numel(const Shape& shape) {
 }
 
 std::string shape_str(const Shape& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
+  return "[" + join(shape, ",") + "]";
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {

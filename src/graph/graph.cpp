@@ -1,4 +1,5 @@
 #include "graph/graph.h"
+#include "core/strings.h"
 
 namespace ingot {
 
@@ -10,9 +11,7 @@ std::string Dim::str() const {
 std::string ValueType::str() const {
   std::string s(dtype_name(dtype));
   if (shape) {
-    s += "[";
-    for (size_t i = 0; i < shape->size(); ++i) s += (i ? "," : "") + (*shape)[i].str();
-    s += "]";
+    s += "[" + join(*shape, ",", [](const Dim& d) { return d.str(); }) + "]";
   }
   if (kind == ValueKind::Sequence) return "seq(" + s + ")";
   if (kind == ValueKind::Optional) return "optional(" + s + ")";

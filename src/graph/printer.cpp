@@ -1,4 +1,5 @@
 #include <string>
+#include "core/strings.h"
 
 #include "graph/graph.h"
 
@@ -8,19 +9,18 @@ namespace {
 void print_into(const Graph& g, int indent, std::string& out) {
   std::string pad(size_t(indent) * 2, ' ');
   auto values = [](const std::vector<ValueInfo>& vs) {
-    std::string s;
-    for (const auto& v : vs) s += (s.empty() ? "" : ", ") + ("%" + v.name + ": " + v.type.str());
-    return s;
+    return join(vs, ", ", [](const ValueInfo& v) { return "%" + v.name + ": " + v.type.str(); });
+  };
+  auto names = [](const std::vector<std::string>& vs) {
+    return join(vs, ", ", [](const std::string& v) { return v.empty() ? std::string("_") : "%" + v; });
   };
   out += pad + "graph " + (g.name.empty() ? "<anonymous>" : g.name) + "(" + values(g.inputs) + ") {\n";
   for (const auto& [name, t] : g.initializers) out += pad + "  %" + name + " = initializer " + t.describe() + "\n";
   for (const Node& n : g.nodes) {
-    std::string outs, ins, attrs;
-    for (const auto& o : n.outputs) outs += (outs.empty() ? "" : ", ") + (o.empty() ? "_" : "%" + o);
-    for (const auto& i : n.inputs) ins += (ins.empty() ? "" : ", ") + (i.empty() ? "_" : "%" + i);
+    std::string outs = names(n.outputs), ins = names(n.inputs);
+    std::string attrs = join(n.attrs, ", ", [](const auto& kv) { return kv.first + "=" + kv.second.str(); });
     std::vector<const Graph*> subgraphs;
     for (const auto& [k, a] : n.attrs) {
-      attrs += (attrs.empty() ? "" : ", ") + k + "=" + a.str();
       if (a.g) subgraphs.push_back(a.g.get());
       for (const auto& sg : a.graphs) subgraphs.push_back(sg.get());
     }

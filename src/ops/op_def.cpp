@@ -1,4 +1,5 @@
 #include "ops/op_def.h"
+#include "core/strings.h"
 
 #include "graph/graph.h"
 
@@ -55,11 +56,7 @@ std::string_view attr_kind_name(AttrKind kind) {
 }
 
 std::string Attribute::str() const {
-  auto list = [](const auto& v, auto fmt_one) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + fmt_one(v[i]);
-    return s + "]";
-  };
+  auto list = [](const auto& v, auto fmt_one) { return "[" + join(v, ",", fmt_one) + "]"; };
   switch (kind) {
     case AttrKind::Int: return std::to_string(i);
     case AttrKind::Float: return fmt::format("{}", f);

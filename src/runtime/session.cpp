@@ -1,4 +1,5 @@
 #include <ingot/session.h>
+#include "core/strings.h"
 
 #include <map>
 
@@ -9,9 +10,7 @@
 namespace ingot {
 
 std::string TensorInfo::str() const {
-  std::string s = name + ": " + std::string(dtype_name(dtype)) + "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + dims[i];
-  return s + "]";
+  return name + ": " + std::string(dtype_name(dtype)) + "[" + join(dims, ",") + "]";
 }
 
 struct Session::Impl {
@@ -28,11 +27,7 @@ struct Session::Impl {
     }
     if (!vi.type.shape) return;
     const auto& dims = *vi.type.shape;
-    auto expected = [&] {
-      std::string s = "[";
-      for (size_t d = 0; d < dims.size(); ++d) s += (d ? "," : "") + dims[d].str();
-      return s + "]";
-    };
+    auto expected = [&] { return "[" + join(dims, ",", [](const Dim& d) { return d.str(); }) + "]"; };
     if (size_t(t.rank()) != dims.size()) {
       fail("input '{}': expected shape {} (rank {}), got {}", vi.name, expected(), dims.size(), t.describe());
     }
@@ -85,8 +80,7 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<std::string, Tensor
     size_t i = 0;
     while (i < impl_->inputs.size() && impl_->inputs[i].name != name) ++i;
     if (i == impl_->inputs.size()) {
-      std::string names;
-      for (const auto& in : impl_->inputs) names += (names.empty() ? "" : ", ") + in.name;
+      std::string names = join(impl_->inputs, ", ", [](const TensorInfo& in) { return in.name; });
       Error e(fmt::format("the model has no input named '{}' (inputs: {})", name, names));
       e.add_context("model '" + impl_->model->name + "'");
       throw e;
@@ -99,8 +93,9 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<std::string, Tensor
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   try {
     if (inputs.size() != impl_->inputs.size()) {
-      std::string missing;
-      for (size_t i = inputs.size(); i < impl_->inputs.size(); ++i) missing += (missing.empty() ? "" : ", ") + impl_->inputs[i].name;
+      std::vector<std::string> absent;
+      for (size_t i = inputs.size(); i < impl_->inputs.size(); ++i) absent.push_back(impl_->inputs[i].name);
+      std::string missing = join(absent, "', '");
       if (inputs.size() > impl_->inputs.size()) fail("{} inputs given, the model takes {}", inputs.size(), impl_->inputs.size());
       fail("input '{}' is missing", missing);
     }

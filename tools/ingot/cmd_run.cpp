@@ -1,4 +1,5 @@
 #include <ingot/session.h>
+#include "core/strings.h"
 
 #include <filesystem>
 #include <fstream>
@@ -31,8 +32,7 @@ std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::s
         name = candidate;
         path = arg.substr(eq + 1);
       } else if (!std::filesystem::exists(arg)) {
-        std::string names;
-        for (const auto& n : input_names) names += (names.empty() ? "" : ", ") + n;
+        std::string names = join(input_names, ", ");
         fail("--input {}: the model has no input named '{}' (inputs: {})", arg, candidate, names);
       }
     }
