@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       ingot::cli::add_test_onnx_command);
   add("inspect", "Show a model's inputs, outputs, opsets, op histogram and parameter count",
       ingot::cli::add_inspect_command);
+  add("ops", "List the op catalogue and the kernels each backend has", ingot::cli::add_ops_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
