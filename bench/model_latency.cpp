@@ -32,8 +32,8 @@ int parse_count(const char* text, const char* flag, int minimum) {
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
   if (end == text || *end != '\0' || value < minimum || value > 1000000)
-    throw std::runtime_error(std::string(flag) + ": expected an integer >= " + std::to_string(minimum) +
-                             ", got '" + text + "'");
+    throw std::runtime_error(std::string(flag) + ": expected an integer >= " + std::to_string(minimum) + ", got '" +
+                             text + "'");
   return int(value);
 }
 
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       if (arg == "--input" && has_value) {
         std::string spec = argv[++i];
         size_t eq = spec.find('=');
-        if (eq == std::string::npos || eq == 0) throw std::runtime_error("--input: expected NAME=FILE.npy, got '" + spec + "'");
+        if (eq == std::string::npos || eq == 0)
+          throw std::runtime_error("--input: expected NAME=FILE.npy, got '" + spec + "'");
         input_files.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
       } else if (arg == "--threads" && has_value) {
         threads = parse_count(argv[++i], "--threads", 1);
@@ -95,9 +96,10 @@ int main(int argc, char** argv) {
     size_t n = sorted.size();
     double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
     double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(n);
-    std::printf("{\"threads\": %d, \"runs\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, \"min_ms\": %.3f, "
-                "\"mean_ms\": %.3f, \"times_ms\": [",
-                threads, runs, load_ms, median, sorted.front(), mean);
+    std::printf(
+        "{\"threads\": %d, \"runs\": %d, \"load_ms\": %.3f, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+        "\"mean_ms\": %.3f, \"times_ms\": [",
+        threads, runs, load_ms, median, sorted.front(), mean);
     for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.3f", i ? ", " : "", times[i]);
     std::printf("]}\n");
     return 0;

@@ -28,14 +28,14 @@ struct Attribute {
   std::vector<std::shared_ptr<Graph>> graphs;
 
   Attribute() = default;
-  Attribute(int64_t v) : kind(AttrKind::Int), i(v) {}  // NOLINT: implicit for brevity at call sites
-  Attribute(int v) : kind(AttrKind::Int), i(v) {}      // NOLINT
-  Attribute(float v) : kind(AttrKind::Float), f(v) {}  // NOLINT
-  Attribute(const char* v) : kind(AttrKind::String), s(v) {}         // NOLINT
+  Attribute(int64_t v) : kind(AttrKind::Int), i(v) {}                    // NOLINT: implicit for brevity at call sites
+  Attribute(int v) : kind(AttrKind::Int), i(v) {}                        // NOLINT
+  Attribute(float v) : kind(AttrKind::Float), f(v) {}                    // NOLINT
+  Attribute(const char* v) : kind(AttrKind::String), s(v) {}             // NOLINT
   Attribute(std::string v) : kind(AttrKind::String), s(std::move(v)) {}  // NOLINT
   Attribute(Tensor v) : kind(AttrKind::Tensor), t(std::move(v)) {}       // NOLINT
-  Attribute(std::vector<int64_t> v) : kind(AttrKind::Ints), ints(std::move(v)) {}     // NOLINT
-  Attribute(std::vector<float> v) : kind(AttrKind::Floats), floats(std::move(v)) {}   // NOLINT
+  Attribute(std::vector<int64_t> v) : kind(AttrKind::Ints), ints(std::move(v)) {}            // NOLINT
+  Attribute(std::vector<float> v) : kind(AttrKind::Floats), floats(std::move(v)) {}          // NOLINT
   Attribute(std::vector<std::string> v) : kind(AttrKind::Strings), strings(std::move(v)) {}  // NOLINT
   static Attribute graph(std::shared_ptr<Graph> graph) {
     Attribute a;

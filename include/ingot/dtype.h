@@ -26,11 +26,11 @@ enum class DType : uint8_t {
   BFloat16 = 16,
 };
 
-size_t dtype_size(DType dt);           // bytes per element (sizeof(std::string) for String)
-std::string_view dtype_name(DType dt);  // "float32", "int64", ...
+size_t dtype_size(DType dt);                   // bytes per element (sizeof(std::string) for String)
+std::string_view dtype_name(DType dt);         // "float32", "int64", ...
 DType dtype_from_name(std::string_view name);  // inverse of dtype_name; Undefined if unknown
-bool is_floating(DType dt);             // float16/bfloat16/float32/float64
-bool is_integral(DType dt);             // signed and unsigned integers (not bool)
+bool is_floating(DType dt);                    // float16/bfloat16/float32/float64
+bool is_integral(DType dt);                    // signed and unsigned integers (not bool)
 bool is_signed(DType dt);
 
 float half_to_float(uint16_t h);
@@ -76,9 +76,13 @@ struct BFloat16 {
   }
 };
 
-template <DType D> struct dtype_traits;
-#define INGOT_DTYPE_TRAIT(D, T) \
-  template <> struct dtype_traits<DType::D> { using type = T; };
+template <DType D>
+struct dtype_traits;
+#define INGOT_DTYPE_TRAIT(D, T)   \
+  template <>                     \
+  struct dtype_traits<DType::D> { \
+    using type = T;               \
+  };
 INGOT_DTYPE_TRAIT(Float32, float)
 INGOT_DTYPE_TRAIT(Float64, double)
 INGOT_DTYPE_TRAIT(Float16, Half)
@@ -95,9 +99,13 @@ INGOT_DTYPE_TRAIT(Bool, bool)
 INGOT_DTYPE_TRAIT(String, std::string)
 #undef INGOT_DTYPE_TRAIT
 
-template <class T> constexpr DType dtype_of();
-#define INGOT_DTYPE_OF(T, D) \
-  template <> constexpr DType dtype_of<T>() { return DType::D; }
+template <class T>
+constexpr DType dtype_of();
+#define INGOT_DTYPE_OF(T, D)      \
+  template <>                     \
+  constexpr DType dtype_of<T>() { \
+    return DType::D;              \
+  }
 INGOT_DTYPE_OF(float, Float32)
 INGOT_DTYPE_OF(double, Float64)
 INGOT_DTYPE_OF(Half, Float16)

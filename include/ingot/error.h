@@ -31,7 +31,7 @@ template <class... Args>
 
 }  // namespace ingot
 
-#define INGOT_CHECK(cond, ...)       \
-  do {                               \
+#define INGOT_CHECK(cond, ...)               \
+  do {                                       \
     if (!(cond)) ::ingot::fail(__VA_ARGS__); \
   } while (0)

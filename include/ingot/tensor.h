@@ -76,8 +76,8 @@ class Tensor {
 
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, Shape shape) {
-    INGOT_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: {} values for shape {}",
-                values.size(), shape_str(shape));
+    INGOT_CHECK(int64_t(values.size()) == shape_numel(shape), "from_vector: {} values for shape {}", values.size(),
+                shape_str(shape));
     Tensor t = empty(dtype_of<T>(), std::move(shape));
     T* out = t.data<T>();
     for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];

@@ -7,10 +7,19 @@ namespace ingot {
 
 size_t dtype_size(DType dt) {
   switch (dt) {
-    case DType::Float32: case DType::Int32: case DType::UInt32: return 4;
-    case DType::Float64: case DType::Int64: case DType::UInt64: return 8;
-    case DType::Float16: case DType::BFloat16: case DType::Int16: case DType::UInt16: return 2;
-    case DType::Int8: case DType::UInt8: case DType::Bool: return 1;
+    case DType::Float32:
+    case DType::Int32:
+    case DType::UInt32: return 4;
+    case DType::Float64:
+    case DType::Int64:
+    case DType::UInt64: return 8;
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int16:
+    case DType::UInt16: return 2;
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool: return 1;
     case DType::String: return sizeof(std::string);
     case DType::Undefined: return 0;
   }
@@ -39,9 +48,9 @@ std::string_view dtype_name(DType dt) {
 }
 
 DType dtype_from_name(std::string_view name) {
-  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8, DType::Int16,
-                   DType::Int32, DType::Int64, DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64,
-                   DType::Bool, DType::String}) {
+  for (DType dt :
+       {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8, DType::Int16, DType::Int32,
+        DType::Int64, DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Bool, DType::String}) {
     if (dtype_name(dt) == name) return dt;
   }
   return DType::Undefined;
@@ -53,8 +62,14 @@ bool is_floating(DType dt) {
 
 bool is_integral(DType dt) {
   switch (dt) {
-    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64:
-    case DType::UInt8: case DType::UInt16: case DType::UInt32: case DType::UInt64: return true;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64: return true;
     default: return false;
   }
 }
@@ -95,10 +110,10 @@ uint16_t float_to_half(float f) {
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00);  // NaN
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00);   // NaN
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // overflow (after rounding) -> Inf
-  if (abs < 0x38800000u) {                                  // below half's smallest normal
-    if (abs < 0x33000000u) return uint16_t(sign);           // under half the smallest subnormal
+  if (abs < 0x38800000u) {                                 // below half's smallest normal
+    if (abs < 0x33000000u) return uint16_t(sign);          // under half the smallest subnormal
     // value = m * 2^(e-150); in units of half's subnormal step 2^-24 that is m >> (126 - e).
     uint32_t e = abs >> 23;
     uint32_t m = (abs & 0x7fffff) | 0x800000;

@@ -37,16 +37,22 @@ Tensor load_npy(const std::string& path) {
   if (!in.read(header.data(), header_len)) fail("'{}': truncated .npy header", path);
 
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']+)')"))) fail("'{}': .npy header has no descr", path);
+  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']+)')")))
+    fail("'{}': .npy header has no descr", path);
   std::string descr = m[1];
-  if (descr == "<U" || descr[1] == 'U' || descr[1] == 'O') fail("'{}': .npy dtype {} (strings/objects) is not supported", path, descr);
+  if (descr == "<U" || descr[1] == 'U' || descr[1] == 'O')
+    fail("'{}': .npy dtype {} (strings/objects) is not supported", path, descr);
   DType dtype = DType::Undefined;
   for (const auto& t : kTypes) {
-    if (descr == t.descr || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1))) dtype = t.dtype;
+    if (descr == t.descr || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1)))
+      dtype = t.dtype;
   }
-  if (dtype == DType::Undefined) fail("'{}': .npy dtype '{}' is not supported (little-endian numeric or bool only)", path, descr);
-  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)"))) fail("'{}': Fortran-order .npy arrays are not supported", path);
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) fail("'{}': .npy header has no shape", path);
+  if (dtype == DType::Undefined)
+    fail("'{}': .npy dtype '{}' is not supported (little-endian numeric or bool only)", path, descr);
+  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)")))
+    fail("'{}': Fortran-order .npy arrays are not supported", path);
+  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
+    fail("'{}': .npy header has no shape", path);
   Shape shape;
   std::stringstream dims(m[1].str());
   std::string dim;

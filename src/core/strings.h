@@ -21,8 +21,10 @@ std::string join(const Range& items, std::string_view separator, Format format) 
 template <class Range>
 std::string join(const Range& items, std::string_view separator) {
   return join(items, separator, [](const auto& x) {
-    if constexpr (std::is_convertible_v<decltype(x), std::string_view>) return std::string(x);
-    else return std::to_string(x);
+    if constexpr (std::is_convertible_v<decltype(x), std::string_view>)
+      return std::string(x);
+    else
+      return std::to_string(x);
   });
 }
 

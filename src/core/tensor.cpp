@@ -1,5 +1,4 @@
 #include <ingot/tensor.h>
-#include "core/strings.h"
 
 #include <array>
 #include <cmath>
@@ -7,6 +6,7 @@
 #include <string>
 
 #include "core/dispatch.h"
+#include "core/strings.h"
 
 namespace ingot {
 
@@ -16,9 +16,7 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
-std::string shape_str(const Shape& shape) {
-  return "[" + join(shape, ",") + "]";
-}
+std::string shape_str(const Shape& shape) { return "[" + join(shape, ",") + "]"; }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
@@ -27,16 +25,16 @@ int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-std::string Device::str() const {
-  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index); }
 
 Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();
   if (text.substr(0, 4) == "cuda") {
     Device d{DeviceType::CUDA, 0};
-    if (text.size() > 5 && text[4] == ':') d.index = std::stoi(std::string(text.substr(5)));
-    else if (text.size() != 4) fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
+    if (text.size() > 5 && text[4] == ':')
+      d.index = std::stoi(std::string(text.substr(5)));
+    else if (text.size() != 4)
+      fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
     return d;
   }
   fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
@@ -108,7 +106,8 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data, Device device, std::fu
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.storage_ = std::make_shared<Storage>(device, data, t.nbytes(), release ? std::move(release) : [] {});
+  t.storage_ = std::make_shared<Storage>(
+      device, data, t.nbytes(), release ? std::move(release) : [] {});
   return t;
 }
 
@@ -185,7 +184,8 @@ To convert(const From& v) {
 
 Tensor Tensor::cast(DType dtype) const {
   if (dtype == dtype_) return *this;
-  if (dtype == DType::String || dtype_ == DType::String) fail("cast between string and {} is not supported here", dtype_name(dtype == DType::String ? dtype_ : dtype));
+  if (dtype == DType::String || dtype_ == DType::String)
+    fail("cast between string and {} is not supported here", dtype_name(dtype == DType::String ? dtype_ : dtype));
   Tensor src = to(Device::cpu());
   Tensor out = empty(dtype, shape_);
   dispatch_numeric_bool(dtype_, [&]<class From>() {

@@ -1,4 +1,5 @@
 #include "graph/graph.h"
+
 #include "core/strings.h"
 
 namespace ingot {

@@ -25,7 +25,7 @@ enum class ValueKind : uint8_t { Tensor, Sequence, Optional };
 
 struct ValueType {
   ValueKind kind = ValueKind::Tensor;
-  DType dtype = DType::Undefined;        // element dtype (of the tensor, or of sequence/optional elements)
+  DType dtype = DType::Undefined;         // element dtype (of the tensor, or of sequence/optional elements)
   std::optional<std::vector<Dim>> shape;  // nullopt: rank unknown
   std::string str() const;                // "float32[N,3,224,224]", "seq(int64)"
 };
@@ -50,7 +50,7 @@ class Graph {
  public:
   std::string name;
   std::vector<Node> nodes;
-  std::vector<ValueInfo> inputs;   // graph inputs (excluding initializers)
+  std::vector<ValueInfo> inputs;  // graph inputs (excluding initializers)
   std::vector<ValueInfo> outputs;
   std::map<std::string, ValueInfo> value_info;  // known types of intermediate values
   std::map<std::string, Tensor> initializers;

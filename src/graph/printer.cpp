@@ -1,6 +1,6 @@
 #include <string>
-#include "core/strings.h"
 
+#include "core/strings.h"
 #include "graph/graph.h"
 
 namespace ingot {

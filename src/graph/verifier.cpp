@@ -16,7 +16,8 @@ void verify_graph(const Model& model, const Graph& g, const Scope* parent) {
   Scope scope{parent, {}};
   auto define = [&](const std::string& name, const std::string& by) {
     if (name.empty()) return;
-    if (!scope.names.insert(name).second) fail("graph '{}': value '{}' is defined twice (again by {})", g.name, name, by);
+    if (!scope.names.insert(name).second)
+      fail("graph '{}': value '{}' is defined twice (again by {})", g.name, name, by);
   };
   for (const auto& [name, t] : g.initializers) scope.names.insert(name);
   for (const auto& in : g.inputs) {
@@ -34,7 +35,8 @@ void verify_graph(const Model& model, const Graph& g, const Scope* parent) {
       int64_t opset = model.opset(n.domain);
       if (opset && (opset < def->since_version || opset > def->until_version)) {
         fail("op {} at opset {} is not supported (Ingot implements opsets {} to {})", n.op_type, opset,
-             def->since_version, def->until_version == INT_MAX ? std::string("latest") : std::to_string(def->until_version));
+             def->since_version,
+             def->until_version == INT_MAX ? std::string("latest") : std::to_string(def->until_version));
       }
       int ni = int(n.inputs.size()), no = int(n.outputs.size());
       if (ni < def->min_inputs || (def->max_inputs >= 0 && ni > def->max_inputs)) {

@@ -1,7 +1,10 @@
 #include "onnx/onnx_import.h"
 
-#include <onnx/onnx_pb.h>  // defines ONNX_API, which onnx-data.pb.h needs
+// onnx_pb.h defines ONNX_API, which onnx-data.pb.h needs: keep it first.
+// clang-format off
+#include <onnx/onnx_pb.h>
 #include <onnx/onnx-data.pb.h>
+// clang-format on
 #include <onnx/shape_inference/implementation.h>
 
 #include <cstring>
@@ -27,15 +30,24 @@ std::string read_file(const std::string& path, std::string_view what) {
 
 DType dtype_from_onnx(int32_t t, std::string_view where) {
   switch (t) {
-    case onnx::TensorProto::FLOAT: case onnx::TensorProto::UINT8: case onnx::TensorProto::INT8:
-    case onnx::TensorProto::UINT16: case onnx::TensorProto::INT16: case onnx::TensorProto::INT32:
-    case onnx::TensorProto::INT64: case onnx::TensorProto::STRING: case onnx::TensorProto::BOOL:
-    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::DOUBLE: case onnx::TensorProto::UINT32:
-    case onnx::TensorProto::UINT64: case onnx::TensorProto::BFLOAT16:
-      return DType(t);
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::STRING:
+    case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64:
+    case onnx::TensorProto::BFLOAT16: return DType(t);
     default:
       fail("{}: ONNX element type {} ({}) is not supported", where, t,
-           onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(onnx::TensorProto::DataType(t)) : "invalid");
+           onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(onnx::TensorProto::DataType(t))
+                                                  : "invalid");
   }
 }
 
@@ -78,30 +90,25 @@ class Importer {
       for (int64_t i = 0; i < n; ++i) convert(i, field[int(i)]);
     };
     switch (dt) {
-      case DType::Float32:
-        copy_from(p.float_data(), [&](int64_t i, float v) { t.data<float>()[i] = v; });
-        break;
-      case DType::Float64:
-        copy_from(p.double_data(), [&](int64_t i, double v) { t.data<double>()[i] = v; });
-        break;
-      case DType::Int64:
-        copy_from(p.int64_data(), [&](int64_t i, int64_t v) { t.data<int64_t>()[i] = v; });
-        break;
+      case DType::Float32: copy_from(p.float_data(), [&](int64_t i, float v) { t.data<float>()[i] = v; }); break;
+      case DType::Float64: copy_from(p.double_data(), [&](int64_t i, double v) { t.data<double>()[i] = v; }); break;
+      case DType::Int64: copy_from(p.int64_data(), [&](int64_t i, int64_t v) { t.data<int64_t>()[i] = v; }); break;
       case DType::UInt32:
         copy_from(p.uint64_data(), [&](int64_t i, uint64_t v) { t.data<uint32_t>()[i] = uint32_t(v); });
         break;
-      case DType::UInt64:
-        copy_from(p.uint64_data(), [&](int64_t i, uint64_t v) { t.data<uint64_t>()[i] = v; });
-        break;
-      case DType::Float16: case DType::BFloat16: case DType::Int16: case DType::UInt16:
+      case DType::UInt64: copy_from(p.uint64_data(), [&](int64_t i, uint64_t v) { t.data<uint64_t>()[i] = v; }); break;
+      case DType::Float16:
+      case DType::BFloat16:
+      case DType::Int16:
+      case DType::UInt16:
         copy_from(p.int32_data(), [&](int64_t i, int32_t v) { static_cast<uint16_t*>(t.raw_data())[i] = uint16_t(v); });
         break;
-      case DType::Int8: case DType::UInt8: case DType::Bool:
+      case DType::Int8:
+      case DType::UInt8:
+      case DType::Bool:
         copy_from(p.int32_data(), [&](int64_t i, int32_t v) { static_cast<uint8_t*>(t.raw_data())[i] = uint8_t(v); });
         break;
-      case DType::Int32:
-        copy_from(p.int32_data(), [&](int64_t i, int32_t v) { t.data<int32_t>()[i] = v; });
-        break;
+      case DType::Int32: copy_from(p.int32_data(), [&](int64_t i, int32_t v) { t.data<int32_t>()[i] = v; }); break;
       default: fail("{}: unsupported dtype {}", where, dtype_name(dt));
     }
     return t;
@@ -125,8 +132,10 @@ class Importer {
       std::vector<Dim> dims;
       for (const auto& d : tt.shape().dim()) {
         Dim dim;
-        if (d.has_dim_value()) dim.value = d.dim_value();
-        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        if (d.has_dim_value())
+          dim.value = d.dim_value();
+        else if (d.has_dim_param())
+          dim.symbol = d.dim_param();
         dims.push_back(std::move(dim));
       }
       vt.shape = std::move(dims);
@@ -143,8 +152,10 @@ class Importer {
       if (g->initializers.count(in.name())) continue;  // an initializer listed as an overridable input
       g->inputs.push_back({in.name(), type(in.type(), "input '" + in.name() + "'")});
     }
-    for (const auto& out : gp.output()) g->outputs.push_back({out.name(), type(out.type(), "output '" + out.name() + "'")});
-    for (const auto& vi : gp.value_info()) g->value_info[vi.name()] = {vi.name(), type(vi.type(), "value '" + vi.name() + "'")};
+    for (const auto& out : gp.output())
+      g->outputs.push_back({out.name(), type(out.type(), "output '" + out.name() + "'")});
+    for (const auto& vi : gp.value_info())
+      g->value_info[vi.name()] = {vi.name(), type(vi.type(), "value '" + vi.name() + "'")};
     int index = 0;
     for (const auto& np : gp.node()) {
       Node n;
@@ -167,7 +178,8 @@ class Importer {
 
  private:
   Attribute attribute(const onnx::AttributeProto& ap) {
-    if (!ap.ref_attr_name().empty()) fail("attribute '{}' refers to a function attribute, which is not supported", ap.name());
+    if (!ap.ref_attr_name().empty())
+      fail("attribute '{}' refers to a function attribute, which is not supported", ap.name());
     Attribute a;
     switch (ap.type()) {
       case onnx::AttributeProto::INT: return Attribute(int64_t(ap.i()));
@@ -177,7 +189,8 @@ class Importer {
       case onnx::AttributeProto::GRAPH: return Attribute::graph(graph(ap.g()));
       case onnx::AttributeProto::INTS: return Attribute(std::vector<int64_t>(ap.ints().begin(), ap.ints().end()));
       case onnx::AttributeProto::FLOATS: return Attribute(std::vector<float>(ap.floats().begin(), ap.floats().end()));
-      case onnx::AttributeProto::STRINGS: return Attribute(std::vector<std::string>(ap.strings().begin(), ap.strings().end()));
+      case onnx::AttributeProto::STRINGS:
+        return Attribute(std::vector<std::string>(ap.strings().begin(), ap.strings().end()));
       case onnx::AttributeProto::TENSORS:
         a.kind = AttrKind::Tensors;
         for (const auto& t : ap.tensors()) a.tensors.push_back(tensor(t));
@@ -192,8 +205,7 @@ class Importer {
         a.kind = AttrKind::Strings;
         for (const auto& tp : ap.type_protos()) a.strings.push_back(tp.ShortDebugString());
         return a;
-      default:
-        fail("attribute '{}' has unsupported type {}", ap.name(), int(ap.type()));
+      default: fail("attribute '{}' has unsupported type {}", ap.name(), int(ap.type()));
     }
   }
 
@@ -201,9 +213,12 @@ class Importer {
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto& kv : p.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
     }
     if (location.empty()) fail("{}: external data has no location", where);
     fs::path file = fs::path(base_dir_) / location;
@@ -214,7 +229,8 @@ class Importer {
     }
     in.seekg(offset);
     if (!in.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes()))) {
-      fail("{}: external data file '{}' is too short (offset {}, {} bytes needed)", where, file.string(), offset, t.nbytes());
+      fail("{}: external data file '{}' is too short (offset {}, {} bytes needed)", where, file.string(), offset,
+           t.nbytes());
     }
   }
 
@@ -240,7 +256,8 @@ std::shared_ptr<Model> import_onnx(const std::string& path) {
     std::string bytes = read_file(path, "model file");
     onnx::ModelProto proto;
     if (bytes.empty()) fail("file is empty");
-    if (!proto.ParseFromString(bytes)) fail("not a valid ONNX model (protobuf parsing failed: truncated or corrupt file?)");
+    if (!proto.ParseFromString(bytes))
+      fail("not a valid ONNX model (protobuf parsing failed: truncated or corrupt file?)");
     if (!proto.has_graph() || proto.ir_version() <= 0) {
       fail("not a valid ONNX model (no graph or no IR version: truncated or not an ONNX file?)");
     }

@@ -72,8 +72,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) { return call1("Conca
 static Tensor reduce(const std::string& op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   return call1(op, {x, Tensor::from_vector<int64_t>(axes, {int64_t(axes.size())})}, {{"keepdims", int64_t(keepdims)}});
 }
-Tensor reduce_sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("ReduceSum", x, axes, keepdims); }
-Tensor reduce_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("ReduceMean", x, axes, keepdims); }
+Tensor reduce_sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce("ReduceSum", x, axes, keepdims);
+}
+Tensor reduce_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce("ReduceMean", x, axes, keepdims);
+}
 
 Tensor conv(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const ConvOptions& options) {
   Attributes attrs{{"group", options.group}, {"auto_pad", options.auto_pad}};
@@ -90,6 +94,8 @@ static Attributes pool_attrs(const PoolOptions& options) {
   return attrs;
 }
 Tensor max_pool(const Tensor& x, const PoolOptions& options) { return call1("MaxPool", {x}, pool_attrs(options)); }
-Tensor average_pool(const Tensor& x, const PoolOptions& options) { return call1("AveragePool", {x}, pool_attrs(options)); }
+Tensor average_pool(const Tensor& x, const PoolOptions& options) {
+  return call1("AveragePool", {x}, pool_attrs(options));
+}
 
 }  // namespace ingot::ops

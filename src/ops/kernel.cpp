@@ -68,8 +68,12 @@ const Attribute& KernelContext::attr(std::string_view name, AttrKind kind) const
 int64_t KernelContext::attr_int(std::string_view name) const { return attr(name, AttrKind::Int).i; }
 float KernelContext::attr_float(std::string_view name) const { return attr(name, AttrKind::Float).f; }
 const std::string& KernelContext::attr_string(std::string_view name) const { return attr(name, AttrKind::String).s; }
-const std::vector<int64_t>& KernelContext::attr_ints(std::string_view name) const { return attr(name, AttrKind::Ints).ints; }
-const std::vector<float>& KernelContext::attr_floats(std::string_view name) const { return attr(name, AttrKind::Floats).floats; }
+const std::vector<int64_t>& KernelContext::attr_ints(std::string_view name) const {
+  return attr(name, AttrKind::Ints).ints;
+}
+const std::vector<float>& KernelContext::attr_floats(std::string_view name) const {
+  return attr(name, AttrKind::Floats).floats;
+}
 const std::vector<std::string>& KernelContext::attr_strings(std::string_view name) const {
   return attr(name, AttrKind::Strings).strings;
 }

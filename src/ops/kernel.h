@@ -47,8 +47,13 @@ class KernelContext {
  public:
   KernelContext(const OpDef& def, const Attributes& attrs, int opset, std::vector<const Value*> inputs,
                 std::vector<Value>& outputs, SubgraphRunner* subgraphs, std::shared_ptr<void>* state)
-      : def_(def), attrs_(attrs), opset_(opset), inputs_(std::move(inputs)), outputs_(outputs),
-        subgraphs_(subgraphs), state_(state) {}
+      : def_(def),
+        attrs_(attrs),
+        opset_(opset),
+        inputs_(std::move(inputs)),
+        outputs_(outputs),
+        subgraphs_(subgraphs),
+        state_(state) {}
 
   const OpDef& def() const { return def_; }
   int opset() const { return opset_; }
@@ -131,9 +136,19 @@ class KernelBuilder {
     def_.backend = backend;
     def_.fn = fn;
   }
-  KernelBuilder& domain(std::string d) { def_.domain = std::move(d); return *this; }
-  KernelBuilder& versions(int since, int until = INT_MAX) { def_.since_version = since; def_.until_version = until; return *this; }
-  KernelBuilder& dtypes(std::vector<DType> d) { def_.dtypes = std::move(d); return *this; }
+  KernelBuilder& domain(std::string d) {
+    def_.domain = std::move(d);
+    return *this;
+  }
+  KernelBuilder& versions(int since, int until = INT_MAX) {
+    def_.since_version = since;
+    def_.until_version = until;
+    return *this;
+  }
+  KernelBuilder& dtypes(std::vector<DType> d) {
+    def_.dtypes = std::move(d);
+    return *this;
+  }
   KernelDef& def() { return def_; }
 
  private:
@@ -147,6 +162,6 @@ struct KernelRegistrar {
 }  // namespace ingot
 
 // INGOT_CPU_KERNEL(Relu, relu_kernel).dtypes({DType::Float32});
-#define INGOT_CPU_KERNEL(name, fn)                                                      \
+#define INGOT_CPU_KERNEL(name, fn)                                           \
   static ::ingot::KernelRegistrar INGOT_CONCAT(ingot_kernel_, __COUNTER__) = \
       ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CPU, fn)

@@ -21,9 +21,9 @@ struct AttrDef {
 
 struct OpDef {
   std::string name;
-  std::string domain;  // "" = ai.onnx
-  int since_version = 1;           // oldest opset version implemented
-  int until_version = INT_MAX;     // newest opset version implemented (inclusive)
+  std::string domain;                    // "" = ai.onnx
+  int since_version = 1;                 // oldest opset version implemented
+  int until_version = INT_MAX;           // newest opset version implemented (inclusive)
   int min_inputs = 0, max_inputs = 0;    // max -1: variadic
   int min_outputs = 1, max_outputs = 1;  // max -1: variadic
   std::vector<AttrDef> attrs;
@@ -48,20 +48,44 @@ class OpCatalogue {
 class OpBuilder {
  public:
   explicit OpBuilder(std::string name) { def_.name = std::move(name); }
-  OpBuilder& domain(std::string d) { def_.domain = std::move(d); return *this; }
-  OpBuilder& versions(int since, int until = INT_MAX) { def_.since_version = since; def_.until_version = until; return *this; }
-  OpBuilder& inputs(int min, int max) { def_.min_inputs = min; def_.max_inputs = max; return *this; }
+  OpBuilder& domain(std::string d) {
+    def_.domain = std::move(d);
+    return *this;
+  }
+  OpBuilder& versions(int since, int until = INT_MAX) {
+    def_.since_version = since;
+    def_.until_version = until;
+    return *this;
+  }
+  OpBuilder& inputs(int min, int max) {
+    def_.min_inputs = min;
+    def_.max_inputs = max;
+    return *this;
+  }
   OpBuilder& inputs(int n) { return inputs(n, n); }
-  OpBuilder& outputs(int min, int max) { def_.min_outputs = min; def_.max_outputs = max; return *this; }
+  OpBuilder& outputs(int min, int max) {
+    def_.min_outputs = min;
+    def_.max_outputs = max;
+    return *this;
+  }
   OpBuilder& outputs(int n) { return outputs(n, n); }
   OpBuilder& attr(std::string name, Attribute default_value) {
     AttrKind k = default_value.kind;
     def_.attrs.push_back({std::move(name), k, std::move(default_value), false});
     return *this;
   }
-  OpBuilder& required_attr(std::string name, AttrKind kind) { def_.attrs.push_back({std::move(name), kind, std::nullopt, true}); return *this; }
-  OpBuilder& optional_attr(std::string name, AttrKind kind) { def_.attrs.push_back({std::move(name), kind, std::nullopt, false}); return *this; }
-  OpBuilder& summary(std::string s) { def_.summary = std::move(s); return *this; }
+  OpBuilder& required_attr(std::string name, AttrKind kind) {
+    def_.attrs.push_back({std::move(name), kind, std::nullopt, true});
+    return *this;
+  }
+  OpBuilder& optional_attr(std::string name, AttrKind kind) {
+    def_.attrs.push_back({std::move(name), kind, std::nullopt, false});
+    return *this;
+  }
+  OpBuilder& summary(std::string s) {
+    def_.summary = std::move(s);
+    return *this;
+  }
   OpDef& def() { return def_; }
 
  private:
@@ -80,5 +104,4 @@ using Strings = std::vector<std::string>;
 
 #define INGOT_CONCAT_INNER(a, b) a##b
 #define INGOT_CONCAT(a, b) INGOT_CONCAT_INNER(a, b)
-#define INGOT_OP(name) \
-  static ::ingot::OpRegistrar INGOT_CONCAT(ingot_op_, __COUNTER__) = ::ingot::OpBuilder(#name)
+#define INGOT_OP(name) static ::ingot::OpRegistrar INGOT_CONCAT(ingot_op_, __COUNTER__) = ::ingot::OpBuilder(#name)

@@ -12,9 +12,9 @@ struct Executor::Plan {
     const OpDef* def;
     const KernelDef* kernel;
     int opset;
-    std::vector<int> input_slots;   // -1: omitted optional input; -2: resolved by name in an outer graph
-    std::vector<int> output_slots;  // -1: unused optional output
-    std::vector<int> free_after;    // slots whose last use is this step
+    std::vector<int> input_slots;         // -1: omitted optional input; -2: resolved by name in an outer graph
+    std::vector<int> output_slots;        // -1: unused optional output
+    std::vector<int> free_after;          // slots whose last use is this step
     mutable std::shared_ptr<void> state;  // kernel's per-node cache
   };
   std::unordered_map<std::string, int> slot_of;
@@ -92,9 +92,12 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
         throw e;
       }
       for (const auto& in : n.inputs) {
-        if (in.empty()) step.input_slots.push_back(-1);
-        else if (auto it = plan->slot_of.find(in); it != plan->slot_of.end()) step.input_slots.push_back(it->second);
-        else step.input_slots.push_back(-2);
+        if (in.empty())
+          step.input_slots.push_back(-1);
+        else if (auto it = plan->slot_of.find(in); it != plan->slot_of.end())
+          step.input_slots.push_back(it->second);
+        else
+          step.input_slots.push_back(-2);
       }
       for (const auto& o : n.outputs) step.output_slots.push_back(o.empty() ? -1 : plan->slot_of.at(o));
       size_t index = plan->steps.size();
@@ -162,8 +165,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       }
       out_values.assign(step.output_slots.size(), Value());
       current_env_ = &env;
-      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this,
-                        &step.state);
+      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state);
       step.kernel->fn(ctx);
       current_env_ = saved_env;
     } catch (Error& e) {

@@ -1,8 +1,8 @@
 #include <ingot/session.h>
-#include "core/strings.h"
 
 #include <map>
 
+#include "core/strings.h"
 #include "core/thread_pool.h"
 #include "onnx/onnx_import.h"
 #include "runtime/executor.h"
@@ -39,8 +39,8 @@ struct Session::Impl {
       if (!dims[d].is_static() && !dims[d].symbol.empty()) {
         auto [it, inserted] = symbols.emplace(dims[d].symbol, t.shape()[d]);
         if (!inserted && it->second != t.shape()[d]) {
-          fail("input '{}': dimension {} ('{}') is {}, but another input set '{}' to {}", vi.name, d,
-               dims[d].symbol, t.shape()[d], dims[d].symbol, it->second);
+          fail("input '{}': dimension {} ('{}') is {}, but another input set '{}' to {}", vi.name, d, dims[d].symbol,
+               t.shape()[d], dims[d].symbol, it->second);
         }
       }
     }
@@ -96,7 +96,8 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
       std::vector<std::string> absent;
       for (size_t i = inputs.size(); i < impl_->inputs.size(); ++i) absent.push_back(impl_->inputs[i].name);
       std::string missing = join(absent, "', '");
-      if (inputs.size() > impl_->inputs.size()) fail("{} inputs given, the model takes {}", inputs.size(), impl_->inputs.size());
+      if (inputs.size() > impl_->inputs.size())
+        fail("{} inputs given, the model takes {}", inputs.size(), impl_->inputs.size());
       fail("input '{}' is missing", missing);
     }
     std::map<std::string, int64_t> symbols;

@@ -25,15 +25,15 @@ TEST(DType, HalfRoundTripsEveryFiniteValue) {
 }
 
 TEST(DType, HalfRoundsToNearestEven) {
-  EXPECT_EQ(float(Half(1.0f + 1.0f / 4096)), 1.0f);                   // below half an ulp
-  EXPECT_EQ(float(Half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);      // tie rounds to even
+  EXPECT_EQ(float(Half(1.0f + 1.0f / 4096)), 1.0f);                          // below half an ulp
+  EXPECT_EQ(float(Half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);            // tie rounds to even
   EXPECT_EQ(float(Half(65520.0f)), std::numeric_limits<float>::infinity());  // overflow
   EXPECT_EQ(float(Half(std::ldexp(1.0f, -24))), std::ldexp(1.0f, -24));      // smallest subnormal
   EXPECT_EQ(float(Half(std::ldexp(1.0f, -26))), 0.0f);
 }
 
 TEST(DType, BFloat16RoundsToNearestEven) {
-  EXPECT_EQ(float(BFloat16(1.0f + 1.0f / 256)), 1.0f);          // tie, even stays
+  EXPECT_EQ(float(BFloat16(1.0f + 1.0f / 256)), 1.0f);               // tie, even stays
   EXPECT_EQ(float(BFloat16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // tie, rounds up to even
   EXPECT_TRUE(std::isnan(float(BFloat16(std::nanf("")))));
 }
@@ -148,9 +148,11 @@ TEST(ThreadPool, CoversRangeOnceAndPropagatesErrors) {
   });
   EXPECT_EQ(std::accumulate(hits.begin(), hits.end(), 0), 100000);
   EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
-  EXPECT_THROW(pool.parallel_for(100, 1, [](int64_t b, int64_t) {
-    if (b > 50) fail("boom");
-  }), Error);
+  EXPECT_THROW(pool.parallel_for(100, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 50) fail("boom");
+                                 }),
+               Error);
   // The pool stays usable after an exception.
   int64_t total = 0;
   std::mutex m;

@@ -37,8 +37,8 @@ TEST(Broadcast, RowPlusColumn) {
 }
 
 TEST(Broadcast, ScalarOnEitherSideAndRankZero) {
-  const Tensor x = iota_f({2, 3});                   // 0..5
-  const Tensor s = Tensor::scalar<float>(10.0f);     // rank 0
+  const Tensor x = iota_f({2, 3});                // 0..5
+  const Tensor s = Tensor::scalar<float>(10.0f);  // rank 0
   EXPECT_EQ(ops::sub(x, s).to_vector<float>(), (std::vector<float>{-10, -9, -8, -7, -6, -5}));
   EXPECT_EQ(ops::sub(s, x).to_vector<float>(), (std::vector<float>{10, 9, 8, 7, 6, 5}));
   const Tensor both = ops::mul(s, Tensor::scalar<float>(3.0f));
@@ -69,9 +69,7 @@ TEST(Broadcast, LargeTensorsUseEveryPath) {
   }
 }
 
-TEST(Broadcast, IncompatibleShapesFail) {
-  EXPECT_THROW(ops::add(iota_f({2, 3}), iota_f({4})), Error);
-}
+TEST(Broadcast, IncompatibleShapesFail) { EXPECT_THROW(ops::add(iota_f({2, 3}), iota_f({4})), Error); }
 
 TEST(Broadcast, ZeroSizeDims) {
   // [0,3] + [1,3] -> [0,3]; [2,1] + [1,0] -> [2,0].
@@ -307,16 +305,17 @@ TEST(Cast, FloatIntegerBoolStringAndHalf) {
             (std::vector<int8_t>{-1, 0, 2, 127, 0}));
   EXPECT_EQ(call1("Cast", {x}, {{"to", int64_t(DType::Bool)}}).to_vector<bool>(),
             (std::vector<bool>{true, false, true, true, true}));
-  const Tensor strings = call1("Cast", {Tensor::from_vector<float>({0.25f, -3}, {2})}, {{"to", int64_t(DType::String)}});
+  const Tensor strings =
+      call1("Cast", {Tensor::from_vector<float>({0.25f, -3}, {2})}, {{"to", int64_t(DType::String)}});
   EXPECT_EQ(strings.to_vector<std::string>(), (std::vector<std::string>{"0.25", "-3"}));
-  const Tensor parsed = call1("Cast", {Tensor::from_vector<std::string>({"1.5", "-INF", "7"}, {3})},
-                              {{"to", int64_t(DType::Float64)}});
+  const Tensor parsed =
+      call1("Cast", {Tensor::from_vector<std::string>({"1.5", "-INF", "7"}, {3})}, {{"to", int64_t(DType::Float64)}});
   EXPECT_EQ(parsed.to_vector<double>(), (std::vector<double>{1.5, -std::numeric_limits<double>::infinity(), 7}));
   EXPECT_THROW(call1("Cast", {Tensor::from_vector<std::string>({"abc"}, {1})}, {{"to", int64_t(DType::Float32)}}),
                Error);
   // float16 round trip of exactly representable values; 65520 overflows half to inf.
-  const Tensor h = call1("Cast", {Tensor::from_vector<float>({1.5f, -0.125f, 65520.0f}, {3})},
-                         {{"to", int64_t(DType::Float16)}});
+  const Tensor h =
+      call1("Cast", {Tensor::from_vector<float>({1.5f, -0.125f, 65520.0f}, {3})}, {{"to", int64_t(DType::Float16)}});
   const auto back = call1("Cast", {h}, {{"to", int64_t(DType::Float32)}}).to_vector<float>();
   EXPECT_EQ(back[0], 1.5f);
   EXPECT_EQ(back[1], -0.125f);

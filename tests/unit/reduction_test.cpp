@@ -94,8 +94,7 @@ TEST(Reduce, KeepdimsZeroToScalar) {
 
 TEST(Reduce, NoopWithEmptyAxesIsIdentity) {
   const Tensor x = iota_f({2, 3});
-  const Tensor y =
-      ops::call("ReduceSum", {x, axes_input({})}, {{"noop_with_empty_axes", int64_t(1)}}).at(0);
+  const Tensor y = ops::call("ReduceSum", {x, axes_input({})}, {{"noop_with_empty_axes", int64_t(1)}}).at(0);
   EXPECT_EQ(y.shape(), x.shape());
   EXPECT_EQ(y.to_vector<float>(), x.to_vector<float>());
 }

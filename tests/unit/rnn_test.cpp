@@ -132,15 +132,15 @@ Reference reference(const Problem& pr) {
 
 std::vector<Tensor> run_op(const Problem& pr, DType dtype, Attributes attrs = {}) {
   const int64_t gh = pr.gates() * pr.hidden;
-  std::vector<Tensor> in{as_tensor(pr.x, {pr.seq, pr.batch, pr.input}, dtype),
-                         as_tensor(pr.w, {pr.dirs, gh, pr.input}, dtype),
-                         as_tensor(pr.r, {pr.dirs, gh, pr.hidden}, dtype),
-                         pr.b.empty() ? Tensor() : as_tensor(pr.b, {pr.dirs, 2 * gh}, dtype),
-                         pr.lengths.empty() ? Tensor()
-                                            : Tensor::from_vector<int32_t>(
-                                                  std::vector<int32_t>(pr.lengths.begin(), pr.lengths.end()),
-                                                  {pr.batch}),
-                         pr.h0.empty() ? Tensor() : as_tensor(pr.h0, {pr.dirs, pr.batch, pr.hidden}, dtype)};
+  std::vector<Tensor> in{
+      as_tensor(pr.x, {pr.seq, pr.batch, pr.input}, dtype),
+      as_tensor(pr.w, {pr.dirs, gh, pr.input}, dtype),
+      as_tensor(pr.r, {pr.dirs, gh, pr.hidden}, dtype),
+      pr.b.empty() ? Tensor() : as_tensor(pr.b, {pr.dirs, 2 * gh}, dtype),
+      pr.lengths.empty()
+          ? Tensor()
+          : Tensor::from_vector<int32_t>(std::vector<int32_t>(pr.lengths.begin(), pr.lengths.end()), {pr.batch}),
+      pr.h0.empty() ? Tensor() : as_tensor(pr.h0, {pr.dirs, pr.batch, pr.hidden}, dtype)};
   if (pr.kind == Kind::LSTM) {
     in.push_back(pr.c0.empty() ? Tensor() : as_tensor(pr.c0, {pr.dirs, pr.batch, pr.hidden}, dtype));
     in.push_back(pr.p.empty() ? Tensor() : as_tensor(pr.p, {pr.dirs, 3 * pr.hidden}, dtype));
@@ -190,7 +190,9 @@ TEST(LSTM, ReverseDirectionIsBidirectionalBackwardHalf) {
   // The reverse-only layer with the second direction's weights equals the backward half.
   Problem rev = both;
   rev.dirs = 1;
-  auto second_half = [](const std::vector<double>& v) { return std::vector<double>(v.begin() + v.size() / 2, v.end()); };
+  auto second_half = [](const std::vector<double>& v) {
+    return std::vector<double>(v.begin() + v.size() / 2, v.end());
+  };
   rev.w = second_half(both.w), rev.r = second_half(both.r), rev.b = second_half(both.b);
   rev.h0 = second_half(both.h0), rev.c0 = second_half(both.c0), rev.p = second_half(both.p);
   std::vector<Tensor> out = run_op(rev, DType::Float64, {{"direction", "reverse"}});
@@ -211,9 +213,13 @@ TEST(LSTM, BatchMajorLayoutMatchesTimeMajor) {
         h0b[size_t((b * D + d) * H + k)] = pr.h0[size_t((d * B + b) * H + k)];
         c0b[size_t((b * D + d) * H + k)] = pr.c0[size_t((d * B + b) * H + k)];
       }
-  std::vector<Tensor> in{as_tensor(xb, {B, S, I}, DType::Float64), as_tensor(pr.w, {D, 4 * H, I}, DType::Float64),
-                         as_tensor(pr.r, {D, 4 * H, H}, DType::Float64), as_tensor(pr.b, {D, 8 * H}, DType::Float64),
-                         Tensor(), as_tensor(h0b, {B, D, H}, DType::Float64), as_tensor(c0b, {B, D, H}, DType::Float64),
+  std::vector<Tensor> in{as_tensor(xb, {B, S, I}, DType::Float64),
+                         as_tensor(pr.w, {D, 4 * H, I}, DType::Float64),
+                         as_tensor(pr.r, {D, 4 * H, H}, DType::Float64),
+                         as_tensor(pr.b, {D, 8 * H}, DType::Float64),
+                         Tensor(),
+                         as_tensor(h0b, {B, D, H}, DType::Float64),
+                         as_tensor(c0b, {B, D, H}, DType::Float64),
                          as_tensor(pr.p, {D, 3 * H}, DType::Float64)};
   std::vector<Tensor> out =
       ops::call("LSTM", in, {{"hidden_size", H}, {"direction", "bidirectional"}, {"layout", int64_t(1)}}, 3);
@@ -284,7 +290,8 @@ TEST(LSTM, CustomActivationsConsumeAlphaInOrder) {
   //   i = f = o = clamp(0.5 * 1 + 0.25) = 0.75 (HardSigmoid alpha 0.5, beta 0.25)
   //   c~ = 2 * 1 + 1 = 3 (Affine alpha 2, beta 1); c = 0.75 * 3 = 2.25
   //   h = o * (3 * c + 0) = 0.75 * 6.75 = 5.0625 (second Affine alpha 3, beta 0)
-  std::vector<Tensor> in{Tensor::from_vector<float>({1}, {1, 1, 1}), Tensor::from_vector<float>({1, 1, 1, 1}, {1, 4, 1}),
+  std::vector<Tensor> in{Tensor::from_vector<float>({1}, {1, 1, 1}),
+                         Tensor::from_vector<float>({1, 1, 1, 1}, {1, 4, 1}),
                          Tensor::from_vector<float>({0, 0, 0, 0}, {1, 4, 1})};
   Attributes attrs{{"hidden_size", int64_t(1)},
                    {"activations", Strings{"HardSigmoid", "Affine", "Affine"}},
@@ -371,7 +378,8 @@ TEST(Sequence, SplitThenConcatRoundTrips) {
   auto g = std::make_shared<Graph>();
   g->name = "main";
   g->inputs = {tensor_info("x", DType::Float32), tensor_info("split", DType::Int64)};
-  g->outputs = {tensor_info("y", DType::Float32), tensor_info("n", DType::Int64), tensor_info("stacked", DType::Float32)};
+  g->outputs = {tensor_info("y", DType::Float32), tensor_info("n", DType::Int64),
+                tensor_info("stacked", DType::Float32)};
   auto node = [&](std::string op, std::vector<std::string> in, std::vector<std::string> out, Attributes attrs) {
     Node n;
     n.name = op;

@@ -26,8 +26,10 @@ onnx::ValueInfoProto tensor_info(const std::string& name, int elem, const std::v
   auto* shape = t->mutable_shape();
   for (const auto& d : dims) {
     auto* dim = shape->add_dim();
-    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-    else dim->set_dim_param(d);
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else
+      dim->set_dim_param(d);
   }
   return v;
 }
@@ -127,11 +129,17 @@ TEST(Session, RunsAndMatchesADoubleReference) {
 TEST(Session, ChecksInputsAndNamesTheProblem) {
   Session session = Session::load(save(add_mul_model(), "add_mul.onnx"));
   EXPECT_EQ(error_of([&] { session.run(std::vector<Tensor>{}); }), "model 'add_mul.onnx': input 'x' is missing");
-  EXPECT_EQ(error_of([&] { session.run({{"x", Tensor::zeros(DType::Int64, {2, 3})}}); }),
+  EXPECT_EQ(error_of([&] {
+              session.run({{"x", Tensor::zeros(DType::Int64, {2, 3})}});
+            }),
             "model 'add_mul.onnx': input 'x': expected dtype float32, got int64");
-  EXPECT_EQ(error_of([&] { session.run({{"x", Tensor::zeros(DType::Float32, {2, 4})}}); }),
+  EXPECT_EQ(error_of([&] {
+              session.run({{"x", Tensor::zeros(DType::Float32, {2, 4})}});
+            }),
             "model 'add_mul.onnx': input 'x': expected shape [N,3], got float32[2,4] (dimension 1 must be 3)");
-  EXPECT_NE(error_of([&] { session.run({{"q", Tensor::zeros(DType::Float32, {2, 3})}}); }).find("no input named 'q'"),
+  EXPECT_NE(error_of([&] {
+              session.run({{"q", Tensor::zeros(DType::Float32, {2, 3})}});
+            }).find("no input named 'q'"),
             std::string::npos);
 }
 
@@ -171,8 +179,9 @@ TEST(Verifier, RejectsUseBeforeDefinitionAndUnknownOps) {
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
   *g.add_node() = node("Relu", {"later"}, {"y"}, "early");
   *g.add_node() = node("Relu", {"x"}, {"later"}, "late");
-  EXPECT_NE(error_of([&] { import_onnx(save(model_with(g), "order.onnx")); })
-                .find("node 'early' (Relu): input 0 ('later') is not defined before this node"),
+  EXPECT_NE(error_of([&] {
+              import_onnx(save(model_with(g), "order.onnx"));
+            }).find("node 'early' (Relu): input 0 ('later') is not defined before this node"),
             std::string::npos);
 
   onnx::GraphProto u;

@@ -94,8 +94,10 @@ std::vector<float> naive_transpose(const std::vector<float>& x, const Shape& sha
 
 TEST(Transpose, MatchesNaiveLoopOnAwkwardSizes) {
   // NHWC -> NCHW and back, with sizes that are not tile multiples, plus a general 4-D permutation.
-  const std::vector<std::pair<Shape, I64>> cases = {
-      {{1, 37, 41, 3}, {0, 3, 1, 2}}, {{2, 3, 37, 41}, {0, 2, 3, 1}}, {{3, 5, 7, 11}, {2, 0, 3, 1}}, {{70, 90}, {1, 0}}};
+  const std::vector<std::pair<Shape, I64>> cases = {{{1, 37, 41, 3}, {0, 3, 1, 2}},
+                                                    {{2, 3, 37, 41}, {0, 2, 3, 1}},
+                                                    {{3, 5, 7, 11}, {2, 0, 3, 1}},
+                                                    {{70, 90}, {1, 0}}};
   for (const auto& [shape, perm] : cases) {
     const Tensor x = iota_f(shape);
     const Tensor y = call1("Transpose", {x}, {{"perm", perm}});
@@ -111,9 +113,9 @@ TEST(Transpose, StringsAndDefaultPerm) {
 }
 
 TEST(Concat, NegativeAxisAndZeroSizeInput) {
-  const Tensor a = iota_f({2, 2});                           // [[0,1],[2,3]]
+  const Tensor a = iota_f({2, 2});  // [[0,1],[2,3]]
   const Tensor b = Tensor::zeros(DType::Float32, {2, 0});
-  const Tensor c = iota_f({2, 1}, 10);                       // [[10],[11]]
+  const Tensor c = iota_f({2, 1}, 10);  // [[10],[11]]
   const Tensor y = ops::concat({a, b, c}, -1);
   EXPECT_EQ(y.shape(), (Shape{2, 3}));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 1, 10, 2, 3, 11}));
@@ -136,7 +138,8 @@ TEST(Split, UnevenNumOutputsAndViews) {
 }
 
 Tensor slice(const Tensor& x, I64 starts, I64 ends, I64 axes, I64 steps) {
-  return call1("Slice", {x, ints(std::move(starts)), ints(std::move(ends)), ints(std::move(axes)), ints(std::move(steps))});
+  return call1("Slice",
+               {x, ints(std::move(starts)), ints(std::move(ends)), ints(std::move(axes)), ints(std::move(steps))});
 }
 
 TEST(Slice, NegativeStepsAndClamping) {

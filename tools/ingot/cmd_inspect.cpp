@@ -19,7 +19,8 @@ Runner add_inspect_command(CLI::App& app) {
     std::cout << "producer: " << (model->producer.empty() ? "?" : model->producer) << ", IR version "
               << model->ir_version << "\n";
     std::cout << "opsets:";
-    for (const auto& [domain, version] : model->opsets) std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+    for (const auto& [domain, version] : model->opsets)
+      std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
     std::cout << "\ninputs:\n";
     for (const auto& in : g.inputs) std::cout << "  " << in.name << ": " << in.type.str() << "\n";
     std::cout << "outputs:\n";

@@ -19,8 +19,8 @@ std::string kernel_summary(const OpDef& def, DeviceType backend) {
   std::vector<std::string> parts;
   for (const KernelDef* k : KernelRegistry::instance().all()) {
     if (k->op != def.name || k->domain != def.domain || k->backend != backend) continue;
-    std::string types = k->dtypes.empty() ? "all dtypes"
-                                          : join(k->dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); });
+    std::string types =
+        k->dtypes.empty() ? "all dtypes" : join(k->dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); });
     parts.push_back("opset " + versions(k->since_version, k->until_version) + ": " + types);
   }
   return parts.empty() ? "-" : join(parts, "; ");
@@ -35,16 +35,18 @@ Runner add_ops_command(CLI::App& app) {
     auto defs = OpCatalogue::instance().all();
     if (!*markdown) {
       for (const OpDef* d : defs) {
-        std::cout << (d->domain.empty() ? "" : d->domain + ".") << d->name << "  opsets " << versions(d->since_version, d->until_version)
-                  << "  cpu: " << kernel_summary(*d, DeviceType::CPU) << "\n";
+        std::cout << (d->domain.empty() ? "" : d->domain + ".") << d->name << "  opsets "
+                  << versions(d->since_version, d->until_version) << "  cpu: " << kernel_summary(*d, DeviceType::CPU)
+                  << "\n";
       }
       return 0;
     }
-    std::cout << "# Operators\n\n"
-              << "Generated from the op catalogue by `ingot ops --markdown`; the test `docs.operators` fails when this\n"
-              << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
-              << "with the opset range and the dtypes of the first input each accepts.\n\n"
-              << "| op | domain | opsets | CPU | CUDA |\n|---|---|---|---|---|\n";
+    std::cout
+        << "# Operators\n\n"
+        << "Generated from the op catalogue by `ingot ops --markdown`; the test `docs.operators` fails when this\n"
+        << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
+        << "with the opset range and the dtypes of the first input each accepts.\n\n"
+        << "| op | domain | opsets | CPU | CUDA |\n|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "
                 << versions(d->since_version, d->until_version) << " | " << kernel_summary(*d, DeviceType::CPU) << " | "

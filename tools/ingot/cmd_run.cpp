@@ -1,5 +1,4 @@
 #include <ingot/session.h>
-#include "core/strings.h"
 
 #include <filesystem>
 #include <fstream>
@@ -8,6 +7,7 @@
 
 #include "commands.h"
 #include "core/npy.h"
+#include "core/strings.h"
 #include "core/thread_pool.h"
 #include "inputs.h"
 #include "onnx/onnx_import.h"
@@ -37,7 +37,8 @@ std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::s
       }
     }
     if (name.empty()) {
-      if (next_positional >= input_names.size()) fail("--input {}: more inputs given than the model takes ({})", arg, input_names.size());
+      if (next_positional >= input_names.size())
+        fail("--input {}: more inputs given than the model takes ({})", arg, input_names.size());
       name = input_names[next_positional++];
     }
     feeds.emplace_back(name, load_tensor_file(path));
@@ -59,7 +60,8 @@ void print_summary(const TensorInfo& info, const Tensor& t) {
       sum += x;
     }
     std::cout << fmt::format("  min {:.6g} max {:.6g} mean {:.6g}  [", lo, hi, sum / double(v.size()));
-    for (size_t i = 0; i < std::min<size_t>(v.size(), 6); ++i) std::cout << (i ? ", " : "") << fmt::format("{:.6g}", v[i]);
+    for (size_t i = 0; i < std::min<size_t>(v.size(), 6); ++i)
+      std::cout << (i ? ", " : "") << fmt::format("{:.6g}", v[i]);
     std::cout << (v.size() > 6 ? ", ...]" : "]");
   }
   std::cout << "\n";

@@ -24,7 +24,8 @@ std::string compare_tensors(const Tensor& got, const Tensor& want) {
   if (got.dtype() != want.dtype()) {
     return fmt::format("dtype {} vs expected {}", dtype_name(got.dtype()), dtype_name(want.dtype()));
   }
-  if (got.shape() != want.shape()) return fmt::format("shape {} vs expected {}", shape_str(got.shape()), shape_str(want.shape()));
+  if (got.shape() != want.shape())
+    return fmt::format("shape {} vs expected {}", shape_str(got.shape()), shape_str(want.shape()));
   std::string reason;
   if (got.dtype() == DType::String) {
     auto g = got.span<std::string>(), w = want.span<std::string>();
@@ -44,9 +45,12 @@ std::string compare_tensors(const Tensor& got, const Tensor& want) {
         ok = g[i] == w[i];
       } else {
         double a = double(g[i]), b = double(w[i]);
-        if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
-        else if (std::isinf(a) || std::isinf(b)) ok = a == b;
-        else ok = std::fabs(a - b) <= kAtol + kRtol * std::fabs(b);
+        if (std::isnan(a) || std::isnan(b))
+          ok = std::isnan(a) && std::isnan(b);
+        else if (std::isinf(a) || std::isinf(b))
+          ok = a == b;
+        else
+          ok = std::fabs(a - b) <= kAtol + kRtol * std::fabs(b);
         if (!ok && !std::isnan(a - b)) worst = std::max(worst, std::fabs(a - b));
       }
       if (!ok) {
@@ -67,7 +71,8 @@ std::string compare_values(const Value& got, const Value& want) {
   if (got.kind != want.kind) return fmt::format("{} vs expected {}", got.describe(), want.describe());
   if (got.kind == Value::Kind::Tensor) return compare_tensors(got.tensor, want.tensor);
   if (got.kind == Value::Kind::Sequence) {
-    if (got.sequence.size() != want.sequence.size()) return fmt::format("{} vs expected {}", got.describe(), want.describe());
+    if (got.sequence.size() != want.sequence.size())
+      return fmt::format("{} vs expected {}", got.describe(), want.describe());
     for (size_t i = 0; i < got.sequence.size(); ++i) {
       std::string r = compare_tensors(got.sequence[i], want.sequence[i]);
       if (!r.empty()) return fmt::format("sequence element {}: {}", i, r);
@@ -104,10 +109,12 @@ std::string run_case(const fs::path& dir, Device device) {
     auto input_files = sorted_entries(set, "input_");
     auto output_files = sorted_entries(set, "output_");
     if (input_files.size() > g.inputs.size()) {
-      return fmt::format("{}: {} input files for {} graph inputs", set.filename().string(), input_files.size(), g.inputs.size());
+      return fmt::format("{}: {} input files for {} graph inputs", set.filename().string(), input_files.size(),
+                         g.inputs.size());
     }
     std::vector<Value> inputs;
-    for (size_t i = 0; i < input_files.size(); ++i) inputs.push_back(load_value_pb(input_files[i].string(), g.inputs[i].type));
+    for (size_t i = 0; i < input_files.size(); ++i)
+      inputs.push_back(load_value_pb(input_files[i].string(), g.inputs[i].type));
     // Omitted trailing optional graph inputs (e.g. initializer-less optional values) stay empty.
     while (inputs.size() < g.inputs.size()) inputs.emplace_back();
     std::vector<Value> outputs = executor.run(inputs);
@@ -151,7 +158,9 @@ Runner add_test_onnx_command(CLI::App& app) {
     bool verbose = false;
   };
   auto o = std::make_shared<Options>();
-  app.add_option("DIR", o->dirs, "Suite folders (holding case folders) or case folders")->required()->check(CLI::ExistingDirectory);
+  app.add_option("DIR", o->dirs, "Suite folders (holding case folders) or case folders")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--filter", o->filter, "Only cases whose name matches this regular expression");
   app.add_option("--expected-failures", o->expected_failures,
@@ -169,7 +178,8 @@ Runner add_test_onnx_command(CLI::App& app) {
         fail("--filter '{}' is not a valid regular expression: {}", o->filter, e.what());
       }
     }
-    auto expected = o->expected_failures.empty() ? std::map<std::string, std::string>{} : read_expected_failures(o->expected_failures);
+    auto expected = o->expected_failures.empty() ? std::map<std::string, std::string>{}
+                                                 : read_expected_failures(o->expected_failures);
     std::vector<fs::path> cases;
     for (const auto& d : o->dirs) {
       if (fs::exists(fs::path(d) / "model.onnx")) {
@@ -196,8 +206,10 @@ Runner add_test_onnx_command(CLI::App& app) {
       if (reason.empty()) {
         status = "passed";
         ++passed;
-        if (expected.count(name)) std::cout << "XPASS " << name << ": passes now; remove it from the expected failures\n";
-        else if (o->verbose) std::cout << "PASS " << name << "\n";
+        if (expected.count(name))
+          std::cout << "XPASS " << name << ": passes now; remove it from the expected failures\n";
+        else if (o->verbose)
+          std::cout << "PASS " << name << "\n";
       } else if (auto it = expected.find(name); it != expected.end()) {
         status = "skipped";
         ++skipped;
@@ -211,8 +223,9 @@ Runner add_test_onnx_command(CLI::App& app) {
     }
     std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
     if (!o->json.empty()) {
-      std::ofstream(o->json) << nlohmann::json{{"passed", passed}, {"failed", failed}, {"skipped", skipped}, {"cases", results}}.dump(2)
-                             << "\n";
+      std::ofstream(o->json)
+          << nlohmann::json{{"passed", passed}, {"failed", failed}, {"skipped", skipped}, {"cases", results}}.dump(2)
+          << "\n";
     }
     return failed ? 1 : 0;
   };

@@ -1,7 +1,6 @@
 // The `ingot` CLI: each subcommand registers its options and returns its runner.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace ingot::cli {

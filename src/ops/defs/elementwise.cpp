@@ -8,12 +8,12 @@ namespace ingot {
 
 // Before opset 7, binary ops broadcast only when `broadcast` = 1, aligning B at `axis` of A;
 // opset 1 also carried the meaningless `consumed_inputs`. The kernels accept both forms.
-#define INGOT_LEGACY_BINARY_OP(name, text)     \
-  INGOT_OP(name)                               \
-      .versions(1)                             \
-      .inputs(2)                               \
-      .attr("broadcast", 0)                    \
-      .optional_attr("axis", AttrKind::Int)    \
+#define INGOT_LEGACY_BINARY_OP(name, text)              \
+  INGOT_OP(name)                                        \
+      .versions(1)                                      \
+      .inputs(2)                                        \
+      .attr("broadcast", 0)                             \
+      .optional_attr("axis", AttrKind::Int)             \
       .optional_attr("consumed_inputs", AttrKind::Ints) \
       .summary(text)
 
@@ -34,15 +34,21 @@ INGOT_OP(GreaterOrEqual).versions(12).inputs(2).summary("A >= B (bool output).")
 INGOT_OP(LessOrEqual).versions(12).inputs(2).summary("A <= B (bool output).");
 INGOT_OP(Mod).versions(10).inputs(2).attr("fmod", 0).summary(
     "Remainder: with fmod = 0 its sign follows the divisor (Python %), with fmod = 1 the dividend (C fmod).");
-INGOT_OP(BitShift).versions(11).inputs(2).required_attr("direction", AttrKind::String).summary(
-    "Shifts unsigned integers LEFT or RIGHT by B bits (0 when B >= the bit width).");
+INGOT_OP(BitShift)
+    .versions(11)
+    .inputs(2)
+    .required_attr("direction", AttrKind::String)
+    .summary("Shifts unsigned integers LEFT or RIGHT by B bits (0 when B >= the bit width).");
 INGOT_OP(BitwiseAnd).versions(18).inputs(2).summary("Bitwise and of integer tensors.");
 INGOT_OP(BitwiseOr).versions(18).inputs(2).summary("Bitwise or of integer tensors.");
 INGOT_OP(BitwiseXor).versions(18).inputs(2).summary("Bitwise xor of integer tensors.");
 INGOT_OP(BitwiseNot).versions(18).inputs(1).summary("Bitwise complement of an integer tensor.");
 INGOT_OP(Not).versions(1).inputs(1).summary("Logical not of a bool tensor.");
-INGOT_OP(PRelu).versions(1).inputs(2).optional_attr("consumed_inputs", AttrKind::Ints).summary(
-    "X where X >= 0, slope * X elsewhere; slope broadcasts to X.");
+INGOT_OP(PRelu)
+    .versions(1)
+    .inputs(2)
+    .optional_attr("consumed_inputs", AttrKind::Ints)
+    .summary("X where X >= 0, slope * X elsewhere; slope broadcasts to X.");
 INGOT_OP(Where).versions(9).inputs(3).summary("X where condition is true, else Y (three-way broadcasting).");
 
 // Variadic folds over 1..N broadcast inputs.
@@ -92,8 +98,12 @@ INGOT_UNARY_OP(Softsign, 1, "X / (1 + |X|).");
 INGOT_UNARY_OP(Mish, 18, "X * tanh(softplus(X)).");
 #undef INGOT_UNARY_OP
 
-INGOT_OP(IsInf).versions(10).inputs(1).attr("detect_negative", 1).attr("detect_positive", 1).summary(
-    "True where X is infinite (of the selected signs).");
+INGOT_OP(IsInf)
+    .versions(10)
+    .inputs(1)
+    .attr("detect_negative", 1)
+    .attr("detect_positive", 1)
+    .summary("True where X is infinite (of the selected signs).");
 
 INGOT_OP(LeakyRelu)
     .versions(1)
@@ -114,8 +124,7 @@ INGOT_OP(Selu)
     .attr("gamma", 1.05070102214813232421875f)
     .optional_attr("consumed_inputs", AttrKind::Ints)
     .summary("gamma * (X where X > 0, alpha * (e^X - 1) elsewhere).");
-INGOT_OP(Celu).versions(12).inputs(1).attr("alpha", 1.0f).summary(
-    "max(0, X) + min(0, alpha * (e^(X / alpha) - 1)).");
+INGOT_OP(Celu).versions(12).inputs(1).attr("alpha", 1.0f).summary("max(0, X) + min(0, alpha * (e^(X / alpha) - 1)).");
 INGOT_OP(HardSigmoid)
     .versions(1)
     .inputs(1)
@@ -124,8 +133,12 @@ INGOT_OP(HardSigmoid)
     .optional_attr("consumed_inputs", AttrKind::Ints)
     .summary("max(0, min(1, alpha * X + beta)).");
 INGOT_OP(ThresholdedRelu).versions(10).inputs(1).attr("alpha", 1.0f).summary("X where X > alpha, else 0.");
-INGOT_OP(Shrink).versions(9).inputs(1).attr("bias", 0.0f).attr("lambd", 0.5f).summary(
-    "X + bias where X < -lambd, X - bias where X > lambd, else 0.");
+INGOT_OP(Shrink)
+    .versions(9)
+    .inputs(1)
+    .attr("bias", 0.0f)
+    .attr("lambd", 0.5f)
+    .summary("X + bias where X < -lambd, X - bias where X > lambd, else 0.");
 // Clip: bounds are attributes before opset 11 (defaults are ONNX's Clip-6 ones) and optional
 // inputs from opset 11.
 INGOT_OP(Clip)
@@ -136,9 +149,12 @@ INGOT_OP(Clip)
     .optional_attr("consumed_inputs", AttrKind::Ints)
     .summary("Limits X to [min, max] (attributes before opset 11, optional inputs from it).");
 
-INGOT_OP(Cast).versions(6).inputs(1).required_attr("to", AttrKind::Int).attr("saturate", 1).summary(
-    "Converts to the dtype `to` (numbers, bool, float16/bfloat16, and strings both ways).");
-INGOT_OP(CastLike).versions(15).inputs(2).attr("saturate", 1).summary(
-    "Converts input 0 to the dtype of input 1.");
+INGOT_OP(Cast)
+    .versions(6)
+    .inputs(1)
+    .required_attr("to", AttrKind::Int)
+    .attr("saturate", 1)
+    .summary("Converts to the dtype `to` (numbers, bool, float16/bfloat16, and strings both ways).");
+INGOT_OP(CastLike).versions(15).inputs(2).attr("saturate", 1).summary("Converts input 0 to the dtype of input 1.");
 
 }  // namespace ingot

@@ -140,10 +140,14 @@ INGOT_OP(MeanVarianceNormalization)
     .summary("(X - mean) / (std + 1e-9) over `axes`.");
 
 // The default axis changed with opset 13 (1 -> -1), so it is computed by the kernel.
-#define INGOT_SOFTMAX_OP(name, text)                                                                   \
-  INGOT_OP(name).versions(1).inputs(1).optional_attr("axis", AttrKind::Int).summary(                 \
-      text " Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13 on it works " \
-           "along the single axis `axis` (default -1).")
+#define INGOT_SOFTMAX_OP(name, text)                                                                      \
+  INGOT_OP(name)                                                                                          \
+      .versions(1)                                                                                        \
+      .inputs(1)                                                                                          \
+      .optional_attr("axis", AttrKind::Int)                                                               \
+      .summary(text                                                                                       \
+               " Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13 on it works " \
+               "along the single axis `axis` (default -1).")
 INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).");
 INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).");
 INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.");

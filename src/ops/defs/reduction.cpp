@@ -5,13 +5,13 @@ namespace ingot {
 
 // ReduceX: `axes` is an attribute before opset 13 (ReduceSum) / 18 (the others) and an optional
 // second input from then on; noop_with_empty_axes arrived together with the axes input.
-#define INGOT_REDUCE_OP(name, axes_input_since, text)                                                   \
-  INGOT_OP(name)                                                                                        \
-      .versions(1)                                                                                      \
-      .inputs(1, 2)                                                                                     \
-      .optional_attr("axes", AttrKind::Ints)                                                            \
-      .attr("keepdims", 1)                                                                              \
-      .attr("noop_with_empty_axes", 0)                                                                  \
+#define INGOT_REDUCE_OP(name, axes_input_since, text)                                              \
+  INGOT_OP(name)                                                                                   \
+      .versions(1)                                                                                 \
+      .inputs(1, 2)                                                                                \
+      .optional_attr("axes", AttrKind::Ints)                                                       \
+      .attr("keepdims", 1)                                                                         \
+      .attr("noop_with_empty_axes", 0)                                                             \
       .summary(text " over `axes` (all axes when empty; attribute before opset " #axes_input_since \
                     ", input from it).")
 

@@ -17,10 +17,7 @@ INGOT_OP(SequenceInsert)
     .versions(11)
     .inputs(2, 3)
     .summary("Inserts `tensor` into the sequence before `position` (default: at the end).");
-INGOT_OP(SequenceAt)
-    .versions(11)
-    .inputs(2)
-    .summary("The element at `position` (negative counts from the end).");
+INGOT_OP(SequenceAt).versions(11).inputs(2).summary("The element at `position` (negative counts from the end).");
 INGOT_OP(SequenceErase)
     .versions(11)
     .inputs(1, 2)
@@ -37,15 +34,17 @@ INGOT_OP(SplitToSequence)
     .inputs(1, 2)
     .attr("axis", 0)
     .attr("keepdims", 1)
-    .summary("Splits a tensor along `axis` into a sequence: by the sizes in `split` (scalar: equal chunks, "
-             "the last may be smaller), else into size-1 pieces (squeezed unless keepdims).");
+    .summary(
+        "Splits a tensor along `axis` into a sequence: by the sizes in `split` (scalar: equal chunks, "
+        "the last may be smaller), else into size-1 pieces (squeezed unless keepdims).");
 INGOT_OP(SequenceMap)
     .versions(17)
     .inputs(1, -1)
     .outputs(1, -1)
     .required_attr("body", AttrKind::Graph)
-    .summary("Runs `body` once per element of the input sequence (sequence inputs give their i-th element, "
-             "tensor inputs are passed whole); each output collects into a sequence.");
+    .summary(
+        "Runs `body` once per element of the input sequence (sequence inputs give their i-th element, "
+        "tensor inputs are passed whole); each output collects into a sequence.");
 
 // `type` is a TypeProto naming the type of an empty optional; Ingot's runtime values do not need
 // it, so the importer may keep or drop it.

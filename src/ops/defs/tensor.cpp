@@ -11,13 +11,11 @@ INGOT_OP(Reshape)
     .inputs(1, 2)
     .optional_attr("shape", AttrKind::Ints)
     .attr("allowzero", 0)
-    .summary("New shape from the `shape` input (attribute before opset 5); 0 copies the input dim unless "
-             "allowzero, -1 is inferred. Zero-copy.");
-INGOT_OP(Flatten)
-    .versions(1)
-    .inputs(1)
-    .attr("axis", 1)
-    .summary("2-D view [prod(dims[:axis]), prod(dims[axis:])]. Zero-copy.");
+    .summary(
+        "New shape from the `shape` input (attribute before opset 5); 0 copies the input dim unless "
+        "allowzero, -1 is inferred. Zero-copy.");
+INGOT_OP(Flatten).versions(1).inputs(1).attr("axis", 1).summary(
+    "2-D view [prod(dims[:axis]), prod(dims[axis:])]. Zero-copy.");
 INGOT_OP(Squeeze)
     .versions(1)
     .inputs(1, 2)
@@ -27,8 +25,9 @@ INGOT_OP(Unsqueeze)
     .versions(1)
     .inputs(1, 2)
     .optional_attr("axes", AttrKind::Ints)
-    .summary("Inserts size-1 axes at output positions `axes` (attribute before opset 13, input from it). "
-             "Zero-copy.");
+    .summary(
+        "Inserts size-1 axes at output positions `axes` (attribute before opset 13, input from it). "
+        "Zero-copy.");
 INGOT_OP(Identity).versions(1).inputs(1).summary("Passes its input (tensor, sequence or optional) through.");
 
 // ---- Layout.
@@ -45,16 +44,18 @@ INGOT_OP(Split)
     .attr("axis", 0)
     .optional_attr("split", AttrKind::Ints)
     .optional_attr("num_outputs", AttrKind::Int)
-    .summary("Splits along `axis` by `split` sizes (attribute before opset 13, input from it), else into "
-             "equal parts (num_outputs from opset 18: the last part may be smaller).");
+    .summary(
+        "Splits along `axis` by `split` sizes (attribute before opset 13, input from it), else into "
+        "equal parts (num_outputs from opset 18: the last part may be smaller).");
 INGOT_OP(Slice)
     .versions(1)
     .inputs(1, 5)
     .optional_attr("starts", AttrKind::Ints)
     .optional_attr("ends", AttrKind::Ints)
     .optional_attr("axes", AttrKind::Ints)
-    .summary("Strided slice (attributes before opset 10; inputs starts, ends, axes, steps from it). Bounds "
-             "are clamped; negative steps walk backwards.");
+    .summary(
+        "Strided slice (attributes before opset 10; inputs starts, ends, axes, steps from it). Bounds "
+        "are clamped; negative steps walk backwards.");
 INGOT_OP(Expand).versions(8).inputs(2).summary("Broadcasts the input to the `shape` input (numpy rules).");
 INGOT_OP(Tile).versions(6).inputs(2).summary("Repeats the input `repeats[i]` times along each axis i.");
 INGOT_OP(Pad)
@@ -63,8 +64,9 @@ INGOT_OP(Pad)
     .attr("mode", "constant")
     .optional_attr("pads", AttrKind::Ints)
     .attr("value", 0.0f)
-    .summary("Pads with mode constant/reflect/edge/wrap; pads/value are attributes before opset 11, inputs "
-             "(pads, constant_value, axes from 18) from it. Negative pads crop.");
+    .summary(
+        "Pads with mode constant/reflect/edge/wrap; pads/value are attributes before opset 11, inputs "
+        "(pads, constant_value, axes from 18) from it. Negative pads crop.");
 INGOT_OP(DepthToSpace)
     .versions(1)
     .inputs(1)
@@ -89,11 +91,8 @@ INGOT_OP(ReverseSequence)
     .summary("Reverses the first sequence_lens[b] steps along time_axis for each batch entry b.");
 
 // ---- Indexing.
-INGOT_OP(Gather)
-    .versions(1)
-    .inputs(2)
-    .attr("axis", 0)
-    .summary("Takes entries along `axis` at `indices` (int32/int64, negative counts from the end).");
+INGOT_OP(Gather).versions(1).inputs(2).attr("axis", 0).summary(
+    "Takes entries along `axis` at `indices` (int32/int64, negative counts from the end).");
 INGOT_OP(GatherElements)
     .versions(11)
     .inputs(2)
@@ -115,17 +114,15 @@ INGOT_OP(ScatterElements)
     .attr("axis", 0)
     .attr("reduction", "none")
     .summary("Copy of data with data[indices[i][j]][j] = updates[i][j] (axis 0), or combined by reduction.");
-INGOT_OP(Scatter)
-    .versions(9, 10)
-    .inputs(3)
-    .attr("axis", 0)
-    .summary("Deprecated alias of ScatterElements without reduction.");
+INGOT_OP(Scatter).versions(9, 10).inputs(3).attr("axis", 0).summary(
+    "Deprecated alias of ScatterElements without reduction.");
 INGOT_OP(OneHot)
     .versions(9)
     .inputs(3)
     .attr("axis", -1)
-    .summary("values[1] where the inserted `axis` position equals the index (negative indices count from depth), "
-             "else values[0].");
+    .summary(
+        "values[1] where the inserted `axis` position equals the index (negative indices count from depth), "
+        "else values[0].");
 INGOT_OP(NonZero).versions(9).inputs(1).summary("int64 [rank, count] coordinates of the non-zero elements.");
 INGOT_OP(Compress)
     .versions(9)
@@ -172,8 +169,9 @@ INGOT_OP(Dropout)
     .attr("ratio", 0.5f)
     .attr("is_test", 0)
     .optional_attr("seed", AttrKind::Int)
-    .summary("Identity at inference; with training_mode (opset 12+) zeros elements with probability ratio "
-             "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.");
+    .summary(
+        "Identity at inference; with training_mode (opset 12+) zeros elements with probability ratio "
+        "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.");
 
 // ---- Sorting and scans along an axis.
 INGOT_OP(TopK)
@@ -184,16 +182,18 @@ INGOT_OP(TopK)
     .attr("axis", -1)
     .attr("largest", 1)
     .attr("sorted", 1)
-    .summary("The k largest (or smallest) values along `axis` and their int64 indices; ties keep the lower "
-             "index first. k is an attribute before opset 10, an input from it.");
+    .summary(
+        "The k largest (or smallest) values along `axis` and their int64 indices; ties keep the lower "
+        "index first. k is an attribute before opset 10, an input from it.");
 INGOT_OP(Unique)
     .versions(11)
     .inputs(1)
     .outputs(1, 4)
     .optional_attr("axis", AttrKind::Int)
     .attr("sorted", 1)
-    .summary("Unique elements (or slices along `axis`), with first-occurrence indices, inverse indices and "
-             "counts.");
+    .summary(
+        "Unique elements (or slices along `axis`), with first-occurrence indices, inverse indices and "
+        "counts.");
 INGOT_OP(CumSum)
     .versions(11)
     .inputs(2)

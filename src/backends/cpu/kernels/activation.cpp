@@ -74,7 +74,9 @@ void sigmoid(KernelContext& ctx) {
   });
 }
 
-void tanh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return tanh_of(v); }); }
+void tanh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return tanh_of(v); });
+}
 
 // log(1 + e^v) written as max(v, 0) + log1p(e^-|v|) so large |v| neither overflows nor loses digits.
 template <class C>
@@ -82,7 +84,9 @@ C softplus_of(C v) {
   return (v > 0 ? v : C(0)) + std::log1p(exp_of(-std::fabs(v)));
 }
 
-void softplus(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return softplus_of(v); }); }
+void softplus(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return softplus_of(v); });
+}
 
 void softsign(KernelContext& ctx) {
   unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return v / (decltype(v)(1) + std::fabs(v)); });
@@ -154,7 +158,9 @@ void clip(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CPU_KERNEL(Relu, relu).versions(1).dtypes({INGOT_FLOAT_TYPES, DType::Int8, DType::Int16, DType::Int32, DType::Int64});
+INGOT_CPU_KERNEL(Relu, relu)
+    .versions(1)
+    .dtypes({INGOT_FLOAT_TYPES, DType::Int8, DType::Int16, DType::Int32, DType::Int64});
 INGOT_CPU_KERNEL(LeakyRelu, leaky_relu).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Elu, elu).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Selu, selu).versions(1).dtypes({INGOT_FLOAT_TYPES});

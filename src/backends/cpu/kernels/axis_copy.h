@@ -21,8 +21,8 @@ inline int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
 
 // Copies `rows` blocks of `block` elements; block r goes from src[src_start + r*src_stride] to
 // dst[dst_start + r*dst_stride] (offsets in elements).
-inline void copy_blocks(const Tensor& dst, int64_t dst_start, int64_t dst_stride, const Tensor& src,
-                        int64_t src_start, int64_t src_stride, int64_t rows, int64_t block) {
+inline void copy_blocks(const Tensor& dst, int64_t dst_start, int64_t dst_stride, const Tensor& src, int64_t src_start,
+                        int64_t src_stride, int64_t rows, int64_t block) {
   if (rows == 0 || block == 0) return;
   dispatch_by_size(src.dtype(), [&]<class T>() {
     T* d = static_cast<T*>(dst.raw_data()) + dst_start;
@@ -42,8 +42,8 @@ inline Tensor concat_along_axis(const std::vector<Tensor>& parts, int64_t axis, 
     bool same_dims = p.rank() == first.rank();
     for (int64_t a = 0; same_dims && a < p.rank(); ++a) same_dims = a == axis || p.shape()[a] == first.shape()[a];
     if (p.dtype() != first.dtype() || !same_dims) {
-      fail("{} {} is {}, incompatible with {} {} ({}) for concatenation along axis {}", what, i, p.describe(), what,
-           0, first.describe(), axis);
+      fail("{} {} is {}, incompatible with {} {} ({}) for concatenation along axis {}", what, i, p.describe(), what, 0,
+           first.describe(), axis);
     }
     total += p.shape()[size_t(axis)];
   }
@@ -66,8 +66,8 @@ inline Tensor stack_along_axis(const std::vector<Tensor>& parts, int64_t axis, s
   expanded.reserve(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].shape() != parts[0].shape()) {
-      fail("{} {} has shape {} but {} 0 has {}; stacked values must agree", what, i, shape_str(parts[i].shape()),
-           what, shape_str(parts[0].shape()));
+      fail("{} {} has shape {} but {} 0 has {}; stacked values must agree", what, i, shape_str(parts[i].shape()), what,
+           shape_str(parts[0].shape()));
     }
     Shape s = parts[i].shape();
     s.insert(s.begin() + axis, 1);

@@ -59,9 +59,15 @@ void check_no_zero_divisor(const Tensor& b, const char* op) {
   });
 }
 
-void add(KernelContext& ctx) { binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x + y; }); }
-void sub(KernelContext& ctx) { binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x - y; }); }
-void mul(KernelContext& ctx) { binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x * y; }); }
+void add(KernelContext& ctx) {
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x + y; });
+}
+void sub(KernelContext& ctx) {
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x - y; });
+}
+void mul(KernelContext& ctx) {
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x * y; });
+}
 
 void div(KernelContext& ctx) {
   check_no_zero_divisor(ctx.input(1), "division");
@@ -155,20 +161,36 @@ void bit_shift(KernelContext& ctx) {
   });
 }
 
-void bitwise_and(KernelContext& ctx) { binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x & y; }); }
-void bitwise_or(KernelContext& ctx) { binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x | y; }); }
-void bitwise_xor(KernelContext& ctx) { binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x ^ y; }); }
-void logical_and(KernelContext& ctx) { binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x && y; }); }
-void logical_or(KernelContext& ctx) { binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x || y; }); }
-void logical_xor(KernelContext& ctx) { binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x != y; }); }
+void bitwise_and(KernelContext& ctx) {
+  binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x & y; });
+}
+void bitwise_or(KernelContext& ctx) {
+  binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x | y; });
+}
+void bitwise_xor(KernelContext& ctx) {
+  binary_kernel<void, INGOT_INT_TYPES>(ctx, [](auto x, auto y) { return x ^ y; });
+}
+void logical_and(KernelContext& ctx) {
+  binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x && y; });
+}
+void logical_or(KernelContext& ctx) {
+  binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x || y; });
+}
+void logical_xor(KernelContext& ctx) {
+  binary_kernel<void, DType::Bool>(ctx, [](bool x, bool y) { return x != y; });
+}
 
 struct LessOp {
   template <class C>
-  bool operator()(C x, C y) const { return x < y; }
+  bool operator()(C x, C y) const {
+    return x < y;
+  }
 };
 struct LessOrEqualOp {
   template <class C>
-  bool operator()(C x, C y) const { return x <= y; }
+  bool operator()(C x, C y) const {
+    return x <= y;
+  }
 };
 
 void equal(KernelContext& ctx) {
@@ -276,16 +298,20 @@ void variadic_fold(KernelContext& ctx, F f, bool mean) {
 
 // NaN wins in either position; for integers is_nan folds away and this is a plain max/min.
 void max(KernelContext& ctx) {
-  variadic_fold<INGOT_NUMERIC_TYPES>(ctx, [](auto a, auto b) { return (a > b || is_nan(a)) ? a : b; }, false);
+  variadic_fold<INGOT_NUMERIC_TYPES>(
+      ctx, [](auto a, auto b) { return (a > b || is_nan(a)) ? a : b; }, false);
 }
 void min(KernelContext& ctx) {
-  variadic_fold<INGOT_NUMERIC_TYPES>(ctx, [](auto a, auto b) { return (a < b || is_nan(a)) ? a : b; }, false);
+  variadic_fold<INGOT_NUMERIC_TYPES>(
+      ctx, [](auto a, auto b) { return (a < b || is_nan(a)) ? a : b; }, false);
 }
 void sum(KernelContext& ctx) {
-  variadic_fold<INGOT_NUMERIC_TYPES>(ctx, [](auto a, auto b) { return a + b; }, false);
+  variadic_fold<INGOT_NUMERIC_TYPES>(
+      ctx, [](auto a, auto b) { return a + b; }, false);
 }
 void mean(KernelContext& ctx) {
-  variadic_fold<INGOT_FLOAT_TYPES>(ctx, [](auto a, auto b) { return a + b; }, true);
+  variadic_fold<INGOT_FLOAT_TYPES>(
+      ctx, [](auto a, auto b) { return a + b; }, true);
 }
 
 }  // namespace

@@ -87,13 +87,21 @@ D parse_number(const std::string& text) {
 
 void check_cast_target(DType to) {
   switch (to) {
-    case DType::Float32: case DType::Float64: case DType::Float16: case DType::BFloat16:
-    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64:
-    case DType::UInt8: case DType::UInt16: case DType::UInt32: case DType::UInt64:
-    case DType::Bool: case DType::String:
-      return;
-    default:
-      fail("attribute to: dtype code {} is not supported", int(to));
+    case DType::Float32:
+    case DType::Float64:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64:
+    case DType::Bool:
+    case DType::String: return;
+    default: fail("attribute to: dtype code {} is not supported", int(to));
   }
 }
 

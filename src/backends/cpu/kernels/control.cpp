@@ -62,11 +62,12 @@ void if_kernel(KernelContext& ctx) {
 
 void loop_kernel(KernelContext& ctx) {
   const Graph& body = ctx.attr_graph("body");
-  if (ctx.num_inputs() < 2) fail("expected at least 2 inputs (M and cond, either may be empty), got {}", ctx.num_inputs());
+  if (ctx.num_inputs() < 2)
+    fail("expected at least 2 inputs (M and cond, either may be empty), got {}", ctx.num_inputs());
   size_t num_carried = ctx.num_inputs() - 2;
   if (body.inputs.size() != num_carried + 2) {
-    fail("body has {} inputs, expected {} (iteration number, condition and {} loop-carried values)",
-         body.inputs.size(), num_carried + 2, num_carried);
+    fail("body has {} inputs, expected {} (iteration number, condition and {} loop-carried values)", body.inputs.size(),
+         num_carried + 2, num_carried);
   }
   if (body.outputs.size() < num_carried + 1) {
     fail("body has {} outputs, expected at least {} (condition and {} loop-carried values)", body.outputs.size(),
@@ -97,8 +98,8 @@ void loop_kernel(KernelContext& ctx) {
     cond = single_bool(tensor_of(outs[0], "body output 0 (cond)"), "body output 0 (cond)");
     for (size_t j = 0; j < num_carried; ++j) body_inputs[2 + j] = std::move(outs[1 + j]);
     for (size_t k = 0; k < num_scan; ++k) {
-      scans[k].push_back(tensor_of(outs[1 + num_carried + k], fmt::format("body output {} (scan output {})",
-                                                                           1 + num_carried + k, k)));
+      scans[k].push_back(
+          tensor_of(outs[1 + num_carried + k], fmt::format("body output {} (scan output {})", 1 + num_carried + k, k)));
     }
   }
 
@@ -165,8 +166,8 @@ ScanResult run_scan(const KernelContext& ctx, const Graph& body, std::vector<Val
 // number of scan outputs.
 size_t check_scan_body(const KernelContext& ctx, const Graph& body, size_t num_states, size_t num_inputs) {
   if (body.inputs.size() != num_states + num_inputs) {
-    fail("body has {} inputs, expected {} ({} states and {} scan inputs)", body.inputs.size(),
-         num_states + num_inputs, num_states, num_inputs);
+    fail("body has {} inputs, expected {} ({} states and {} scan inputs)", body.inputs.size(), num_states + num_inputs,
+         num_states, num_inputs);
   }
   if (body.outputs.size() < num_states) {
     fail("body has {} outputs, expected at least the {} states", body.outputs.size(), num_states);
@@ -215,7 +216,8 @@ void scan8_kernel(KernelContext& ctx) {
   std::vector<int64_t> lengths(size_t(batch), max_length);
   if (ctx.has_input(0)) {
     lengths = ctx.input(0).to_int64_vector();
-    if (int64_t(lengths.size()) != batch) fail("input 0 (sequence_lens): expected {} entries, got {}", batch, lengths.size());
+    if (int64_t(lengths.size()) != batch)
+      fail("input 0 (sequence_lens): expected {} entries, got {}", batch, lengths.size());
     for (int64_t l : lengths) {
       if (l < 0 || l > max_length) fail("input 0 (sequence_lens): length {} is outside [0, {}]", l, max_length);
     }
@@ -284,8 +286,8 @@ void scan_kernel(KernelContext& ctx) {
     length = n;
     inputs.push_back(x);
   }
-  ScanResult r = run_scan(ctx, body, std::move(states), inputs, input_axes, input_reverse, output_axes,
-                          output_reverse, length);
+  ScanResult r =
+      run_scan(ctx, body, std::move(states), inputs, input_axes, input_reverse, output_axes, output_reverse, length);
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (i < num_states) {
       ctx.set_output_value(i, std::move(r.states[i]));

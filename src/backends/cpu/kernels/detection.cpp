@@ -52,7 +52,8 @@ bool suppresses(const Box& a, const Box& b, float iou_threshold) {
 void non_max_suppression(KernelContext& ctx) {
   const Tensor boxes = ctx.input(0).cast(DType::Float32);
   const Tensor scores = ctx.input(1).cast(DType::Float32);
-  if (boxes.rank() != 3 || boxes.dim(2) != 4) fail("input 0 (boxes): expected [batch, boxes, 4], got {}", boxes.describe());
+  if (boxes.rank() != 3 || boxes.dim(2) != 4)
+    fail("input 0 (boxes): expected [batch, boxes, 4], got {}", boxes.describe());
   if (scores.rank() != 3 || scores.dim(0) != boxes.dim(0) || scores.dim(2) != boxes.dim(1)) {
     fail("input 1 (scores): expected [{}, classes, {}] to match boxes {}, got {}", boxes.dim(0), boxes.dim(1),
          boxes.describe(), scores.describe());
@@ -91,9 +92,8 @@ void non_max_suppression(KernelContext& ctx) {
       kept.clear();
       for (int64_t i : order) {
         if (int64_t(kept.size()) >= max_per_class) break;
-        bool keep = std::none_of(kept.begin(), kept.end(), [&](int64_t k) {
-          return suppresses(all[size_t(k)], all[size_t(i)], iou_threshold);
-        });
+        bool keep = std::none_of(kept.begin(), kept.end(),
+                                 [&](int64_t k) { return suppresses(all[size_t(k)], all[size_t(i)], iou_threshold); });
         if (keep) kept.push_back(i);
       }
       for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
@@ -248,8 +248,8 @@ float reflect(float x, float lo, float hi) {
 // Cubic convolution weights (alpha = -0.75, as PyTorch) for the 4 taps around fraction t.
 std::array<float, 4> cubic_weights(float t) {
   constexpr float a = -0.75f;
-  auto near = [&](float d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };          // |d| <= 1
-  auto far = [&](float d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };      // 1 < |d| < 2
+  auto near = [&](float d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [&](float d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
@@ -283,16 +283,24 @@ void grid_sample(KernelContext& ctx) {
   }
   const std::string& mode_name = ctx.attr_string("mode");
   int mode;  // 0 nearest, 1 linear, 3 cubic
-  if (mode_name == "nearest") mode = 0;
-  else if (mode_name == "bilinear" || mode_name == "linear") mode = 1;
-  else if (mode_name == "bicubic" || mode_name == "cubic") mode = 3;
-  else fail("attribute 'mode': expected bilinear/linear, nearest or bicubic/cubic, got '{}'", mode_name);
+  if (mode_name == "nearest")
+    mode = 0;
+  else if (mode_name == "bilinear" || mode_name == "linear")
+    mode = 1;
+  else if (mode_name == "bicubic" || mode_name == "cubic")
+    mode = 3;
+  else
+    fail("attribute 'mode': expected bilinear/linear, nearest or bicubic/cubic, got '{}'", mode_name);
   const std::string& pad_name = ctx.attr_string("padding_mode");
   Padding padding;
-  if (pad_name == "zeros") padding = Padding::Zeros;
-  else if (pad_name == "border") padding = Padding::Border;
-  else if (pad_name == "reflection") padding = Padding::Reflection;
-  else fail("attribute 'padding_mode': expected zeros, border or reflection, got '{}'", pad_name);
+  if (pad_name == "zeros")
+    padding = Padding::Zeros;
+  else if (pad_name == "border")
+    padding = Padding::Border;
+  else if (pad_name == "reflection")
+    padding = Padding::Reflection;
+  else
+    fail("attribute 'padding_mode': expected zeros, border or reflection, got '{}'", pad_name);
   const bool align = ctx.attr_int("align_corners") != 0;
 
   const Tensor x = x_in.cast(DType::Float32);

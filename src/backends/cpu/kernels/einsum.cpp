@@ -133,8 +133,7 @@ EinsumPlan plan_einsum(const std::string& raw_equation, const std::vector<const 
     std::vector<int> singles;
     for (int label = 0; label < kLetterLabels; ++label)
       if (occurrences[size_t(label)] == 1) singles.push_back(label);
-    std::sort(singles.begin(), singles.end(),
-              [](int a, int b) { return ascii_of_label(a) < ascii_of_label(b); });
+    std::sort(singles.begin(), singles.end(), [](int a, int b) { return ascii_of_label(a) < ascii_of_label(b); });
     plan.out_labels.insert(plan.out_labels.end(), singles.begin(), singles.end());
   }
   return plan;
@@ -156,8 +155,8 @@ std::vector<int64_t> label_strides(const EinsumPlan& plan, size_t k, const Shape
 // The direct loop: out[o] = sum over contracted labels of prod_k x_k[...].
 template <class T>
 void einsum_direct(const EinsumPlan& plan, const std::vector<const Tensor*>& xs, Tensor& y) {
-  using Acc = std::conditional_t<std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>,
-                                 double>;
+  using Acc =
+      std::conditional_t<std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, double>;
   std::vector<bool> in_output(plan.label_size.size(), false);
   for (int label : plan.out_labels) in_output[size_t(label)] = true;
   std::vector<int> summed;
@@ -202,8 +201,7 @@ void einsum_direct(const EinsumPlan& plan, const std::vector<const Tensor*>& xs,
                        const int label = summed[a];
                        for (size_t k = 0; k < num_ops; ++k) offset[k] += strides[k][size_t(label)];
                        if (++counter[a] < plan.label_size[size_t(label)]) break;
-                       for (size_t k = 0; k < num_ops; ++k)
-                         offset[k] -= counter[a] * strides[k][size_t(label)];
+                       for (size_t k = 0; k < num_ops; ++k) offset[k] -= counter[a] * strides[k][size_t(label)];
                        counter[a] = 0;
                      }
                    }

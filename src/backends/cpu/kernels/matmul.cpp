@@ -25,11 +25,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
-                int(n), int(k), float(alpha), a, int(lda), b, int(ldb), float(beta), c, int(ldc));
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m), int(n),
+                int(k), float(alpha), a, int(lda), b, int(ldb), float(beta), c, int(ldc));
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
-                int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m), int(n),
+                int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
   } else {
     // Integers: exact arithmetic in T (wrapping like numpy); alpha/beta are 1/0 or small integers.
     parallel_for(m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n * k)), [&](int64_t begin, int64_t end) {

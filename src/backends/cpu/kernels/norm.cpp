@@ -87,7 +87,8 @@ void batch_norm(KernelContext& ctx) {
         const Tensor& like = ctx.input(out == 1 ? 3 : 4);
         Tensor& t = ctx.allocate(out, like.dtype(), like.shape());
         std::vector<double> v(static_cast<size_t>(channels));
-        for (size_t c = 0; c < v.size(); ++c) v[c] = double(running[c]) * momentum + double(current[c]) * (1 - momentum);
+        for (size_t c = 0; c < v.size(); ++c)
+          v[c] = double(running[c]) * momentum + double(current[c]) * (1 - momentum);
         copy_tensor(Tensor::from_vector<double>(v, like.shape()).cast(like.dtype()), t);
       };
       blend(1, mean, batch_mean);
@@ -148,7 +149,8 @@ std::vector<A> broadcast_param(const Tensor& t, const Shape& norm_shape, size_t 
     int64_t off = 0;
     for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides[d];
     out[size_t(i)] = src[size_t(off)];
-    for (int64_t d = int64_t(idx.size()) - 1; d >= 0 && ++idx[size_t(d)] == norm_shape[size_t(d)]; --d) idx[size_t(d)] = 0;
+    for (int64_t d = int64_t(idx.size()) - 1; d >= 0 && ++idx[size_t(d)] == norm_shape[size_t(d)]; --d)
+      idx[size_t(d)] = 0;
   }
   return out;
 }
@@ -171,7 +173,8 @@ void layer_norm(KernelContext& ctx) {
   dispatch_float(x.dtype(), [&]<class T>() {
     using A = nn::acc_t<T>;
     std::vector<A> scale = broadcast_param<A>(ctx.input(1), norm_shape, 1, "Scale");
-    std::vector<A> bias = ctx.has_input(2) ? broadcast_param<A>(ctx.input(2), norm_shape, 2, "B") : std::vector<A>(size_t(inner), 0);
+    std::vector<A> bias =
+        ctx.has_input(2) ? broadcast_param<A>(ctx.input(2), norm_shape, 2, "B") : std::vector<A>(size_t(inner), 0);
     std::vector<A> means(static_cast<size_t>(outer)), invs(static_cast<size_t>(outer));
     const T* xp = x.data<T>();
     T* yp = y.data<T>();

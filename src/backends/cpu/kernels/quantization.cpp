@@ -31,9 +31,12 @@ struct AxisSplit {
 AxisSplit split_at(const Shape& shape, int64_t axis) {
   AxisSplit s;
   for (int64_t i = 0; i < int64_t(shape.size()); ++i) {
-    if (i < axis) s.outer *= shape[size_t(i)];
-    else if (i == axis) s.channels = shape[size_t(i)];
-    else s.inner *= shape[size_t(i)];
+    if (i < axis)
+      s.outer *= shape[size_t(i)];
+    else if (i == axis)
+      s.channels = shape[size_t(i)];
+    else
+      s.inner *= shape[size_t(i)];
   }
   return s;
 }
@@ -61,7 +64,8 @@ QuantParams quant_params(const KernelContext& ctx, const Tensor& x, size_t scale
     if (ctx.opset() < 13) {
       fail("input {} (scale): opset {} takes a scalar scale, got {}", scale_index, ctx.opset(), scale.describe());
     }
-    if (scale.rank() != 1) fail("input {} (scale): expected a scalar or 1-D tensor, got {}", scale_index, scale.describe());
+    if (scale.rank() != 1)
+      fail("input {} (scale): expected a scalar or 1-D tensor, got {}", scale_index, scale.describe());
     int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "attribute 'axis'");
     p.split = split_at(x.shape(), axis);
     if (scale.dim(0) != p.split.channels) {
@@ -205,7 +209,8 @@ struct IntMatMul {
 };
 
 IntMatMul int_matmul(const std::vector<int32_t>& a, Shape as, const std::vector<int32_t>& b, Shape bs) {
-  if (as.empty() || bs.empty()) fail("MatMul operands must have rank >= 1, got {} and {}", shape_str(as), shape_str(bs));
+  if (as.empty() || bs.empty())
+    fail("MatMul operands must have rank >= 1, got {} and {}", shape_str(as), shape_str(bs));
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
   if (a_vec) as.insert(as.begin(), 1);
   if (b_vec) bs.push_back(1);
@@ -280,7 +285,8 @@ void matmul_integer(KernelContext& ctx) {
 
 float scalar_scale(const KernelContext& ctx, size_t index, const char* name) {
   const Tensor& s = ctx.input(index);
-  if (!is_floating(s.dtype()) || s.numel() != 1) fail("input {} ({}): expected one float value, got {}", index, name, s.describe());
+  if (!is_floating(s.dtype()) || s.numel() != 1)
+    fail("input {} ({}): expected one float value, got {}", index, name, s.describe());
   return float(s.item_double());
 }
 
@@ -387,8 +393,8 @@ IntConv int_conv(const KernelContext& ctx, const Tensor& x, const std::vector<in
                   for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
                     const int64_t iw = ow * win.strides[2] - win.pad_begin[2] + kw * win.dilations[2];
                     if (iw < 0 || iw >= win.in[2]) continue;
-                    sum += xp[(id * win.in[1] + ih) * win.in[2] + iw] *
-                           wp[(kd * win.kernel[1] + kh) * win.kernel[2] + kw];
+                    sum +=
+                        xp[(id * win.in[1] + ih) * win.in[2] + iw] * wp[(kd * win.kernel[1] + kh) * win.kernel[2] + kw];
                   }
                 }
               }

@@ -67,9 +67,9 @@ ReduceAxes resolve_axes(const KernelContext& ctx, const Tensor& x) {
 struct ReducePlan {
   std::vector<int64_t> outer_offsets;    // one per output row
   std::vector<int64_t> reduced_offsets;  // one per reduced position outside the contiguous run
-  int64_t inner = 1;       // contiguous kept block (output row length); 1 when the last block is reduced
-  int64_t contiguous = 1;  // contiguous reduced run; 1 when the last block is kept
-  int64_t count = 1;       // elements folded into each output
+  int64_t inner = 1;                     // contiguous kept block (output row length); 1 when the last block is reduced
+  int64_t contiguous = 1;                // contiguous reduced run; 1 when the last block is kept
+  int64_t count = 1;                     // elements folded into each output
 };
 
 // Row-major offsets of every index of `dims` (sizes with strides), in order.
@@ -138,9 +138,9 @@ ReducePlan make_plan(const Shape& shape, const std::vector<bool>& reduced) {
 template <class T, bool needs_real>
 using AccOf = std::conditional_t<
     std::is_same_v<T, double>, double,
-    std::conditional_t<!std::is_integral_v<T>, float,
-                       std::conditional_t<needs_real, double,
-                                          std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>>;
+    std::conditional_t<
+        !std::is_integral_v<T>, float,
+        std::conditional_t<needs_real, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>>;
 
 template <class A>
 inline bool is_nan(A v) {
@@ -301,22 +301,21 @@ void run_plan(const T* x, Out* out, const ReducePlan& plan, const Op& op, Finish
   const int64_t inner = plan.inner;
   const int64_t blocks_per_row = (inner + kBlock - 1) / kBlock;
   const int64_t work_per_block = std::max<int64_t>(1, num_red * std::min(inner, kBlock));
-  parallel_for(outer * blocks_per_row, std::max<int64_t>(1, (1 << 14) / work_per_block),
-               [&](int64_t wb, int64_t we) {
-                 Acc acc[kBlock];
-                 for (int64_t w = wb; w < we; ++w) {
-                   const int64_t o = w / blocks_per_row;
-                   const int64_t i0 = (w % blocks_per_row) * kBlock;
-                   const int64_t len = std::min(kBlock, inner - i0);
-                   const int64_t out0 = o * inner + i0;
-                   for (int64_t i = 0; i < len; ++i) acc[i] = Op::identity();
-                   for (int64_t r = 0; r < num_red; ++r) {
-                     const T* p = x + outer_off[o] + red_off[r] + i0;
-                     for (int64_t i = 0; i < len; ++i) acc[i] = Op::combine(acc[i], op.load(p[i], out0 + i));
-                   }
-                   for (int64_t i = 0; i < len; ++i) out[out0 + i] = finish(acc[i], out0 + i);
-                 }
-               });
+  parallel_for(outer * blocks_per_row, std::max<int64_t>(1, (1 << 14) / work_per_block), [&](int64_t wb, int64_t we) {
+    Acc acc[kBlock];
+    for (int64_t w = wb; w < we; ++w) {
+      const int64_t o = w / blocks_per_row;
+      const int64_t i0 = (w % blocks_per_row) * kBlock;
+      const int64_t len = std::min(kBlock, inner - i0);
+      const int64_t out0 = o * inner + i0;
+      for (int64_t i = 0; i < len; ++i) acc[i] = Op::identity();
+      for (int64_t r = 0; r < num_red; ++r) {
+        const T* p = x + outer_off[o] + red_off[r] + i0;
+        for (int64_t i = 0; i < len; ++i) acc[i] = Op::combine(acc[i], op.load(p[i], out0 + i));
+      }
+      for (int64_t i = 0; i < len; ++i) out[out0 + i] = finish(acc[i], out0 + i);
+    }
+  });
 }
 
 template <class T, class Op>
@@ -424,8 +423,8 @@ void arg_kernel(KernelContext& ctx) {
   }
   Tensor& y = ctx.allocate(0, DType::Int64, out_shape);
   if (y.numel() == 0) return;
-  INGOT_CHECK(n > 0, "input 0: cannot take Arg{} over axis {} of size 0 (shape {})", is_max ? "Max" : "Min",
-              axis, shape_str(x.shape()));
+  INGOT_CHECK(n > 0, "input 0: cannot take Arg{} over axis {} of size 0 (shape {})", is_max ? "Max" : "Min", axis,
+              shape_str(x.shape()));
   int64_t* out = y.data<int64_t>();
   dispatch_numeric(x.dtype(), [&]<class T>() {
     using V = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, T, float>;

@@ -131,13 +131,13 @@ AxisTaps axis_taps(const ResizeParams& p, size_t axis, int64_t in_len) {
 
 // Nearest: y[o0, o1, ...] = x[idx0[o0], idx1[o1], ...] (or the extrapolation value).
 template <class T>
-void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, const Shape& in_shape, const T* x,
-                    T* y) {
+void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, const Shape& in_shape, const T* x, T* y) {
   const size_t rank = in_shape.size();
   const int64_t out_w = p.out_shape[rank - 1];
   const int64_t rows = shape_numel(p.out_shape) / std::max<int64_t>(out_w, 1);
   std::vector<int64_t> in_strides(rank, 1);
-  for (int64_t d = int64_t(rank) - 2; d >= 0; --d) in_strides[size_t(d)] = in_strides[size_t(d) + 1] * in_shape[size_t(d) + 1];
+  for (int64_t d = int64_t(rank) - 2; d >= 0; --d)
+    in_strides[size_t(d)] = in_strides[size_t(d) + 1] * in_shape[size_t(d) + 1];
   const AxisTaps& last = taps[rank - 1];
   const T fill = T(p.extrapolation_value);
   parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(out_w, 1)), [&](int64_t begin, int64_t end) {
@@ -228,7 +228,8 @@ void run_resize(KernelContext& ctx, ResizeParams& p) {
   if (rank == 0) fail("input 0 (X): expected rank >= 1, got a scalar");
   Tensor& y = ctx.allocate(0, x.dtype(), p.out_shape);
   if (y.numel() == 0) return;
-  if (x.numel() == 0) fail("Resize: cannot resample an empty input {} to {}", shape_str(x.shape()), shape_str(p.out_shape));
+  if (x.numel() == 0)
+    fail("Resize: cannot resample an empty input {} to {}", shape_str(x.shape()), shape_str(p.out_shape));
   std::vector<AxisTaps> taps;
   for (size_t d = 0; d < rank; ++d) taps.push_back(axis_taps(p, d, x.dim(int64_t(d))));
   if (p.mode == Mode::Nearest) {
@@ -252,7 +253,8 @@ void from_scales(ResizeParams& p, const Shape& in, const std::vector<double>& sc
 }
 
 void from_sizes(ResizeParams& p, const Shape& in, const Shape& sizes) {
-  if (sizes.size() != in.size()) fail("input 3 (sizes): expected {} values (rank of X), got {}", in.size(), sizes.size());
+  if (sizes.size() != in.size())
+    fail("input 3 (sizes): expected {} values (rank of X), got {}", in.size(), sizes.size());
   p.out_shape = sizes;
   p.scales.clear();
   p.out_width.clear();
@@ -274,7 +276,8 @@ template <class V>
 std::vector<V> expand_axes(const KernelContext& ctx, std::vector<V> values, size_t rank, V fill) {
   if (!ctx.has_attr("axes")) return values;
   const Ints& axes = ctx.attr_ints("axes");
-  if (values.size() != axes.size()) fail("expected {} values (one per entry of 'axes'), got {}", axes.size(), values.size());
+  if (values.size() != axes.size())
+    fail("expected {} values (one per entry of 'axes'), got {}", axes.size(), values.size());
   std::vector<V> full(rank, fill);
   for (size_t i = 0; i < axes.size(); ++i) full[size_t(normalize_axis(axes[i], int64_t(rank), "axes"))] = values[i];
   return full;

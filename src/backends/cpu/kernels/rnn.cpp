@@ -28,7 +28,17 @@ int num_gates(Cell cell) { return cell == Cell::LSTM ? 4 : cell == Cell::GRU ? 3
 // ---- activations ------------------------------------------------------------------------------
 
 enum class ActKind : uint8_t {
-  Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus
+  Sigmoid,
+  Tanh,
+  Relu,
+  Affine,
+  LeakyRelu,
+  ThresholdedRelu,
+  ScaledTanh,
+  HardSigmoid,
+  Elu,
+  Softsign,
+  Softplus
 };
 
 struct Activation {
@@ -39,16 +49,21 @@ struct Activation {
 struct ActSpec {
   const char* name;  // lower case
   ActKind kind;
-  int params;  // how many of (alpha, beta) it consumes from the attribute lists
+  int params;         // how many of (alpha, beta) it consumes from the attribute lists
   float alpha, beta;  // defaults, as for the ONNX operator of the same name
 };
 
 constexpr ActSpec kActivations[] = {
-    {"sigmoid", ActKind::Sigmoid, 0, 0, 0},          {"tanh", ActKind::Tanh, 0, 0, 0},
-    {"relu", ActKind::Relu, 0, 0, 0},                {"affine", ActKind::Affine, 2, 1.0f, 0.0f},
-    {"leakyrelu", ActKind::LeakyRelu, 1, 0.01f, 0},  {"thresholdedrelu", ActKind::ThresholdedRelu, 1, 1.0f, 0},
-    {"scaledtanh", ActKind::ScaledTanh, 2, 1.0f, 1.0f}, {"hardsigmoid", ActKind::HardSigmoid, 2, 0.2f, 0.5f},
-    {"elu", ActKind::Elu, 1, 1.0f, 0},               {"softsign", ActKind::Softsign, 0, 0, 0},
+    {"sigmoid", ActKind::Sigmoid, 0, 0, 0},
+    {"tanh", ActKind::Tanh, 0, 0, 0},
+    {"relu", ActKind::Relu, 0, 0, 0},
+    {"affine", ActKind::Affine, 2, 1.0f, 0.0f},
+    {"leakyrelu", ActKind::LeakyRelu, 1, 0.01f, 0},
+    {"thresholdedrelu", ActKind::ThresholdedRelu, 1, 1.0f, 0},
+    {"scaledtanh", ActKind::ScaledTanh, 2, 1.0f, 1.0f},
+    {"hardsigmoid", ActKind::HardSigmoid, 2, 0.2f, 0.5f},
+    {"elu", ActKind::Elu, 1, 1.0f, 0},
+    {"softsign", ActKind::Softsign, 0, 0, 0},
     {"softplus", ActKind::Softplus, 0, 0, 0},
 };
 
@@ -153,12 +168,8 @@ void activate(const Activation& act, T* x, int64_t n, T clip) {
   }
   const T alpha = T(act.alpha), beta = T(act.beta);
   switch (act.kind) {
-    case ActKind::Sigmoid:
-      sigmoid_in_place(x, n);
-      break;
-    case ActKind::Tanh:
-      tanh_in_place(x, n);
-      break;
+    case ActKind::Sigmoid: sigmoid_in_place(x, n); break;
+    case ActKind::Tanh: tanh_in_place(x, n); break;
     case ActKind::Relu:
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
       break;
@@ -228,15 +239,15 @@ struct Direction {
   Cell cell;
   int64_t seq, batch, input, hidden;
   bool reverse;
-  const T* x;  // [seq*batch, input]; row of (t, b) given by x_row()
-  bool batch_major;  // layout 1: X rows ordered (b, t)
-  const T* w;  // [G*H, input]
-  const T* r;  // [G*H, H]
-  const T* bias = nullptr;  // [2*G*H]: Wb then Rb
-  const T* peephole = nullptr;  // [3H]: i, o, f
-  Strided<const T> h0, c0;  // t_stride unused
+  const T* x;                        // [seq*batch, input]; row of (t, b) given by x_row()
+  bool batch_major;                  // layout 1: X rows ordered (b, t)
+  const T* w;                        // [G*H, input]
+  const T* r;                        // [G*H, H]
+  const T* bias = nullptr;           // [2*G*H]: Wb then Rb
+  const T* peephole = nullptr;       // [3H]: i, o, f
+  Strided<const T> h0, c0;           // t_stride unused
   const int64_t* lengths = nullptr;  // [batch]; nullptr: all seq
-  const Activation* acts;  // f, g, h
+  const Activation* acts;            // f, g, h
   T clip = 0;
   bool input_forget = false, linear_before_reset = false;
   Strided<T> y, y_h, y_c;  // y_h/y_c: t_stride unused; any may have null data
@@ -420,8 +431,9 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
 
   static const std::vector<std::string> lstm_defaults{"Sigmoid", "Tanh", "Tanh"}, gru_defaults{"Sigmoid", "Tanh"},
       rnn_defaults{"Tanh"};
-  const std::vector<std::string>& defaults =
-      cell == Cell::LSTM ? lstm_defaults : cell == Cell::GRU ? gru_defaults : rnn_defaults;
+  const std::vector<std::string>& defaults = cell == Cell::LSTM  ? lstm_defaults
+                                             : cell == Cell::GRU ? gru_defaults
+                                                                 : rnn_defaults;
   const std::vector<Activation> acts = parse_activations(ctx, defaults.size(), size_t(num_dirs), defaults);
   const float clip = ctx.has_attr("clip") ? ctx.attr_float("clip") : 0.0f;
   if (ctx.has_attr("clip") && !(clip > 0)) fail("attribute 'clip': expected a positive threshold, got {}", clip);
@@ -432,8 +444,9 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
   const size_t num_outputs = std::min<size_t>(ctx.num_outputs(), cell == Cell::LSTM ? 3 : 2);
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < num_outputs; ++i) {
-    Shape shape = i > 0 ? state_shape : layout == 0 ? Shape{seq, num_dirs, batch, hidden}
-                                                    : Shape{batch, seq, num_dirs, hidden};
+    Shape shape = i > 0         ? state_shape
+                  : layout == 0 ? Shape{seq, num_dirs, batch, hidden}
+                                : Shape{batch, seq, num_dirs, hidden};
     outputs.push_back(native ? ctx.allocate(i, dtype, shape) : Tensor::empty(compute, shape));
     if (i == 0 && padded) std::memset(outputs[0].raw_data(), 0, outputs[0].nbytes());
   }

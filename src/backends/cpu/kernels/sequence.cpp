@@ -166,9 +166,7 @@ void sequence_map(KernelContext& ctx) {
   for (size_t k = 0; k < results.size(); ++k) ctx.set_output_value(k, Value::make_sequence(std::move(results[k])));
 }
 
-void optional_kernel(KernelContext& ctx) {
-  ctx.set_output_value(0, ctx.has_input(0) ? ctx.input_value(0) : Value{});
-}
+void optional_kernel(KernelContext& ctx) { ctx.set_output_value(0, ctx.has_input(0) ? ctx.input_value(0) : Value{}); }
 
 void optional_has_element(KernelContext& ctx) { ctx.set_output(0, Tensor::scalar<bool>(ctx.has_input(0))); }
 

@@ -153,7 +153,8 @@ void softmax_family(KernelContext& ctx, SoftmaxKind kind) {
     copy_tensor(y32.cast(x.dtype()), y);
     return;
   }
-  dispatch<DType::Float32, DType::Float64>(x.dtype(), [&]<class T>() { softmax_rows<T>(kind, v, x.data<T>(), y.data<T>()); });
+  dispatch<DType::Float32, DType::Float64>(x.dtype(),
+                                           [&]<class T>() { softmax_rows<T>(kind, v, x.data<T>(), y.data<T>()); });
 }
 
 void softmax(KernelContext& ctx) { softmax_family(ctx, SoftmaxKind::Softmax); }

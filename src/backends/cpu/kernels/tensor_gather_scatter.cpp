@@ -93,7 +93,8 @@ void for_each_position(const Shape& shape, const Strides& data_strides, size_t a
 void check_element_indices(const Tensor& data, const Tensor& idx, int64_t axis, std::string_view what) {
   check_index_dtype(idx, what);
   bool fits = idx.rank() == data.rank();
-  for (int64_t k = 0; fits && k < idx.rank(); ++k) fits = k == axis || idx.shape()[size_t(k)] <= data.shape()[size_t(k)];
+  for (int64_t k = 0; fits && k < idx.rank(); ++k)
+    fits = k == axis || idx.shape()[size_t(k)] <= data.shape()[size_t(k)];
   if (!fits) fail("{}: shape {} does not fit data of shape {}", what, shape_str(idx.shape()), shape_str(data.shape()));
 }
 
@@ -111,9 +112,8 @@ void gather_elements(KernelContext& ctx) {
   dispatch_by_size(x.dtype(), [&]<class T>() {
     const T* in = static_cast<const T*>(x.raw_data());
     T* out = static_cast<T*>(y.raw_data());
-    for_each_position(idx.shape(), strides, size_t(axis), [&](int64_t i, int64_t offset) {
-      out[i] = in[offset + indices[size_t(i)] * axis_stride];
-    });
+    for_each_position(idx.shape(), strides, size_t(axis),
+                      [&](int64_t i, int64_t offset) { out[i] = in[offset + indices[size_t(i)] * axis_stride]; });
   });
 }
 INGOT_CPU_KERNEL(GatherElements, gather_elements).versions(11);
@@ -170,8 +170,7 @@ void scatter_elements(KernelContext& ctx) {
   int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "axis");
   check_element_indices(x, idx, axis, "input 1 (indices)");
   if (updates.shape() != idx.shape() || updates.dtype() != x.dtype()) {
-    fail("input 2 (updates): expected {}{}, got {}", dtype_name(x.dtype()), shape_str(idx.shape()),
-         updates.describe());
+    fail("input 2 (updates): expected {}{}, got {}", dtype_name(x.dtype()), shape_str(idx.shape()), updates.describe());
   }
   Reduction reduction = parse_reduction(ctx);
   int64_t dim = x.shape()[size_t(axis)];
@@ -216,7 +215,8 @@ std::vector<int64_t> nd_offsets(const Tensor& data, const Tensor& idx, int64_t b
     for (int64_t j = 0; j < k; ++j) {
       size_t axis = size_t(batch_dims + j);
       int64_t dim = data.shape()[axis], index = raw[size_t(t * k + j)];
-      if (index < -dim || index >= dim) fail("{}: index {} is out of range for axis {} of size {}", what, index, axis, dim);
+      if (index < -dim || index >= dim)
+        fail("{}: index {} is out of range for axis {} of size {}", what, index, axis, dim);
       offset += (index < 0 ? index + dim : index) * strides[axis];
     }
     offsets[size_t(t)] = offset;
@@ -326,7 +326,8 @@ INGOT_CPU_KERNEL(NonZero, non_zero).versions(9);
 void compress(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& cond = ctx.input(1);
-  if (cond.dtype() != DType::Bool || cond.rank() != 1) fail("input 1 (condition): expected 1-D bool, got {}", cond.describe());
+  if (cond.dtype() != DType::Bool || cond.rank() != 1)
+    fail("input 1 (condition): expected 1-D bool, got {}", cond.describe());
   Tensor data = ctx.has_attr("axis") ? x : x.reshape({x.numel()});
   int64_t axis = ctx.has_attr("axis") ? normalize_axis(ctx.attr_int("axis"), x.rank(), "axis") : 0;
   int64_t dim = data.shape()[size_t(axis)];

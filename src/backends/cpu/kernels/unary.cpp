@@ -69,24 +69,58 @@ void erf(KernelContext& ctx) {
 void reciprocal(KernelContext& ctx) {
   unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return decltype(v)(1) / v; });
 }
-void sqrt(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sqrt(v); }); }
-void exp(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return exp_of(v); }); }
-void log(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::log(v); }); }
-void ceil(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::ceil(v); }); }
-void floor(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::floor(v); }); }
+void sqrt(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sqrt(v); });
+}
+void exp(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return exp_of(v); });
+}
+void log(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::log(v); });
+}
+void ceil(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::ceil(v); });
+}
+void floor(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::floor(v); });
+}
 // nearbyint rounds halves to even in the default rounding mode, as ONNX Round requires.
-void round(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::nearbyint(v); }); }
-void sin(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sin(v); }); }
-void cos(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::cos(v); }); }
-void tan(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::tan(v); }); }
-void asin(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::asin(v); }); }
-void acos(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::acos(v); }); }
-void atan(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::atan(v); }); }
-void sinh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sinh(v); }); }
-void cosh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::cosh(v); }); }
-void asinh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::asinh(v); }); }
-void acosh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::acosh(v); }); }
-void atanh(KernelContext& ctx) { unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::atanh(v); }); }
+void round(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::nearbyint(v); });
+}
+void sin(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sin(v); });
+}
+void cos(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::cos(v); });
+}
+void tan(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::tan(v); });
+}
+void asin(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::asin(v); });
+}
+void acos(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::acos(v); });
+}
+void atan(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::atan(v); });
+}
+void sinh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::sinh(v); });
+}
+void cosh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::cosh(v); });
+}
+void asinh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::asinh(v); });
+}
+void acosh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::acosh(v); });
+}
+void atanh(KernelContext& ctx) {
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return std::atanh(v); });
+}
 
 void is_nan_kernel(KernelContext& ctx) {
   predicate_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return v != v; });
@@ -95,12 +129,12 @@ void is_nan_kernel(KernelContext& ctx) {
 void is_inf(KernelContext& ctx) {
   const bool negative = ctx.attr_int("detect_negative") != 0;
   const bool positive = ctx.attr_int("detect_positive") != 0;
-  predicate_kernel<INGOT_FLOAT_TYPES>(ctx, [=](auto v) {
-    return std::isinf(v) && (v > 0 ? positive : negative);
-  });
+  predicate_kernel<INGOT_FLOAT_TYPES>(ctx, [=](auto v) { return std::isinf(v) && (v > 0 ? positive : negative); });
 }
 
-void logical_not(KernelContext& ctx) { unary_kernel<DType::Bool>(ctx, [](bool v) { return !v; }); }
+void logical_not(KernelContext& ctx) {
+  unary_kernel<DType::Bool>(ctx, [](bool v) { return !v; });
+}
 void bitwise_not(KernelContext& ctx) {
   unary_kernel<INGOT_INT_TYPES>(ctx, [](auto v) { return decltype(v)(~v); });
 }
