@@ -82,12 +82,12 @@ void expect_conv_matches(const Conv2d& p, DType dtype, double tolerance) {
 
 TEST(NnOps, ConvMatchesReferenceFloat32AndFloat64) {
   const std::vector<Conv2d> cases = {
-      {2, 8, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // plain 3x3, same padding
+      {2, 8, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // plain 3x3, same padding
       {1, 16, 12, 10, 16, 5, 5, 16, 2, 2, 1, 1, 2, 2, 2, 2},  // depthwise 5x5, stride 2
-      {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1},   // depthwise 3x3
-      {2, 6, 10, 9, 4, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2, 0},     // groups 2, dilation, asymmetric pads
-      {1, 24, 7, 7, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    // pointwise 1x1
-      {1, 3, 17, 15, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},    // 3-channel stem, stride 2
+      {1, 16, 8, 8, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1},    // depthwise 3x3
+      {2, 6, 10, 9, 4, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2, 0},      // groups 2, dilation, asymmetric pads
+      {1, 24, 7, 7, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // pointwise 1x1
+      {1, 3, 17, 15, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},     // 3-channel stem, stride 2
   };
   for (const Conv2d& p : cases) {
     expect_conv_matches(p, DType::Float32, 1e-4);
@@ -127,7 +127,9 @@ TEST(NnOps, ConvTransposeMatchesScatterReference) {
   Tensor x = random_tensor({n, c, h, w}, 6);
   Tensor wt = random_tensor({c, m / group, k, k}, 7);
   Tensor b = random_tensor({m}, 8);
-  Attributes attrs{{"group", group}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}},
+  Attributes attrs{{"group", group},
+                   {"strides", Ints{stride, stride}},
+                   {"pads", Ints{pad, pad, pad, pad}},
                    {"output_padding", Ints{out_pad, out_pad}}};
   Tensor y = ops::call("ConvTranspose", {x, wt, b}, attrs)[0];
   const int64_t oh = stride * (h - 1) + k + out_pad - 2 * pad, ow = stride * (w - 1) + k + out_pad - 2 * pad;
@@ -200,7 +202,8 @@ TEST(NnOps, MatMulBroadcastsBatchAxes) {
       for (int64_t r = 0; r < 3; ++r)
         for (int64_t c = 0; c < 5; ++c) {
           double acc = 0;
-          for (int64_t p = 0; p < 4; ++p) acc += double(av[size_t((i * 3 + r) * 4 + p)]) * bv[size_t((j * 4 + p) * 5 + c)];
+          for (int64_t p = 0; p < 4; ++p)
+            acc += double(av[size_t((i * 3 + r) * 4 + p)]) * bv[size_t((j * 4 + p) * 5 + c)];
           ASSERT_NEAR(got[size_t(((i * 3 + j) * 3 + r) * 5 + c)], acc, 1e-5);
         }
 }

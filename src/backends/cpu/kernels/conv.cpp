@@ -35,13 +35,15 @@ void check_inputs(const KernelContext& ctx, const char* op) {
   if (w.rank() != x.rank()) {
     fail("input 1 (W): expected rank {} like X {}, got {}", x.rank(), shape_str(x.shape()), shape_str(w.shape()));
   }
-  if (w.dtype() != x.dtype()) fail("input 1 (W): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
+  if (w.dtype() != x.dtype())
+    fail("input 1 (W): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
   if (x.rank() > 5) fail("{}: at most 3 spatial axes are supported, got {}", op, x.rank() - 2);
 }
 
 Ints kernel_from_weights(const KernelContext& ctx, const Tensor& w) {
   Ints kernel = nn::spatial_dims(w.shape());
-  if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() && ctx.attr_ints("kernel_shape") != kernel) {
+  if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() &&
+      ctx.attr_ints("kernel_shape") != kernel) {
     fail("attribute 'kernel_shape' {} does not match W's spatial shape {}", shape_str(ctx.attr_ints("kernel_shape")),
          shape_str(kernel));
   }
@@ -72,7 +74,8 @@ ConvGeometry conv_geometry(const KernelContext& ctx) {
          w.dim(1) * g.group, w.dim(1), g.group, shape_str(x.shape()), g.in_channels);
   }
   if (g.out_channels % g.group != 0) {
-    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels, g.group);
+    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels,
+         g.group);
   }
   check_bias(ctx, g.out_channels, x.dtype());
   g.win = nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel_from_weights(ctx, w));
@@ -254,12 +257,105 @@ void run_reference(const ConvGeometry& g, const Tensor& x, const Tensor& w, cons
 
 // ---- depthwise 2-D convolution on NCHW (float32) ----
 // Memory-bound: oneDNN would reorder activations in and out around it (three passes over the
-// data instead of one), so it runs here: per output row, one multiply-add sweep along the row for
-// each kernel tap, which vectorizes for stride 1.
+// data instead of one), so it runs here. Square 3x3 / 5x5 kernels without dilation (nearly every
+// depthwise layer in mobile models) take a fast path that computes each output row in one sweep
+// with all taps in registers; everything else uses a per-tap row sweep.
 
 bool is_depthwise_2d(const ConvGeometry& g) {
-  return !g.transposed && g.win.in.size() == 2 && g.group > 1 && g.group == g.in_channels &&
-         g.group == g.out_channels;
+  return !g.transposed && g.win.in.size() == 2 && g.group > 1 && g.group == g.in_channels && g.group == g.out_channels;
+}
+
+// One output row of a KxK depthwise convolution with column stride S. `rows` are the K input rows
+// of the window (rows above/below the image point at zeros). Columns [lo, hi) have every tap
+// inside the input row, so that loop has no branches and vectorizes; the few columns outside it
+// check each tap.
+// Output columns [lo, hi) of one row, where every tap is inside the input. Kept out of line so
+// the vectorized loop gets the registers to itself (inlined into the plane loop it spills).
+template <int K, int S>
+[[gnu::noinline]] void depthwise_interior(const float* const* rows, const float* w, float bias, float* __restrict out,
+                                          int64_t pad_left, int64_t lo, int64_t hi) {
+  float wk[K * K];
+  for (int i = 0; i < K * K; ++i) wk[i] = w[i];
+  const float* src[K];
+  for (int r = 0; r < K; ++r) src[r] = rows[r] - pad_left;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    // One partial sum per kernel row: K short independent FMA chains instead of one long one.
+    float row_sum[K];
+    for (int r = 0; r < K; ++r) {
+      const float* __restrict s = src[r] + ow * S;
+      float acc = wk[r * K] * s[0];
+      for (int k = 1; k < K; ++k) acc += wk[r * K + k] * s[k];
+      row_sum[r] = acc;
+    }
+    float acc = bias;
+    for (int r = 0; r < K; ++r) acc += row_sum[r];
+    out[ow] = acc;
+  }
+}
+
+// One output row of a KxK depthwise convolution with column stride S. `rows` are the K input rows
+// of the window (rows above/below the image point at zeros). Columns [lo, hi) have every tap
+// inside the input row and take the vectorized loop; the few columns outside it check each tap.
+template <int K, int S>
+void depthwise_row(const float* const* rows, const float* w, float bias, float* out, int64_t OW, int64_t IW,
+                   int64_t pad_left, int64_t lo, int64_t hi) {
+  auto border = [&](int64_t ow) {
+    float acc = bias;
+    for (int r = 0; r < K; ++r)
+      for (int k = 0; k < K; ++k) {
+        const int64_t iw = ow * S - pad_left + k;
+        if (iw >= 0 && iw < IW) acc += w[r * K + k] * rows[r][iw];
+      }
+    out[ow] = acc;
+  };
+  for (int64_t ow = 0; ow < lo; ++ow) border(ow);
+  depthwise_interior<K, S>(rows, w, bias, out, pad_left, lo, hi);
+  for (int64_t ow = hi; ow < OW; ++ow) border(ow);
+}
+
+template <int K, int S>
+void depthwise_fast(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y) {
+  const Window& win = g.win;
+  const int64_t IH = win.in[0], IW = win.in[1], OH = win.out[0], OW = win.out[1];
+  const int64_t SH = win.strides[0], PT = win.pad_begin[0], PL = win.pad_begin[1];
+  const int64_t PB = win.pad_end[0], PR = win.pad_end[1];
+  // Output columns whose whole window is inside the row: ow * S - PL >= 0 and ow * S - PL + K <= IW.
+  const int64_t lo = std::clamp<int64_t>((PL + S - 1) / S, 0, OW);
+  const int64_t hi = std::max(lo, std::min(OW, IW + PL - K >= 0 ? (IW + PL - K) / S + 1 : 0));
+  // Narrow planes have many border columns (the scalar path): copy each plane into a zero-padded
+  // buffer instead, so every column takes the vectorized loop.
+  const bool pad_planes = (lo + OW - hi) * 16 > OW && PT >= 0 && PL >= 0 && PB >= 0 && PR >= 0;
+  const int64_t PH = IH + PT + PB, PW = IW + PL + PR;
+  const std::vector<float> zeros(static_cast<size_t>(IW), 0.0f);
+  parallel_for(g.batch * g.out_channels, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> padded(pad_planes ? static_cast<size_t>(PH * PW) : 0, 0.0f);  // borders stay zero
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t c = plane % g.out_channels;
+      const float* xp = x + plane * IH * IW;
+      const float* wp = w + c * K * K;
+      const float bias = b ? b[c] : 0.0f;
+      float* yp = y + plane * OH * OW;
+      if (pad_planes) {
+        for (int64_t ih = 0; ih < IH; ++ih) {
+          std::memcpy(padded.data() + (ih + PT) * PW + PL, xp + ih * IW, size_t(IW) * sizeof(float));
+        }
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const float* rows[K];
+          for (int r = 0; r < K; ++r) rows[r] = padded.data() + (oh * SH + r) * PW;
+          depthwise_interior<K, S>(rows, wp, bias, yp + oh * OW, 0, 0, OW);
+        }
+        continue;
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const float* rows[K];
+        for (int r = 0; r < K; ++r) {
+          const int64_t ih = oh * SH - PT + r;
+          rows[r] = ih >= 0 && ih < IH ? xp + ih * IW : zeros.data();
+        }
+        depthwise_row<K, S>(rows, wp, bias, yp + oh * OW, OW, IW, PL, lo, hi);
+      }
+    }
+  });
 }
 
 void depthwise_conv2d(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y) {
@@ -267,6 +363,14 @@ void depthwise_conv2d(const ConvGeometry& g, const float* x, const float* w, con
   const int64_t IH = win.in[0], IW = win.in[1], OH = win.out[0], OW = win.out[1];
   const int64_t KH = win.kernel[0], KW = win.kernel[1], SH = win.strides[0], SW = win.strides[1];
   const int64_t DH = win.dilations[0], DW = win.dilations[1], PT = win.pad_begin[0], PL = win.pad_begin[1];
+  if (KH == KW && DH == 1 && DW == 1 && (SW == 1 || SW == 2) && (KH == 3 || KH == 5)) {
+    if (KH == 3) {
+      SW == 1 ? depthwise_fast<3, 1>(g, x, w, b, y) : depthwise_fast<3, 2>(g, x, w, b, y);
+    } else {
+      SW == 1 ? depthwise_fast<5, 1>(g, x, w, b, y) : depthwise_fast<5, 2>(g, x, w, b, y);
+    }
+    return;
+  }
   // For each kernel column: the output columns whose input column is inside the image.
   std::vector<int64_t> ow_lo(static_cast<size_t>(KW)), ow_hi(static_cast<size_t>(KW));
   for (int64_t kw = 0; kw < KW; ++kw) {
@@ -393,7 +497,10 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
                          std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s == 1; }) &&
                          std::all_of(win.pad_begin.begin(), win.pad_begin.end(), [](int64_t p) { return p == 0; }) &&
                          std::all_of(win.pad_end.begin(), win.pad_end.end(), [](int64_t p) { return p == 0; });
-  memory::desc src_any = pointwise ? onednn::plain_desc(src_dims)
+  // A stem convolution over a few input channels (an RGB image) has a oneDNN kernel that reads
+  // plain NCHW directly; letting oneDNN pick would add a reorder of the (large) input.
+  const bool plain_src = pointwise || (!g.transposed && g.group == 1 && g.in_channels <= 4 && win.in.size() == 2);
+  memory::desc src_any = plain_src ? onednn::plain_desc(src_dims)
                                    : memory::desc(src_dims, memory::data_type::f32, memory::format_tag::any);
   memory::desc dst_any = pointwise ? onednn::plain_desc(dst_dims)
                                    : memory::desc(dst_dims, memory::data_type::f32, memory::format_tag::any);
@@ -417,12 +524,11 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
       w_md = pd.weights_desc();
       plan->primitive = dnnl::deconvolution_forward(pd);
     } else {
-      auto d = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
-                                                   strides, dilations, pad_begin, pad_end)
-                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct, src_any, w_any, dst_any,
-                                                   strides, dilations, pad_begin, pad_end);
+      auto d =
+          b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, b_md, dst_any, strides, dilations, pad_begin, pad_end)
+            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, dst_any, strides, dilations, pad_begin, pad_end);
       dnnl::convolution_forward::primitive_desc pd(d, eng);
       src_md = pd.src_desc();
       dst_md = pd.dst_desc();

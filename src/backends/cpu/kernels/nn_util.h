@@ -98,9 +98,16 @@ inline Window to_3d(Window w) {
 inline Ints spatial_dims(const Shape& s) { return Ints(s.begin() + 2, s.end()); }
 
 // The compute type of a storage type: double for double, float otherwise (half types, float).
-template <class T> struct acc_type { using type = float; };
-template <> struct acc_type<double> { using type = double; };
-template <class T> using acc_t = typename acc_type<T>::type;
+template <class T>
+struct acc_type {
+  using type = float;
+};
+template <>
+struct acc_type<double> {
+  using type = double;
+};
+template <class T>
+using acc_t = typename acc_type<T>::type;
 
 // Reads any float tensor into a vector of A (small parameter tensors: scales, biases, means).
 template <class A>
