@@ -1,7 +1,9 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <set>
 
+#include "core/strings.h"
 #include "core/thread_pool.h"
 
 namespace ingot {
@@ -55,6 +57,25 @@ void collect_subgraph_reads(const Node& node, std::set<std::string>& reads) {
   }
 }
 
+// The dtype of a value when the graph knows it statically (initializer, graph input, inferred type).
+DType static_dtype(const Graph& g, const std::string& name) {
+  if (auto it = g.initializers.find(name); it != g.initializers.end()) return it->second.dtype();
+  const ValueInfo* vi = g.find_value_info(name);
+  return vi && vi->type.kind == ValueKind::Tensor ? vi->type.dtype : DType::Undefined;
+}
+
+// A kernel declares the dtypes of its first input it accepts; a model whose types are known is
+// rejected at load time, naming the node, rather than when the node first runs.
+void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, std::string_view backend) {
+  if (kernel.dtypes.empty() || n.inputs.empty() || n.inputs[0].empty()) return;
+  DType dt = static_dtype(g, n.inputs[0]);
+  if (dt == DType::Undefined || std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dt) != kernel.dtypes.end())
+    return;
+  fail("input 0 ('{}') has dtype {}, which the {} kernel of {} does not support (it takes {})", n.inputs[0],
+       dtype_name(dt), backend, n.op_type,
+       join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(std::move(model)), device_(device) {
@@ -84,12 +105,16 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
       Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, nullptr};
       step.def = OpCatalogue::instance().find(n.domain, n.op_type);
       step.kernel = KernelRegistry::instance().find(n.domain, n.op_type, device_.type, step.opset);
-      if (!step.def || !step.kernel) {
-        Error e(fmt::format("unsupported op {}{} at opset {}: no {} kernel", n.domain.empty() ? "" : n.domain + ".",
-                            n.op_type, step.opset, device_.type == DeviceType::CPU ? "CPU" : "CUDA"));
+      try {
+        if (!step.def || !step.kernel) {
+          fail("unsupported op {}{} at opset {}: no {} kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
+               step.opset, device_.type == DeviceType::CPU ? "CPU" : "CUDA");
+        }
+        check_kernel_dtype(g, n, *step.kernel, device_.type == DeviceType::CPU ? "CPU" : "CUDA");
+      } catch (Error& e) {
         e.add_context(n.label());
         e.add_context("model '" + model_->name + "'");
-        throw e;
+        throw;
       }
       for (const auto& in : n.inputs) {
         if (in.empty())

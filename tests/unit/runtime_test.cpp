@@ -277,3 +277,16 @@ TEST(Eager, CallsUseCatalogueDefaults) {
   EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{11, 12}));
   EXPECT_NE(error_of([] { ops::call("NoSuchOp", {}); }).find("unsupported op NoSuchOp"), std::string::npos);
 }
+
+TEST(Executor, RejectsDtypesTheKernelDoesNotTakeAtLoadTime) {
+  onnx::GraphProto g;
+  g.set_name("relu_u8");
+  *g.add_input() = tensor_info("x", onnx::TensorProto::UINT8, {"2"});
+  *g.add_output() = tensor_info("y", onnx::TensorProto::UINT8, {"2"});
+  *g.add_node() = node("Relu", {"x"}, {"y"}, "r");
+  std::string err = error_of([&] { Session::load(save(model_with(g), "relu_u8.onnx")); });
+  EXPECT_NE(err.find("model 'relu_u8.onnx': node 'r' (Relu): input 0 ('x') has dtype uint8, which the CPU kernel of "
+                     "Relu does not support"),
+            std::string::npos)
+      << err;
+}
