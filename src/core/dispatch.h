@@ -5,6 +5,8 @@
 #include <ingot/dtype.h>
 #include <ingot/error.h>
 
+#include <type_traits>
+
 namespace ingot {
 
 template <DType... Ds, class F>
@@ -38,6 +40,16 @@ void dispatch_numeric_bool(DType dt, F&& f) {
 template <class F>
 void dispatch_all(DType dt, F&& f) {
   dispatch<INGOT_ALL_TYPES>(dt, std::forward<F>(f));
+}
+
+// double -> element type T (of any numeric dtype); Half and BFloat16 convert through float.
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return T(v);
+  } else {
+    return T(float(v));
+  }
 }
 
 // Element-size dispatch for ops that only move data (Transpose, Gather, Concat...).

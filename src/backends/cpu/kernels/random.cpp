@@ -46,15 +46,6 @@ DType float_dtype_attr(const KernelContext& ctx, DType fallback) {
   return dt;
 }
 
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_arithmetic_v<T>) {
-    return T(v);
-  } else {
-    return T(float(v));
-  }
-}
-
 // Fills y with draws of `dist` (a std:: distribution over double).
 template <class Dist>
 void fill(Tensor& y, std::mt19937& gen, Dist dist) {

@@ -17,16 +17,6 @@ namespace {
 
 using cdouble = std::complex<double>;
 
-// double -> element type; Half/BFloat16 convert through float.
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_arithmetic_v<T>) {
-    return T(v);
-  } else {
-    return T(float(v));
-  }
-}
-
 // A one-dimensional transform of length n; forward uses exp(-2 pi i k j / n), inverse exp(+...)
 // and divides by n.
 class Transform {

@@ -42,15 +42,6 @@ int64_t check_groups(const KernelContext& ctx, int64_t per_tensor_inputs, int64_
   return k;
 }
 
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_arithmetic_v<T>) {
-    return T(v);
-  } else {
-    return T(float(v));
-  }
-}
-
 // Calls body(x, g, states..., outs...) element-wise for tensor i of each group, in double.
 template <int States, class Body>
 void update(KernelContext& ctx, int64_t k, int64_t i, Body body) {
