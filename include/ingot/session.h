@@ -11,7 +11,7 @@ namespace ingot {
 
 struct SessionOptions {
   Device device = Device::cpu();
-  int threads = 0;  // 0: all hardware threads
+  int threads = 0;  // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
 };
 
 struct TensorInfo {
