@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -253,16 +254,18 @@ std::array<float, 4> cubic_weights(float t) {
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
+// V: the pixel value type (float, or double for float64 and 32/64-bit integer images).
+template <class V>
 struct GridPlane {
-  const float* data;
+  const V* data;
   int64_t h, w;
   Padding padding;
   float lo_x, hi_x, lo_y, hi_y;  // pixel extent used by reflection
 
   // Pixel (iy, ix), with out-of-range indices resolved by the padding mode.
-  float at(int64_t iy, int64_t ix) const {
+  V at(int64_t iy, int64_t ix) const {
     if (padding == Padding::Zeros) {
-      if (iy < 0 || iy >= h || ix < 0 || ix >= w) return 0.0f;
+      if (iy < 0 || iy >= h || ix < 0 || ix >= w) return V(0);
     } else if (padding == Padding::Border) {
       iy = std::clamp<int64_t>(iy, 0, h - 1);
       ix = std::clamp<int64_t>(ix, 0, w - 1);
@@ -273,6 +276,16 @@ struct GridPlane {
     return data[iy * w + ix];
   }
 };
+
+// v rounded to the nearest T, saturating at T's range (NaN -> 0).
+template <class T, class V>
+T saturate_round(V v) {
+  v = std::nearbyint(v);
+  if (!(v == v)) return T(0);
+  if (v <= V(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (v >= V(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();  // V(max) may round up
+  return T(v);
+}
 
 void grid_sample(KernelContext& ctx) {
   const Tensor& x_in = ctx.input(0);
@@ -303,79 +316,105 @@ void grid_sample(KernelContext& ctx) {
     fail("attribute 'padding_mode': expected zeros, border or reflection, got '{}'", pad_name);
   const bool align = ctx.attr_int("align_corners") != 0;
 
-  const Tensor x = x_in.cast(DType::Float32);
   const Tensor grid = grid_in.cast(DType::Float32);
-  const int64_t n = x.dim(0), channels = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t n = x_in.dim(0), channels = x_in.dim(1), h = x_in.dim(2), w = x_in.dim(3);
   const int64_t oh = grid.dim(1), ow = grid.dim(2);
-  if ((h == 0 || w == 0) && channels * oh * ow > 0) fail("input 0 (X): cannot sample an empty image {}", x.describe());
-  Tensor y = Tensor::empty(DType::Float32, {n, channels, oh, ow});
-  const float* xp = x.data<float>();
-  const float* gp = grid.data<float>();
-  float* yp = y.data<float>();
-  // Normalized [-1, 1] -> pixel coordinates; with align_corners -1/1 are pixel centres, else edges.
-  auto unnormalize = [&](float g, int64_t size) {
-    return align ? (g + 1) / 2 * float(size - 1) : ((g + 1) * float(size) - 1) / 2;
-  };
-  const float lo_x = align ? 0.0f : -0.5f, hi_x = align ? float(w - 1) : float(w) - 0.5f;
-  const float lo_y = align ? 0.0f : -0.5f, hi_y = align ? float(h - 1) : float(h) - 0.5f;
-  auto fit = [&](float v, float lo, float hi, int64_t size) {
-    if (v >= lo && v <= hi) return v;
-    if (padding == Padding::Border) return std::clamp(v, 0.0f, float(size - 1));
-    if (padding == Padding::Reflection) return reflect(v, lo, hi);
-    // Zeros: every tap (cubic reaches 2 pixels out) is outside from here on; bounding the value
-    // keeps the integer conversions defined.
-    return std::clamp(v, -4.0f, float(size) + 3.0f);
-  };
-  parallel_for(n * channels, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t nc = begin; nc < end; ++nc) {
-      const int64_t b = nc / channels;
-      GridPlane plane{xp + nc * h * w, h, w, padding, lo_x, hi_x, lo_y, hi_y};
-      float* out = yp + nc * oh * ow;
-      const float* g = gp + b * oh * ow * 2;
-      for (int64_t i = 0; i < oh * ow; ++i) {
-        float fx = unnormalize(g[2 * i], w), fy = unnormalize(g[2 * i + 1], h);
-        if (!std::isfinite(fx) || !std::isfinite(fy)) {
-          out[i] = 0.0f;
-          continue;
-        }
-        // As the ONNX reference: nearest rounds first; coordinates outside the pixel extent are
-        // then clamped (border) or mirrored (reflection); taps outside the image follow the padding.
-        if (mode == 0) {
-          fx = std::nearbyint(fx);
-          fy = std::nearbyint(fy);
-        }
-        fx = fit(fx, lo_x, hi_x, w);
-        fy = fit(fy, lo_y, hi_y, h);
-        if (mode == 0) {
-          out[i] = plane.at(int64_t(fy), int64_t(fx));
-        } else if (mode == 1) {
-          const float x0 = std::floor(fx), y0 = std::floor(fy);
-          const float tx = fx - x0, ty = fy - y0;
-          const int64_t ix = int64_t(x0), iy = int64_t(y0);
-          out[i] = (1 - ty) * ((1 - tx) * plane.at(iy, ix) + tx * plane.at(iy, ix + 1)) +
-                   ty * ((1 - tx) * plane.at(iy + 1, ix) + tx * plane.at(iy + 1, ix + 1));
-        } else {
-          const float x0 = std::floor(fx), y0 = std::floor(fy);
-          const std::array<float, 4> wx = cubic_weights(fx - x0), wy = cubic_weights(fy - y0);
-          const int64_t ix = int64_t(x0) - 1, iy = int64_t(y0) - 1;
-          float acc = 0.0f;
-          for (int64_t r = 0; r < 4; ++r) {
-            float row = 0.0f;
-            for (int64_t c = 0; c < 4; ++c) row += wx[size_t(c)] * plane.at(iy + r, ix + c);
-            acc += wy[size_t(r)] * row;
+  if ((h == 0 || w == 0) && channels * oh * ow > 0)
+    fail("input 0 (X): cannot sample an empty image {}", x_in.describe());
+  // Samples pixel values of type V; coordinates and weights stay float.
+  auto sample = [&]<class V>() {
+    const Tensor x = x_in.cast(dtype_of<V>());
+    Tensor y = Tensor::empty(dtype_of<V>(), {n, channels, oh, ow});
+    const V* xp = x.data<V>();
+    const float* gp = grid.data<float>();
+    V* yp = y.data<V>();
+    // Normalized [-1, 1] -> pixel coordinates; with align_corners -1/1 are pixel centres, else edges.
+    auto unnormalize = [&](float g, int64_t size) {
+      return align ? (g + 1) / 2 * float(size - 1) : ((g + 1) * float(size) - 1) / 2;
+    };
+    const float lo_x = align ? 0.0f : -0.5f, hi_x = align ? float(w - 1) : float(w) - 0.5f;
+    const float lo_y = align ? 0.0f : -0.5f, hi_y = align ? float(h - 1) : float(h) - 0.5f;
+    auto fit = [&](float v, float lo, float hi, int64_t size) {
+      if (v >= lo && v <= hi) return v;
+      if (padding == Padding::Border) return std::clamp(v, 0.0f, float(size - 1));
+      if (padding == Padding::Reflection) return reflect(v, lo, hi);
+      // Zeros: every tap (cubic reaches 2 pixels out) is outside from here on; bounding the value
+      // keeps the integer conversions defined.
+      return std::clamp(v, -4.0f, float(size) + 3.0f);
+    };
+    parallel_for(n * channels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t b = nc / channels;
+        GridPlane<V> plane{xp + nc * h * w, h, w, padding, lo_x, hi_x, lo_y, hi_y};
+        V* out = yp + nc * oh * ow;
+        const float* g = gp + b * oh * ow * 2;
+        for (int64_t i = 0; i < oh * ow; ++i) {
+          float fx = unnormalize(g[2 * i], w), fy = unnormalize(g[2 * i + 1], h);
+          if (!std::isfinite(fx) || !std::isfinite(fy)) {
+            out[i] = V(0);
+            continue;
           }
-          out[i] = acc;
+          // As the ONNX reference: nearest rounds first; coordinates outside the pixel extent are
+          // then clamped (border) or mirrored (reflection); taps outside the image follow the padding.
+          if (mode == 0) {
+            fx = std::nearbyint(fx);
+            fy = std::nearbyint(fy);
+          }
+          fx = fit(fx, lo_x, hi_x, w);
+          fy = fit(fy, lo_y, hi_y, h);
+          if (mode == 0) {
+            out[i] = plane.at(int64_t(fy), int64_t(fx));
+          } else if (mode == 1) {
+            const float x0 = std::floor(fx), y0 = std::floor(fy);
+            const float tx = fx - x0, ty = fy - y0;
+            const int64_t ix = int64_t(x0), iy = int64_t(y0);
+            const V vx = tx, vy = ty;
+            out[i] = (1 - vy) * ((1 - vx) * plane.at(iy, ix) + vx * plane.at(iy, ix + 1)) +
+                     vy * ((1 - vx) * plane.at(iy + 1, ix) + vx * plane.at(iy + 1, ix + 1));
+          } else {
+            const float x0 = std::floor(fx), y0 = std::floor(fy);
+            const std::array<float, 4> wx = cubic_weights(fx - x0), wy = cubic_weights(fy - y0);
+            const int64_t ix = int64_t(x0) - 1, iy = int64_t(y0) - 1;
+            V acc = 0;
+            for (int64_t r = 0; r < 4; ++r) {
+              V row = 0;
+              for (int64_t c = 0; c < 4; ++c) row += V(wx[size_t(c)]) * plane.at(iy + r, ix + c);
+              acc += V(wy[size_t(r)]) * row;
+            }
+            out[i] = acc;
+          }
         }
       }
-    }
+    });
+    return y;
+  };
+  const DType dt = x_in.dtype();
+  const bool wide =
+      dt == DType::Float64 || dt == DType::Int32 || dt == DType::Int64 || dt == DType::UInt32 || dt == DType::UInt64;
+  const Tensor y = wide ? sample.template operator()<double>() : sample.template operator()<float>();
+  if (is_floating(dt)) {
+    ctx.set_output(0, y.dtype() == dt ? y : y.cast(dt));
+    return;
+  }
+  // Integer images: interpolated values round to nearest and saturate (cubic overshoots), where a
+  // plain cast would truncate and overflow. Exact up to 2^24 (float) or 2^53 (double) in magnitude.
+  Tensor& out = ctx.allocate(0, dt, y.shape());
+  dispatch_int(dt, [&]<class T>() {
+    T* op = out.data<T>();
+    auto store = [&]<class V>(const V* yp) {
+      for (int64_t i = 0, count = y.numel(); i < count; ++i) op[i] = saturate_round<T>(yp[i]);
+    };
+    if (wide)
+      store(y.data<double>());
+    else
+      store(y.data<float>());
   });
-  ctx.set_output(0, x_in.dtype() == DType::Float32 ? y : y.cast(x_in.dtype()));
 }
 
 }  // namespace
 
 INGOT_CPU_KERNEL(NonMaxSuppression, non_max_suppression).versions(10).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(RoiAlign, roi_align).versions(10).dtypes({INGOT_FLOAT_TYPES});
-INGOT_CPU_KERNEL(GridSample, grid_sample).versions(16).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(GridSample, grid_sample).versions(16).dtypes({INGOT_NUMERIC_TYPES});
 
 }  // namespace ingot

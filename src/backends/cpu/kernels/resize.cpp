@@ -5,7 +5,6 @@
 // cubic apply the 1-D filters one axis at a time, which equals the N-D tensor-product filter.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -139,7 +138,9 @@ void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, co
   for (int64_t d = int64_t(rank) - 2; d >= 0; --d)
     in_strides[size_t(d)] = in_strides[size_t(d) + 1] * in_shape[size_t(d) + 1];
   const AxisTaps& last = taps[rank - 1];
-  const T fill = T(p.extrapolation_value);
+  // Bool takes extrapolation_value != 0; strings have no numeric fill and take the empty string.
+  T fill{};
+  if constexpr (!std::is_same_v<T, std::string>) fill = T(p.extrapolation_value);
   parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(out_w, 1)), [&](int64_t begin, int64_t end) {
     std::vector<int64_t> index(rank, 0);
     for (int64_t row = begin; row < end; ++row) {
@@ -165,7 +166,7 @@ void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, co
         const AxisTaps& h = taps[rank - 2];
         const size_t j = size_t(index[rank - 2]);
         if (h.idx[j] == h.idx[j - 1] && !h.outside[j - 1]) {
-          std::memcpy(dst, dst - out_w, size_t(out_w) * sizeof(T));
+          std::copy_n(dst - out_w, out_w, dst);  // std::copy: T may be std::string
           continue;
         }
       }
@@ -233,8 +234,12 @@ void run_resize(KernelContext& ctx, ResizeParams& p) {
   std::vector<AxisTaps> taps;
   for (size_t d = 0; d < rank; ++d) taps.push_back(axis_taps(p, d, x.dim(int64_t(d))));
   if (p.mode == Mode::Nearest) {
-    dispatch_numeric(x.dtype(), [&]<class T>() { gather_nearest<T>(p, taps, x.shape(), x.data<T>(), y.data<T>()); });
+    // Nearest only moves values, so it serves every dtype ONNX allows (bool and string included).
+    dispatch_all(x.dtype(), [&]<class T>() { gather_nearest<T>(p, taps, x.shape(), x.data<T>(), y.data<T>()); });
   } else {
+    if (x.dtype() == DType::Bool || x.dtype() == DType::String)
+      fail("input 0 (X): linear and cubic modes need a numeric input, got {} (use mode 'nearest')",
+           dtype_name(x.dtype()));
     dispatch_numeric(x.dtype(), [&]<class T>() { interpolate<T>(p, taps, x, y); });
   }
 }
@@ -356,7 +361,7 @@ void upsample(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CPU_KERNEL(Resize, resize).versions(10).dtypes({INGOT_NUMERIC_TYPES});
-INGOT_CPU_KERNEL(Upsample, upsample).versions(7, 9).dtypes({INGOT_NUMERIC_TYPES});
+INGOT_CPU_KERNEL(Resize, resize).versions(10).dtypes({INGOT_ALL_TYPES});
+INGOT_CPU_KERNEL(Upsample, upsample).versions(7, 9).dtypes({INGOT_ALL_TYPES});
 
 }  // namespace ingot

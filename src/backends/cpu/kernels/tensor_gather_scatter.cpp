@@ -2,6 +2,8 @@
 // Scatter), ScatterND, OneHot, NonZero, Compress. Pure data movement dispatches on element size;
 // only scatter reductions and value tests dispatch on the real dtype.
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 #include "backends/cpu/kernels/tensor_copy.h"
 #include "core/dispatch.h"
@@ -304,10 +306,16 @@ INGOT_CPU_KERNEL(OneHot, one_hot).versions(9);
 void non_zero(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::vector<int64_t> hits;
-  dispatch_numeric_bool(x.dtype(), [&]<class T>() {
+  dispatch_all(x.dtype(), [&]<class T>() {
     const T* p = x.data<T>();
     for (int64_t i = 0; i < x.numel(); ++i) {
-      if (p[i] != T(0.0f)) hits.push_back(i);
+      // A string counts as non-zero when non-empty (as numpy.nonzero, the ONNX reference).
+      bool nonzero;
+      if constexpr (std::is_same_v<T, std::string>)
+        nonzero = !p[i].empty();
+      else
+        nonzero = p[i] != T(0.0f);
+      if (nonzero) hits.push_back(i);
     }
   });
   int64_t r = x.rank(), n = int64_t(hits.size());
