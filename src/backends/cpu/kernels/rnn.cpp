@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/kernels/elementwise.h"
 #include "core/dispatch.h"
 #include "ops/kernel.h"
 
@@ -101,60 +102,19 @@ std::vector<Activation> parse_activations(const KernelContext& ctx, size_t per_d
   return acts;
 }
 
-// tanh as a rational function (Eigen's float approximation; error below 3e-7 over all floats). Unlike
-// std::tanh it vectorizes, which matters for small recurrent layers run once per audio frame. The
-// clamp sits in its own loop: a select next to the division would keep the loop scalar.
-void fast_tanh(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -7.90531110763549805f), 7.90531110763549805f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i], v2 = v * v;
-    float p = v2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
-    p = p * v2 - 8.60467152213735e-11f;
-    p = p * v2 + 5.12229709037114e-08f;
-    p = p * v2 + 1.48572235717979e-05f;
-    p = p * v2 + 6.37261928875436e-04f;
-    p = p * v2 + 4.89352455891786e-03f;
-    float q = v2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
-    q = q * v2 + 2.26843463243900e-03f;
-    q = q * v2 + 4.89352518554385e-03f;
-    x[i] = p * v / q;
-  }
-}
-
 template <class T>
 void tanh_in_place(T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    fast_tanh(x, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = cpu::fast_tanhf(x[i]);  // vectorizes, unlike std::tanh
   } else {
     for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
-  }
-}
-
-// 1 / (1 + exp(-x)) with Cephes' expf polynomial (about 1 ulp): exp(v) = 2^k * e^r, k = round(v / ln 2).
-// Written so that it vectorizes: rounding by the 1.5 * 2^23 trick rather than std::floor, 2^k by
-// building the exponent bits, and the clamp (which keeps 2^k a normal float) in a loop of its own.
-void fast_sigmoid(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(-x[i], -87.0f), 87.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;  // v - k * ln 2 in two parts
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * (r * r) + r + 1.0f;
-    const float two_to_k = std::bit_cast<float>((int32_t(k) + 127) << 23);
-    x[i] = 1.0f / (1.0f + y * two_to_k);
   }
 }
 
 template <class T>
 void sigmoid_in_place(T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    fast_sigmoid(x, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + cpu::fast_expf(-x[i]));
   } else {
     for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
   }
