@@ -1,10 +1,13 @@
 // Latency of one model in process: load once, warm up, then time Session::run repeatedly.
 //
 //   ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] [--warmup W] [--runs R]
+//                       [--profile]
 //
-// Prints one JSON line: {"threads": N, "runs": R, "load_ms": ..., "median_ms": ...,
-// "min_ms": ..., "mean_ms": ..., "times_ms": [...]}. bench/cpu_latency.py runs it next to ONNX Runtime.
+// --profile records the timed runs with the profiler (docs/PROFILING.md measures its overhead so).
+// Prints one JSON line: {"threads": N, "runs": R, "load_ms": ..., "median_ms": ..., "min_ms": ...,
+// "mean_ms": ..., "times_ms": [...], "profile": false}. bench/cpu_latency.py runs it next to ONNX Runtime.
 #include <ingot/error.h>
+#include <ingot/profiler.h>
 #include <ingot/session.h>
 
 #include <algorithm>
@@ -40,7 +43,7 @@ int parse_count(const char* text, const char* flag, int minimum) {
 int usage() {
   std::fprintf(stderr,
                "usage: ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] "
-               "[--warmup W] [--runs R]\n");
+               "[--warmup W] [--runs R] [--profile]\n");
   return 2;
 }
 
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   std::vector<std::pair<std::string, std::string>> input_files;
   int threads = 2, warmup = 3, runs = 20;
+  bool profile = false;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -66,6 +70,8 @@ int main(int argc, char** argv) {
         warmup = parse_count(argv[++i], "--warmup", 0);
       } else if (arg == "--runs" && has_value) {
         runs = parse_count(argv[++i], "--runs", 1);
+      } else if (arg == "--profile") {
+        profile = true;
       } else if (model_path.empty() && !arg.starts_with("--")) {
         model_path = arg;
       } else {
@@ -86,11 +92,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup; ++i) session.run(feeds);
     std::vector<double> times;
     times.reserve(size_t(runs));
+    if (profile) ingot::profiler::start();
     for (int i = 0; i < runs; ++i) {
       auto start = Clock::now();
       session.run(feeds);
       times.push_back(elapsed_ms(start));
     }
+    if (profile) ingot::profiler::stop();
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
     size_t n = sorted.size();
@@ -101,7 +109,7 @@ int main(int argc, char** argv) {
         "\"mean_ms\": %.3f, \"times_ms\": [",
         threads, runs, load_ms, median, sorted.front(), mean);
     for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.3f", i ? ", " : "", times[i]);
-    std::printf("]}\n");
+    std::printf("], \"profile\": %s}\n", profile ? "true" : "false");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -11,7 +11,9 @@ PACKAGES=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
-  python3-numpy python3-onnx python3-skimage pocketsphinx-testdata
+  python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata
+  # the profiler's HTML report is rendered headless in a test (label browser)
+  chromium
   openssl
 )
 

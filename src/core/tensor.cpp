@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/strings.h"
+#include "profiler/hooks.h"
 
 namespace ingot {
 
@@ -59,15 +60,19 @@ Storage::Storage(Device device, size_t nbytes, DType dtype) : device_(device), n
   if (dtype == DType::String) {
     if (device.type != DeviceType::CPU) fail("string tensors live on the CPU only");
     data_ = new std::string[std::max<size_t>(nbytes / sizeof(std::string), 1)];
+    if (profiler::enabled()) [[unlikely]] profiler::detail::record_alloc(data_, nbytes, device.index);
     return;
   }
   data_ = memory_for(device).allocate(std::max<size_t>(nbytes, 1), device.index);
+  if (profiler::enabled()) [[unlikely]] profiler::detail::record_alloc(data_, nbytes, device.index);
 }
 
 Storage::Storage(Device device, void* data, size_t nbytes, std::function<void()> release)
     : device_(device), data_(data), nbytes_(nbytes), release_(std::move(release)) {}
 
 Storage::~Storage() {
+  // The profiler ignores frees of storages it did not see allocated (or wrapped ones).
+  if (profiler::enabled()) [[unlikely]] profiler::detail::record_free(data_);
   if (release_) {
     release_();
   } else if (dtype_ == DType::String) {

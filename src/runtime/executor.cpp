@@ -5,6 +5,7 @@
 
 #include "core/strings.h"
 #include "core/thread_pool.h"
+#include "profiler/hooks.h"
 
 namespace ingot {
 
@@ -155,7 +156,11 @@ const Executor::Plan& Executor::plan_for(const Graph& graph) const {
 
 std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
   cpu_pool();  // make sure the pool and library thread counts are set up before timing-sensitive work
-  return run_graph(*model_->graph, inputs, nullptr);
+  profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+  if (profiler::enabled()) [[unlikely]] range.begin();
+  std::vector<Value> outputs = run_graph(*model_->graph, inputs, nullptr);
+  if (range.active()) [[unlikely]] range.end_session(model_->name);
+  return outputs;
 }
 
 std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) {
@@ -191,7 +196,10 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       out_values.assign(step.output_slots.size(), Value());
       current_env_ = &env;
       KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state);
+      profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+      if (profiler::enabled()) [[unlikely]] range.begin();
       step.kernel->fn(ctx);
+      if (range.active()) [[unlikely]] range.end_op(node.name, node.domain, node.op_type, "cpu", in_values);
       current_env_ = saved_env;
     } catch (Error& e) {
       current_env_ = saved_env;

@@ -8,6 +8,7 @@
 #include "core/broadcast.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
+#include "test_util.h"
 
 using namespace ingot;
 
@@ -126,7 +127,7 @@ TEST(Broadcast, IteratorVisitsEveryElementWithTheRightOffsets) {
 }
 
 TEST(Npy, RoundTripKeepsDtypeShapeAndData) {
-  auto path = std::filesystem::temp_directory_path() / "ingot_core_test.npy";
+  auto path = ingot::testing::temp_dir() / "core_test.npy";
   Tensor t = Tensor::from_vector<int64_t>({1, -2, 3, 4, 5, 6}, {2, 3});
   save_npy(path.string(), t);
   Tensor r = load_npy(path.string());

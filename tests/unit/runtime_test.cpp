@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "ops/kernel.h"
+#include "test_util.h"
 
 using namespace ingot;
 namespace fs = std::filesystem;
@@ -56,7 +57,7 @@ onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
 }
 
 std::string save(const onnx::ModelProto& m, const std::string& file) {
-  auto dir = fs::temp_directory_path() / "ingot_runtime_test";
+  auto dir = ingot::testing::temp_dir();
   fs::create_directories(dir);
   std::string path = (dir / file).string();
   std::ofstream out(path, std::ios::binary);
@@ -158,7 +159,7 @@ TEST(Session, SymbolicDimsMustAgreeAcrossInputs) {
 }
 
 TEST(Importer, MalformedFilesGiveErrorsNamingTheFile) {
-  auto dir = fs::temp_directory_path() / "ingot_runtime_test";
+  auto dir = ingot::testing::temp_dir();
   fs::create_directories(dir);
   std::string full = save(add_mul_model(), "full.onnx");
   std::string bytes((std::istreambuf_iterator<char>(std::ifstream(full, std::ios::binary).rdbuf())), {});
@@ -194,7 +195,7 @@ TEST(Verifier, RejectsUseBeforeDefinitionAndUnknownOps) {
 }
 
 TEST(Importer, ReadsExternalData) {
-  auto dir = fs::temp_directory_path() / "ingot_runtime_test";
+  auto dir = ingot::testing::temp_dir();
   fs::create_directories(dir);
   std::vector<float> w = {4, 5, 6};
   {

@@ -1,3 +1,4 @@
+#include <ingot/profiler.h>
 #include <ingot/session.h>
 
 #include <filesystem>
@@ -71,7 +72,7 @@ void print_summary(const TensorInfo& info, const Tensor& t) {
 
 Runner add_run_command(CLI::App& app) {
   struct Options {
-    std::string model, device = "cpu", output_dir;
+    std::string model, device = "cpu", output_dir, profile;
     std::vector<std::string> inputs;
     int threads = 0;
   };
@@ -82,6 +83,7 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--output-dir,-o", o->output_dir, "Write output_<i>.npy and outputs.json here");
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--profile", o->profile, "Write a Chrome/Perfetto trace (JSON) of the run here");
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
@@ -90,7 +92,14 @@ Runner add_run_command(CLI::App& app) {
     std::vector<std::string> names;
     for (const auto& in : session.inputs()) names.push_back(in.name);
     auto feeds = load_inputs(o->inputs, names);
-    std::vector<Tensor> outputs = session.run(feeds);
+    std::vector<Tensor> outputs;
+    if (o->profile.empty()) {
+      outputs = session.run(feeds);
+    } else {
+      profiler::ScopedProfile profile;
+      outputs = session.run(feeds);
+      profile.stop().write_chrome_json(o->profile);
+    }
     if (o->output_dir.empty()) {
       for (size_t i = 0; i < outputs.size(); ++i) print_summary(session.outputs()[i], outputs[i]);
       return 0;

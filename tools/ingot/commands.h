@@ -11,5 +11,6 @@ Runner add_run_command(CLI::App& app);
 Runner add_test_onnx_command(CLI::App& app);
 Runner add_inspect_command(CLI::App& app);
 Runner add_ops_command(CLI::App& app);
+Runner add_profile_command(CLI::App& app);
 
 }  // namespace ingot::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   add("inspect", "Show a model's inputs, outputs, opsets, op histogram and parameter count",
       ingot::cli::add_inspect_command);
   add("ops", "List the op catalogue and the kernels each backend has", ingot::cli::add_ops_command);
+  add("profile", "Run a model under the profiler: time per op type, allocations, trace and HTML report",
+      ingot::cli::add_profile_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

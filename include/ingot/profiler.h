@@ -1,0 +1,116 @@
+// The profiler: records every op execution, allocator activity and session run while it is on, and
+// exports what it saw as a Chrome/Perfetto trace (JSON), a terminal summary table or an HTML report.
+//
+//   ingot::profiler::start();
+//   session.run(feeds);
+//   ingot::profiler::Trace trace = ingot::profiler::stop();
+//   std::cout << trace.summary_table();
+//   trace.write_chrome_json("trace.json");  // open in https://ui.perfetto.dev or chrome://tracing
+//
+// Cost when off: every hook (per op, per allocation) is one predictable branch on a relaxed atomic
+// bool (`enabled()`), with no allocation and no clock read (docs/PROFILING.md has measurements).
+// One profile at a time, process-wide.
+#pragma once
+#include <ingot/dtype.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ingot::profiler {
+
+// What an event is. Append-only: the GPU backend adds its kinds (kernel on a stream, copies between
+// host and device, CPU fallbacks) without changing the existing ones.
+enum class EventKind : uint8_t {
+  Op,          // one node's kernel: name = node name, op_type, backend, inputs
+  SessionRun,  // one Session::run (Executor::run): name = model name
+  Alloc,       // a Storage allocated: bytes, live_bytes after it
+  Free,        // a Storage freed that was allocated while profiling: bytes, live_bytes after it
+  Copy,        // reserved: a copy between devices (GPU part)
+  Fallback,    // reserved: an op run on the CPU for a GPU session (GPU part)
+};
+std::string_view kind_name(EventKind kind);
+
+struct TensorDesc {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+  enum class Kind : uint8_t { Tensor, Sequence, None } kind = Kind::Tensor;  // None: also an omitted input
+  std::string str() const;  // "float32[1,3,224,224]", "sequence", "none"
+};
+
+struct Event {
+  EventKind kind = EventKind::Op;
+  std::string name;     // node name (op type when the node has none), model name for SessionRun
+  std::string op_type;  // Op: the op type (with domain prefix when not the default domain)
+  std::string backend;  // "cpu" (later "cuda")
+  std::vector<TensorDesc> inputs;
+  int64_t start_ns = 0;    // host steady clock, relative to start()
+  int64_t end_ns = 0;      // == start_ns for instant events (Alloc/Free)
+  uint32_t tid = 0;        // small sequential thread id (0: the first thread that recorded)
+  int depth = 0;           // enclosing recorded ranges on this thread (a Loop body op is deeper than its Loop)
+  int64_t bytes = 0;       // Alloc/Free (Copy later)
+  int64_t live_bytes = 0;  // Alloc/Free: bytes allocated while profiling and still alive afterwards
+  int device = 0;          // device index (GPU part: which GPU)
+  int64_t stream = 0;      // reserved for the GPU part: the CUDA stream of a device event
+  double duration_ms() const { return double(end_ns - start_ns) * 1e-6; }
+};
+
+struct OpStats {
+  std::string op_type;
+  int64_t count = 0;
+  double total_ms = 0, mean_ms = 0, share = 0;  // share: fraction of all op time (0..1)
+};
+
+struct Summary {
+  std::vector<OpStats> ops;  // by total time, descending
+  double op_ms = 0;          // sum of the durations of top-level ops (nested ones are inside their parent)
+  double session_ms = 0;     // sum of SessionRun durations
+  int64_t session_runs = 0;
+  int64_t op_events = 0;
+  int64_t alloc_count = 0, free_count = 0, alloc_bytes = 0, freed_bytes = 0, peak_live_bytes = 0;
+};
+
+struct Trace {
+  std::vector<Event> events;                              // in start order
+  std::vector<std::pair<uint32_t, std::string>> threads;  // tid -> name
+  Summary summary;
+
+  // Chrome trace-event format ("traceEvents": X, C and M events; ts/dur in microseconds).
+  std::string chrome_json() const;
+  void write_chrome_json(const std::string& path) const;  // throws ingot::Error when it cannot write
+  // Top `top` op types by total time, then allocation totals.
+  std::string summary_table(size_t top = 20) const;
+  // One self-contained page (inline CSS/JS): timeline on a canvas and the summary table.
+  std::string html_report(const std::string& title) const;
+  void write_html(const std::string& path, const std::string& title) const;
+};
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}
+
+// Whether a profile is being recorded: the one check hooks make when off.
+inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+// Starts recording (clears anything recorded before). Throws if already on.
+void start();
+// Stops recording and returns what was recorded with its summary. Throws if not on.
+Trace stop();
+
+// Profiles a scope: starts on construction; stop() returns the trace, or the destructor stops and
+// stores it in `*out` (when given).
+class ScopedProfile {
+ public:
+  explicit ScopedProfile(Trace* out = nullptr);
+  ~ScopedProfile();
+  ScopedProfile(const ScopedProfile&) = delete;
+  ScopedProfile& operator=(const ScopedProfile&) = delete;
+  Trace stop();
+
+ private:
+  Trace* out_;
+  bool active_ = true;
+};
+
+}  // namespace ingot::profiler

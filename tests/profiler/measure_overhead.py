@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Profiler overhead on the real models: ingot-bench-latency with the profiler off and with
+--profile (and, optionally, a build without the profiler hooks as a baseline), in alternating
+rounds so that load from other processes hits every variant alike. Prints a markdown table.
+
+Usage: /usr/bin/python3 tests/profiler/measure_overhead.py --bench build/bench/ingot-bench-latency
+           [--baseline OTHER/ingot-bench-latency] [--models ~/.cache/ingot/models] [--rounds 3] [--runs 10]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTS = os.path.join(ROOT, "tests", "models")
+
+
+def find_file(root, name):
+    for directory, _, files in sorted(os.walk(root)):
+        if name in files:
+            return os.path.join(directory, name)
+    return None
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", required=True)
+    parser.add_argument("--baseline", help="an ingot-bench-latency built without the profiler hooks")
+    parser.add_argument("--models",
+                        default=os.environ.get("INGOT_MODEL_CACHE", os.path.expanduser("~/.cache/ingot/models")))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    with open(os.path.join(TESTS, "models.json")) as f:
+        models = json.load(f)["models"]
+    variants = {"off": [args.bench], "on": [args.bench, "--profile"]}
+    if args.baseline:
+        variants = {"baseline": [args.baseline], **variants}
+    print("| model | " + " | ".join(f"{v} median ms" for v in variants) + " | on/off (median) | on/off (min) |")
+    print("|---|" + "---|" * (len(variants) + 2))
+    with tempfile.TemporaryDirectory(prefix="ingot-overhead-") as inputs:
+        subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), inputs], check=True,
+                       stdout=subprocess.DEVNULL)
+        for model in models:
+            path = find_file(args.models, model["file"])
+            if path is None:
+                print(f"| {model['name']} | not found under {args.models} |")
+                continue
+            feeds = []
+            for name, file in model["inputs"].items():
+                feeds += ["--input", f"{name}={os.path.join(inputs, file.replace('{k}', '0'))}"]
+            common = [path, *feeds, "--threads", str(args.threads), "--warmup", "3", "--runs", str(args.runs)]
+            times = {v: [] for v in variants}
+            for _ in range(args.rounds):
+                for v, command in variants.items():
+                    out = subprocess.run(command[:1] + common + command[1:], capture_output=True, text=True, check=True)
+                    times[v] += json.loads(out.stdout.strip().splitlines()[-1])["times_ms"]
+            med = {v: median(t) for v, t in times.items()}
+            mins = {v: min(t) for v, t in times.items()}
+            print(f"| {model['name']} | " + " | ".join(f"{med[v]:.2f}" for v in variants) +
+                  f" | {med['on'] / med['off']:.3f} | {mins['on'] / mins['off']:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

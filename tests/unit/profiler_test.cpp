@@ -1,0 +1,306 @@
+// The profiler on small real graphs (built with ONNX's protobuf classes): events per node and run,
+// nesting of If bodies, allocation counters, and exports that follow the trace-event format rules.
+#include <gtest/gtest.h>
+#include <ingot/profiler.h>
+#include <ingot/session.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace ingot;
+namespace fs = std::filesystem;
+
+namespace {
+
+onnx::ValueInfoProto tensor_info(const std::string& name, int elem, const std::vector<int64_t>& dims) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* t = v.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* shape = t->mutable_shape();
+  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  return v;
+}
+
+onnx::NodeProto node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                     const std::string& name) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (auto& i : in) n.add_input(i);
+  for (auto& o : out) n.add_output(o);
+  return n;
+}
+
+std::string save(onnx::GraphProto graph, const std::string& file) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  *m.mutable_graph() = std::move(graph);
+  auto dir = ingot::testing::temp_dir();
+  fs::create_directories(dir);
+  std::string path = (dir / file).string();
+  std::ofstream out(path, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return path;
+}
+
+// y = Relu(x + x) * x; x: float32[2,3].
+std::string three_op_model() {
+  onnx::GraphProto g;
+  g.set_name("three_ops");
+  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {2, 3});
+  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {2, 3});
+  *g.add_node() = node("Add", {"x", "x"}, {"s"}, "add");
+  *g.add_node() = node("Relu", {"s"}, {"r"}, "relu");
+  *g.add_node() = node("Mul", {"r", "x"}, {"y"}, "mul");
+  return save(g, "three_ops.onnx");
+}
+
+// y = If(cond) then (x + x) else (x * x).
+std::string if_model() {
+  auto branch = [](const std::string& op, const std::string& name) {
+    onnx::GraphProto b;
+    b.set_name(name);
+    *b.add_node() = node(op, {"x", "x"}, {name + "_out"}, name + "_node");
+    *b.add_output() = tensor_info(name + "_out", onnx::TensorProto::FLOAT, {2});
+    return b;
+  };
+  onnx::GraphProto g;
+  g.set_name("if_graph");
+  *g.add_input() = tensor_info("cond", onnx::TensorProto::BOOL, {});
+  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {2});
+  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {2});
+  onnx::NodeProto n = node("If", {"cond"}, {"y"}, "choose");
+  for (auto [attr, op] : {std::pair{"then_branch", "Add"}, std::pair{"else_branch", "Mul"}}) {
+    auto* a = n.add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = branch(op, std::string(attr) == "then_branch" ? "then" : "else");
+  }
+  *g.add_node() = n;
+  return save(g, "if.onnx");
+}
+
+std::vector<const profiler::Event*> of_kind(const profiler::Trace& t, profiler::EventKind kind) {
+  std::vector<const profiler::Event*> out;
+  for (const auto& e : t.events) {
+    if (e.kind == kind) out.push_back(&e);
+  }
+  return out;
+}
+
+// Checks a Chrome trace against the trace-event format rules the viewers rely on; returns the
+// first violation ("" if none).
+std::string trace_format_violation(const nlohmann::json& doc) {
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) return "no traceEvents array";
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> x_by_thread;
+  for (const auto& e : doc["traceEvents"]) {
+    for (const char* key : {"ph", "name", "pid", "tid"}) {
+      if (!e.contains(key)) return "event without '" + std::string(key) + "': " + e.dump();
+    }
+    if (!e["pid"].is_number_integer() || !e["tid"].is_number_integer()) return "pid/tid not integers: " + e.dump();
+    std::string ph = e["ph"];
+    if (ph == "M") {
+      if (!e.contains("args") || !e["args"].contains("name")) return "M event without args.name: " + e.dump();
+      continue;
+    }
+    if (!e.contains("ts") || !e["ts"].is_number() || e["ts"].get<double>() < 0) return "bad ts: " + e.dump();
+    if (ph == "X") {
+      if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) return "bad dur: " + e.dump();
+      if (!e.contains("cat") || !e["cat"].is_string()) return "X without cat: " + e.dump();
+      x_by_thread[{e["pid"], e["tid"]}].emplace_back(e["ts"].get<double>(), e["dur"].get<double>());
+    } else if (ph == "C") {
+      if (!e.contains("args") || !e["args"].is_object() || e["args"].empty()) return "C without args: " + e.dump();
+      for (const auto& [k, v] : e["args"].items()) {
+        if (!v.is_number()) return "C arg not numeric: " + e.dump();
+      }
+    } else {
+      return "unexpected phase " + ph;
+    }
+  }
+  // X events of one thread must nest: each starts after the enclosing one and ends within it.
+  for (auto& [thread, xs] : x_by_thread) {
+    std::stable_sort(xs.begin(), xs.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::vector<double> ends;
+    for (auto [ts, dur] : xs) {
+      while (!ends.empty() && ts >= ends.back()) ends.pop_back();
+      if (!ends.empty() && ts + dur > ends.back() + 1e-9) return "X events overlap without nesting";
+      ends.push_back(ts + dur);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
+  Session session = Session::load(three_op_model());
+  Tensor x = Tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3});
+  session.run({x});  // warm-up outside the profile
+  EXPECT_FALSE(profiler::enabled());
+  profiler::start();
+  EXPECT_TRUE(profiler::enabled());
+  const int runs = 4;
+  for (int i = 0; i < runs; ++i) session.run({x});
+  profiler::Trace t = profiler::stop();
+  EXPECT_FALSE(profiler::enabled());
+
+  auto ops = of_kind(t, profiler::EventKind::Op);
+  auto sessions = of_kind(t, profiler::EventKind::SessionRun);
+  ASSERT_EQ(ops.size(), size_t(3 * runs));
+  ASSERT_EQ(sessions.size(), size_t(runs));
+  const char* names[] = {"add", "relu", "mul"};
+  const char* types[] = {"Add", "Relu", "Mul"};
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto& e = *ops[i];
+    EXPECT_EQ(e.name, names[i % 3]);
+    EXPECT_EQ(e.op_type, types[i % 3]);
+    EXPECT_EQ(e.backend, "cpu");
+    EXPECT_LE(e.start_ns, e.end_ns);
+    // Each op lies inside its run, one level deeper.
+    const auto& run = *sessions[i / 3];
+    EXPECT_GE(e.start_ns, run.start_ns);
+    EXPECT_LE(e.end_ns, run.end_ns);
+    EXPECT_EQ(e.depth, run.depth + 1);
+    ASSERT_EQ(e.inputs.size(), i % 3 == 1 ? 1u : 2u);
+    EXPECT_EQ(e.inputs[0].str(), "float32[2,3]");
+  }
+  EXPECT_EQ(t.summary.op_events, 3 * runs);
+  EXPECT_EQ(t.summary.session_runs, runs);
+  ASSERT_EQ(t.summary.ops.size(), 3u);
+  double share = 0;
+  for (const auto& s : t.summary.ops) {
+    EXPECT_EQ(s.count, runs);
+    share += s.share;
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  // Each run allocates at least its three 24-byte results; everything freed was allocated here.
+  EXPECT_GE(t.summary.alloc_count, 3 * runs);
+  EXPECT_GE(t.summary.alloc_bytes, 3 * runs * 24);
+  EXPECT_LE(t.summary.freed_bytes, t.summary.alloc_bytes);
+  EXPECT_GE(t.summary.peak_live_bytes, 2 * 24);  // s and r are alive while mul runs
+  std::string table = t.summary_table();
+  EXPECT_NE(table.find("Relu"), std::string::npos);
+  EXPECT_NE(table.find("peak live"), std::string::npos);
+}
+
+TEST(Profiler, IfBodyOpsNestInsideTheirNode) {
+  Session session = Session::load(if_model());
+  Tensor x = Tensor::from_vector<float>({3, -2}, {2});
+  profiler::Trace t;
+  {
+    profiler::ScopedProfile profile(&t);
+    session.run({Tensor::scalar(true), x});
+    session.run({Tensor::scalar(false), x});
+  }
+  EXPECT_FALSE(profiler::enabled());
+  auto ops = of_kind(t, profiler::EventKind::Op);
+  ASSERT_EQ(ops.size(), 4u);  // If, then_node, If, else_node (ordered by start, outer first)
+  EXPECT_EQ(ops[0]->name, "choose");
+  EXPECT_EQ(ops[1]->name, "then_node");
+  EXPECT_EQ(ops[2]->name, "choose");
+  EXPECT_EQ(ops[3]->name, "else_node");
+  for (int i : {0, 2}) {
+    const auto &parent = *ops[size_t(i)], &child = *ops[size_t(i) + 1];
+    EXPECT_EQ(parent.op_type, "If");
+    EXPECT_EQ(parent.inputs[0].str(), "bool[]");
+    EXPECT_EQ(child.depth, parent.depth + 1);
+    EXPECT_GE(child.start_ns, parent.start_ns);
+    EXPECT_LE(child.end_ns, parent.end_ns);
+  }
+  // Shares count top-level time only: the If already contains its body.
+  double share = 0;
+  for (const auto& s : t.summary.ops) share += s.op_type == "If" ? s.share : 0;
+  EXPECT_NEAR(share, 1.0, 1e-9);
+
+  auto doc = nlohmann::json::parse(t.chrome_json());
+  EXPECT_EQ(trace_format_violation(doc), "");
+}
+
+TEST(Profiler, ChromeTraceFollowsTheFormat) {
+  Session session = Session::load(three_op_model());
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  profiler::ScopedProfile profile;
+  session.run({x});
+  session.run({x});
+  profiler::Trace t = profile.stop();
+  auto doc = nlohmann::json::parse(t.chrome_json());
+  EXPECT_EQ(trace_format_violation(doc), "");
+  int x_events = 0, counters = 0, thread_names = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "Add") {
+      ++x_events;
+      EXPECT_EQ(e["name"], "add");
+      EXPECT_EQ(e["args"]["input_shapes"], nlohmann::json::parse("[[2,3],[2,3]]"));
+      EXPECT_EQ(e["args"]["input_dtypes"], nlohmann::json::parse(R"(["float32","float32"])"));
+      EXPECT_EQ(e["args"]["backend"], "cpu");
+    }
+    if (e["ph"] == "C") {
+      ++counters;
+      EXPECT_GE(e["args"]["live_bytes"].get<int64_t>(), 0);
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name") ++thread_names;
+  }
+  EXPECT_EQ(x_events, 2);
+  EXPECT_GT(counters, 0);
+  EXPECT_GE(thread_names, 1);
+
+  // The report is one self-contained page: canvas timeline, summary, no external resources.
+  std::string html = t.html_report("three <ops>");
+  EXPECT_NE(html.find("<canvas id=\"timeline\">"), std::string::npos);
+  EXPECT_NE(html.find("three &lt;ops&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+}
+
+TEST(Profiler, OffRecordsNothingAndMisuseIsAnError) {
+  Session session = Session::load(three_op_model());
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_THROW(profiler::stop(), Error);
+  profiler::start();
+  EXPECT_THROW(profiler::start(), Error);
+  profiler::Trace first = profiler::stop();
+  EXPECT_TRUE(first.events.empty());
+  session.run({x});  // off: nothing is recorded anywhere
+  profiler::start();
+  profiler::Trace second = profiler::stop();
+  EXPECT_TRUE(second.events.empty());
+  EXPECT_EQ(second.summary.alloc_count, 0);
+}
+
+TEST(Profiler, AnOpThatThrowsLeavesTheNestingDepthIntact) {
+  // c = a + b with a: [N], b: [M]; N != M fails inside the Add kernel (not broadcastable).
+  onnx::GraphProto g;
+  g.set_name("bad_add");
+  for (auto [name, dim] : {std::pair{"a", "N"}, std::pair{"b", "M"}}) {
+    auto* in = g.add_input();
+    in->set_name(name);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(dim);
+  }
+  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {});
+  g.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  *g.add_node() = node("Add", {"a", "b"}, {"c"}, "add");
+  *g.add_node() = node("Relu", {"c"}, {"y"}, "relu");
+  Session session = Session::load(save(g, "bad_add.onnx"));
+  profiler::ScopedProfile profile;
+  Tensor two = Tensor::from_vector<float>({1, 2}, {2}), three = Tensor::from_vector<float>({1, 2, 3}, {3});
+  EXPECT_THROW(session.run({two, three}), Error);
+  session.run({two, two});
+  profiler::Trace t = profile.stop();
+  auto ops = of_kind(t, profiler::EventKind::Op);
+  auto runs = of_kind(t, profiler::EventKind::SessionRun);
+  ASSERT_EQ(ops.size(), 2u);  // the failed Add and its run record nothing
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]->depth, 0);
+  EXPECT_EQ(ops[0]->depth, 1);
+  EXPECT_EQ(ops[1]->depth, 1);
+}
