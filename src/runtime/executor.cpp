@@ -146,7 +146,10 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
   });
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (profiler::enabled()) [[unlikely]]
+    profiler::detail::forget_nodes();
+}
 
 const Executor::Plan& Executor::plan_for(const Graph& graph) const {
   auto it = plans_.find(&graph);
@@ -157,9 +160,11 @@ const Executor::Plan& Executor::plan_for(const Graph& graph) const {
 std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
   cpu_pool();  // make sure the pool and library thread counts are set up before timing-sensitive work
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-  if (profiler::enabled()) [[unlikely]] range.begin();
+  if (profiler::enabled()) [[unlikely]]
+    range.begin();
   std::vector<Value> outputs = run_graph(*model_->graph, inputs, nullptr);
-  if (range.active()) [[unlikely]] range.end_session(model_->name);
+  if (range.active()) [[unlikely]]
+    range.end_session(model_->name);
   return outputs;
 }
 
@@ -197,9 +202,11 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       current_env_ = &env;
       KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state);
       profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-      if (profiler::enabled()) [[unlikely]] range.begin();
+      if (profiler::enabled()) [[unlikely]]
+        range.begin();
       step.kernel->fn(ctx);
-      if (range.active()) [[unlikely]] range.end_op(node.name, node.domain, node.op_type, "cpu", in_values);
+      if (range.active()) [[unlikely]]
+        range.end_op(node, "cpu", in_values);
       current_env_ = saved_env;
     } catch (Error& e) {
       current_env_ = saved_env;
