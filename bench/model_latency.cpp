@@ -1,8 +1,9 @@
 // Latency of one model in process: load once, warm up, then time Session::run repeatedly.
 //
 //   ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] [--warmup W] [--runs R]
-//                       [--profile]
+//                       [--profile] [--no-optimize]
 //
+// --no-optimize skips the graph passes (to measure what they gain).
 // --profile records the timed runs with the profiler (docs/PROFILING.md measures its overhead so).
 // Prints one JSON line: {"threads": N, "runs": R, "load_ms": ..., "median_ms": ..., "min_ms": ...,
 // "mean_ms": ..., "times_ms": [...], "profile": false}. bench/cpu_latency.py runs it next to ONNX Runtime.
@@ -43,7 +44,7 @@ int parse_count(const char* text, const char* flag, int minimum) {
 int usage() {
   std::fprintf(stderr,
                "usage: ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] "
-               "[--warmup W] [--runs R] [--profile]\n");
+               "[--warmup W] [--runs R] [--profile] [--no-optimize]\n");
   return 2;
 }
 
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   std::vector<std::pair<std::string, std::string>> input_files;
   int threads = 2, warmup = 3, runs = 20;
-  bool profile = false;
+  bool profile = false, optimize = true;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
         runs = parse_count(argv[++i], "--runs", 1);
       } else if (arg == "--profile") {
         profile = true;
+      } else if (arg == "--no-optimize") {
+        optimize = false;
       } else if (model_path.empty() && !arg.starts_with("--")) {
         model_path = arg;
       } else {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
 
     ingot::SessionOptions options;
     options.threads = threads;
+    options.optimize = optimize;
     auto load_start = Clock::now();
     ingot::Session session = ingot::Session::load(model_path, options);
     double load_ms = elapsed_ms(load_start);

@@ -11,7 +11,8 @@ namespace ingot {
 
 struct SessionOptions {
   Device device = Device::cpu();
-  int threads = 0;  // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
+  int threads = 0;       // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
+  bool optimize = true;  // run the graph passes (src/passes/pipeline.cpp) before building the executor
 };
 
 struct TensorInfo {

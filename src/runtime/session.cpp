@@ -5,6 +5,7 @@
 #include "core/strings.h"
 #include "core/thread_pool.h"
 #include "onnx/onnx_import.h"
+#include "passes/pass.h"
 #include "runtime/executor.h"
 
 namespace ingot {
@@ -64,6 +65,8 @@ Session Session::load(const std::string& path, SessionOptions options) {
   set_num_threads(options.threads);
   auto impl = std::make_unique<Impl>();
   impl->model = import_onnx(path);
+  // A pass that breaks the graph must fail here, naming the node, not at run time.
+  if (options.optimize && run_pipeline(*impl->model)) verify(*impl->model);
   impl->executor = std::make_unique<Executor>(impl->model, options.device);
   for (const auto& in : impl->model->graph->inputs) impl->inputs.push_back(info_of(in));
   for (const auto& out : impl->model->graph->outputs) impl->outputs.push_back(info_of(out));

@@ -3,9 +3,14 @@
 // activations are reordered per call when oneDNN wants a blocked layout for them too. Half types
 // convert to float32 around the same path; float64 (and geometry oneDNN rejects) uses a
 // straightforward reference loop with double accumulation.
+// FusedConv (domain ai.ingot, written by the fuse_conv_add_relu pass) is Conv followed by an
+// optional residual sum and Relu: on oneDNN's JIT paths they are post-ops of the primitive, so the
+// output is written once; the GEMM (pointwise), depthwise and reference paths apply them in one
+// extra sweep over the output.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -412,15 +417,28 @@ void depthwise_conv2d(const ConvGeometry& g, const float* x, const float* w, con
 
 // ---- oneDNN path (float32) ----
 
+// What a FusedConv applies after the convolution: y = relu?(conv + residual?).
+struct Epilogue {
+  const Tensor* residual = nullptr;  // same shape and dtype as the output
+  bool relu = false;
+  bool empty() const { return !residual && !relu; }
+};
+
 // A compiled primitive for one input shape, with weights and bias already in its formats.
 struct ConvPlan {
   Shape x_shape;
+  bool sum = false, relu = false;  // the epilogue this plan was built for (part of the cache key)
+  // Whether the primitive applies them as post-ops. oneDNN's GEMM convolution (pointwise on NCHW)
+  // runs post-ops through a slow per-element path (16x slower than the convolution itself on
+  // BlazeFace's 1x1 layers), so there we build it without them and the kernel sweeps the output once.
+  bool post_ops_fused = false;
   onednn::TensorKey weights_key, bias_key;
   dnnl::primitive primitive;
   memory weights, bias;
   memory user_src, user_dst;  // wrap our tensors (data handles set per call)
   memory src, dst;            // oneDNN's layouts; same objects as user_* when no reorder is needed
   dnnl::reorder src_reorder, dst_reorder;
+  dnnl::reorder residual_reorder;  // residual (plain) into dst's layout, for the sum post-op
   bool reorder_src = false, reorder_dst = false;
 };
 
@@ -468,7 +486,8 @@ memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
 }
 
 // Builds the plan; returns nullptr when oneDNN cannot express this geometry (then the reference runs).
-std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b) {
+std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, bool sum,
+                                     bool relu) {
   const Window& win = g.win;
   memory::dims pad_end = dnnl_dims(win.pad_end);
   if (g.transposed) {
@@ -483,6 +502,13 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
   dnnl::engine& eng = onednn::engine();
   auto plan = std::make_unique<ConvPlan>();
   plan->x_shape = x.shape();
+  plan->sum = sum;
+  plan->relu = relu;
+  dnnl::post_ops post_ops;
+  if (sum) post_ops.append_sum(1.0f);
+  if (relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(post_ops);
   plan->weights_key = onednn::TensorKey::of(w);
   plan->bias_key = b ? onednn::TensorKey::of(*b) : onednn::TensorKey{};
 
@@ -529,7 +555,12 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
                                               src_any, w_any, b_md, dst_any, strides, dilations, pad_begin, pad_end)
             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               src_any, w_any, dst_any, strides, dilations, pad_begin, pad_end);
-      dnnl::convolution_forward::primitive_desc pd(d, eng);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
+      plan->post_ops_fused = sum || relu;
+      if (plan->post_ops_fused && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) {
+        pd = dnnl::convolution_forward::primitive_desc(d, eng);
+        plan->post_ops_fused = false;
+      }
       src_md = pd.src_desc();
       dst_md = pd.dst_desc();
       w_md = pd.weights_desc();
@@ -565,15 +596,29 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
   if (plan->reorder_dst) {
     plan->dst = memory(dst_md, eng);
     plan->dst_reorder = dnnl::reorder(plan->dst, plan->user_dst);
+    if (plan->post_ops_fused && sum) plan->residual_reorder = dnnl::reorder(plan->user_dst, plan->dst);
   }
   return plan;
 }
 
-void run_plan(ConvPlan& plan, const Tensor& x32, Tensor& y32) {
+// `residual` (float32, the output's shape) is required when the plan has the sum post-op: it seeds
+// the destination, which the convolution then accumulates into.
+void run_plan(ConvPlan& plan, const Tensor& x32, Tensor& y32, const Tensor* residual = nullptr) {
   dnnl::stream stream(onednn::engine());
   plan.user_src.set_data_handle(x32.raw_data());
   plan.user_dst.set_data_handle(y32.raw_data());
   if (plan.reorder_src) plan.src_reorder.execute(stream, plan.user_src, plan.src);
+  if (plan.post_ops_fused && plan.sum) {
+    if (plan.reorder_dst) {
+      memory user_residual(plan.user_dst.get_desc(), onednn::engine(), residual->raw_data());
+      plan.residual_reorder.execute(stream, user_residual, plan.dst);
+    } else {
+      const float* r = residual->data<float>();
+      float* y = y32.data<float>();
+      parallel_for(y32.numel(), 1 << 14,
+                   [&](int64_t b, int64_t e) { std::memcpy(y + b, r + b, size_t(e - b) * sizeof(float)); });
+    }
+  }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, plan.src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, plan.dst}};
   if (plan.bias) args.emplace(DNNL_ARG_BIAS, plan.bias);
@@ -583,31 +628,74 @@ void run_plan(ConvPlan& plan, const Tensor& x32, Tensor& y32) {
 }
 
 // Finds or builds the plan for this call (nullptr: use the reference loop).
-ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b) {
+ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                    bool sum = false, bool relu = false) {
   auto& state = ctx.state<ConvState>();
   auto& plans = state.plans;
   for (size_t i = 0; i < plans.size(); ++i) {
     ConvPlan& p = *plans[i];
-    if (p.x_shape == x.shape() && p.weights_key.matches(w) && (b ? p.bias_key.matches(*b) : !p.bias)) {
+    if (p.x_shape == x.shape() && p.sum == sum && p.relu == relu && p.weights_key.matches(w) &&
+        (b ? p.bias_key.matches(*b) : !p.bias)) {
       std::rotate(plans.begin(), plans.begin() + i, plans.begin() + i + 1);
       return plans[0].get();
     }
   }
   // Different weights invalidate every plan of this node (they were all reordered from the old ones).
   if (!plans.empty() && !plans[0]->weights_key.matches(w)) plans.clear();
-  std::unique_ptr<ConvPlan> plan = build_plan(g, x, w, b);
+  std::unique_ptr<ConvPlan> plan = build_plan(g, x, w, b, sum, relu);
   if (!plan) return nullptr;
   plans.insert(plans.begin(), std::move(plan));
   if (plans.size() > ConvState::kMaxPlans) plans.pop_back();
   return plans[0].get();
 }
 
-void run_conv(KernelContext& ctx, const ConvGeometry& g) {
+// y = relu?(y + residual?), in place: for the paths without oneDNN post-ops.
+void apply_epilogue(const Epilogue& ep, Tensor& y) {
+  if (ep.empty()) return;
+  if (y.dtype() == DType::Float32) {  // separate loops so each vectorizes without a branch
+    float* out = y.data<float>();
+    const float* r = ep.residual ? ep.residual->data<float>() : nullptr;
+    parallel_for(y.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      if (r && ep.relu) {
+        for (int64_t i = begin; i < end; ++i) {
+          const float v = out[i] + r[i];
+          out[i] = v > 0.0f ? v : 0.0f;  // like the Relu kernel (NaN -> 0)
+        }
+      } else if (r) {
+        for (int64_t i = begin; i < end; ++i) out[i] += r[i];
+      } else {
+        for (int64_t i = begin; i < end; ++i) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+      }
+    });
+    return;
+  }
+  dispatch_float(y.dtype(), [&]<class T>() {
+    T* out = y.data<T>();
+    const T* r = ep.residual ? ep.residual->data<T>() : nullptr;
+    const bool relu = ep.relu;
+    parallel_for(y.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        // Round after the sum like a separate Add would (matters for half types).
+        float v = r ? float(T(float(out[i]) + float(r[i]))) : float(out[i]);
+        out[i] = relu && v < 0.0f ? T(0.0f) : T(v);
+      }
+    });
+  });
+}
+
+void run_conv(KernelContext& ctx, const ConvGeometry& g, const Epilogue& ep = {}) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   Tensor& y = ctx.allocate(0, x.dtype(), output_shape(g));
   if (y.numel() == 0) return;
+  if (x.dtype() == DType::Float32 && !is_depthwise_2d(g) && x.numel() > 0 && w.numel() > 0 && !ep.empty()) {
+    if (ConvPlan* plan = find_plan(ctx, g, x, w, b, ep.residual != nullptr, ep.relu)) {
+      run_plan(*plan, x, y, ep.residual);
+      if (!plan->post_ops_fused) apply_epilogue(ep, y);
+      return;
+    }
+  }
   if (x.numel() == 0 || w.numel() == 0) {
     // Nothing to accumulate (zero input channels): the output is just the bias.
     dispatch_float(x.dtype(), [&]<class T>() {
@@ -615,10 +703,12 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g) {
       const int64_t plane = y.numel() / (g.batch * g.out_channels);
       for (int64_t i = 0; i < y.numel(); ++i) out[i] = b ? b->data<T>()[(i / plane) % g.out_channels] : T(0);
     });
+    apply_epilogue(ep, y);
     return;
   }
   if (x.dtype() == DType::Float32 && is_depthwise_2d(g)) {
     depthwise_conv2d(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+    apply_epilogue(ep, y);
     return;
   }
   if (x.dtype() != DType::Float64) {
@@ -630,18 +720,44 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g) {
         run_plan(*plan, x.cast(DType::Float32), y32);
         copy_tensor(y32.cast(y.dtype()), y);
       }
+      apply_epilogue(ep, y);
       return;
     }
   }
   run_reference(g, x, w, b, y);
+  apply_epilogue(ep, y);
 }
 
 void conv_kernel(KernelContext& ctx) { run_conv(ctx, conv_geometry(ctx)); }
 void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_geometry(ctx)); }
 
+void fused_conv_kernel(KernelContext& ctx) {
+  const ConvGeometry g = conv_geometry(ctx);
+  Epilogue ep;
+  const std::string& activation = ctx.attr_string("activation");
+  if (activation == "Relu") {
+    ep.relu = true;
+  } else if (!activation.empty()) {
+    fail("attribute 'activation': expected 'Relu' or '', got '{}'", activation);
+  }
+  if (ctx.has_input(3)) {
+    ep.residual = &ctx.input(3);
+    const Tensor& x = ctx.input(0);
+    if (ep.residual->shape() != output_shape(g)) {
+      fail("input 3 (R): expected the output's shape {}, got {}", shape_str(output_shape(g)),
+           shape_str(ep.residual->shape()));
+    }
+    if (ep.residual->dtype() != x.dtype()) {
+      fail("input 3 (R): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(ep.residual->dtype()));
+    }
+  }
+  run_conv(ctx, g, ep);
+}
+
 }  // namespace
 
 INGOT_CPU_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(FusedConv, fused_conv_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace ingot

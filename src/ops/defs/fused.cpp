@@ -1,0 +1,21 @@
+// Ingot's own fused operators (domain "ai.ingot"), created by graph passes (src/passes/), never by
+// importers of ordinary ONNX files.
+#include "ops/op_def.h"
+
+namespace ingot {
+
+// Written by fuse_conv_add_relu: Y = activation(Conv(X, W, B) + R). B and R are optional ("").
+INGOT_OP(FusedConv)
+    .domain("ai.ingot")
+    .versions(1)
+    .inputs(2, 4)
+    .attr("activation", "")
+    .attr("auto_pad", "NOTSET")
+    .optional_attr("dilations", AttrKind::Ints)
+    .attr("group", 1)
+    .optional_attr("kernel_shape", AttrKind::Ints)
+    .optional_attr("pads", AttrKind::Ints)
+    .optional_attr("strides", AttrKind::Ints)
+    .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu' or '').");
+
+}  // namespace ingot
