@@ -82,6 +82,16 @@ class OpBuilder {
     def_.attrs.push_back({std::move(name), kind, std::nullopt, false});
     return *this;
   }
+  // The attributes every convolution-shaped op shares (Conv, ConvTranspose, ConvInteger, QLinearConv,
+  // FusedConv), with ONNX's defaults.
+  OpBuilder& conv_attrs() {
+    return attr("auto_pad", "NOTSET")
+        .optional_attr("dilations", AttrKind::Ints)
+        .attr("group", 1)
+        .optional_attr("kernel_shape", AttrKind::Ints)
+        .optional_attr("pads", AttrKind::Ints)
+        .optional_attr("strides", AttrKind::Ints);
+  }
   OpBuilder& summary(std::string s) {
     def_.summary = std::move(s);
     return *this;

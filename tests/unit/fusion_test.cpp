@@ -15,17 +15,15 @@
 
 using namespace ingot;
 
+using ingot::testing::make_node;
+
 namespace {
 
 onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64_t>& dims) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  auto* shape = t->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-  return v;
+  return ingot::testing::static_tensor_info(name, onnx::TensorProto::FLOAT, dims);
 }
+
+std::string save(const onnx::ModelProto& m, const std::string& file) { return ingot::testing::save_model(m, file); }
 
 void add_random_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims,
                             std::mt19937& rng) {
@@ -39,15 +37,6 @@ void add_random_initializer(onnx::GraphProto& g, const std::string& name, const 
   }
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
-}
-
-onnx::NodeProto make_node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
-  onnx::NodeProto n;
-  n.set_op_type(op);
-  n.set_name(op + "_" + out[0]);
-  for (auto& i : in) n.add_input(i);
-  for (auto& o : out) n.add_output(o);
-  return n;
 }
 
 void set_ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
@@ -117,21 +106,7 @@ onnx::ModelProto conv_model(const ConvCase& c) {
     *g.add_node() = make_node("Neg", {"c"}, {"n"});
     *g.add_output() = float_info("n", y_dims);
   }
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("ingot-tests");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
-  *m.mutable_graph() = std::move(g);
-  return m;
-}
-
-std::string save(const onnx::ModelProto& m, const std::string& file) {
-  std::string path = (ingot::testing::temp_dir() / file).string();
-  std::ofstream out(path, std::ios::binary);
-  m.SerializeToOstream(&out);
-  return path;
+  return ingot::testing::model_with(std::move(g));
 }
 
 std::vector<std::string> op_types(const Graph& g) {

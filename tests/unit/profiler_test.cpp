@@ -15,52 +15,24 @@
 using namespace ingot;
 namespace fs = std::filesystem;
 
+using ingot::testing::make_node;
+using ingot::testing::static_tensor_info;
+
 namespace {
 
-onnx::ValueInfoProto tensor_info(const std::string& name, int elem, const std::vector<int64_t>& dims) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem);
-  auto* shape = t->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-  return v;
-}
-
-onnx::NodeProto node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                     const std::string& name) {
-  onnx::NodeProto n;
-  n.set_op_type(op);
-  n.set_name(name);
-  for (auto& i : in) n.add_input(i);
-  for (auto& o : out) n.add_output(o);
-  return n;
-}
-
 std::string save(onnx::GraphProto graph, const std::string& file) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
-  *m.mutable_graph() = std::move(graph);
-  auto dir = ingot::testing::temp_dir();
-  fs::create_directories(dir);
-  std::string path = (dir / file).string();
-  std::ofstream out(path, std::ios::binary);
-  m.SerializeToOstream(&out);
-  return path;
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(graph)), file);
 }
 
 // y = Relu(x + x) * x; x: float32[2,3].
 std::string three_op_model() {
   onnx::GraphProto g;
   g.set_name("three_ops");
-  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {2, 3});
-  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {2, 3});
-  *g.add_node() = node("Add", {"x", "x"}, {"s"}, "add");
-  *g.add_node() = node("Relu", {"s"}, {"r"}, "relu");
-  *g.add_node() = node("Mul", {"r", "x"}, {"y"}, "mul");
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {2, 3});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {2, 3});
+  *g.add_node() = make_node("Add", {"x", "x"}, {"s"}, "add");
+  *g.add_node() = make_node("Relu", {"s"}, {"r"}, "relu");
+  *g.add_node() = make_node("Mul", {"r", "x"}, {"y"}, "mul");
   return save(g, "three_ops.onnx");
 }
 
@@ -69,16 +41,16 @@ std::string if_model() {
   auto branch = [](const std::string& op, const std::string& name) {
     onnx::GraphProto b;
     b.set_name(name);
-    *b.add_node() = node(op, {"x", "x"}, {name + "_out"}, name + "_node");
-    *b.add_output() = tensor_info(name + "_out", onnx::TensorProto::FLOAT, {2});
+    *b.add_node() = make_node(op, {"x", "x"}, {name + "_out"}, name + "_node");
+    *b.add_output() = static_tensor_info(name + "_out", onnx::TensorProto::FLOAT, {2});
     return b;
   };
   onnx::GraphProto g;
   g.set_name("if_graph");
-  *g.add_input() = tensor_info("cond", onnx::TensorProto::BOOL, {});
-  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {2});
-  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {2});
-  onnx::NodeProto n = node("If", {"cond"}, {"y"}, "choose");
+  *g.add_input() = static_tensor_info("cond", onnx::TensorProto::BOOL, {});
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {2});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {2});
+  onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
   for (auto [attr, op] : {std::pair{"then_branch", "Add"}, std::pair{"else_branch", "Mul"}}) {
     auto* a = n.add_attribute();
     a->set_name(attr);
@@ -286,10 +258,10 @@ TEST(Profiler, AnOpThatThrowsLeavesTheNestingDepthIntact) {
     in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
     in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(dim);
   }
-  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {});
   g.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
-  *g.add_node() = node("Add", {"a", "b"}, {"c"}, "add");
-  *g.add_node() = node("Relu", {"c"}, {"y"}, "relu");
+  *g.add_node() = make_node("Add", {"a", "b"}, {"c"}, "add");
+  *g.add_node() = make_node("Relu", {"c"}, {"y"}, "relu");
   Session session = Session::load(save(g, "bad_add.onnx"));
   profiler::ScopedProfile profile;
   Tensor two = Tensor::from_vector<float>({1, 2}, {2}), three = Tensor::from_vector<float>({1, 2, 3}, {3});

@@ -17,53 +17,13 @@
 using namespace ingot;
 namespace fs = std::filesystem;
 
+using ingot::testing::make_node;
+using ingot::testing::model_with;
+using ingot::testing::tensor_info;
+
 namespace {
 
-onnx::ValueInfoProto tensor_info(const std::string& name, int elem, const std::vector<std::string>& dims) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem);
-  auto* shape = t->mutable_shape();
-  for (const auto& d : dims) {
-    auto* dim = shape->add_dim();
-    if (std::isdigit(static_cast<unsigned char>(d[0])))
-      dim->set_dim_value(std::stoll(d));
-    else
-      dim->set_dim_param(d);
-  }
-  return v;
-}
-
-onnx::NodeProto node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                     const std::string& name = "") {
-  onnx::NodeProto n;
-  n.set_op_type(op);
-  n.set_name(name.empty() ? op + "_node" : name);
-  for (auto& i : in) n.add_input(i);
-  for (auto& o : out) n.add_output(o);
-  return n;
-}
-
-onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("ingot-tests");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(opset);
-  *m.mutable_graph() = std::move(graph);
-  return m;
-}
-
-std::string save(const onnx::ModelProto& m, const std::string& file) {
-  auto dir = ingot::testing::temp_dir();
-  fs::create_directories(dir);
-  std::string path = (dir / file).string();
-  std::ofstream out(path, std::ios::binary);
-  m.SerializeToOstream(&out);
-  return path;
-}
+std::string save(const onnx::ModelProto& m, const std::string& file) { return ingot::testing::save_model(m, file); }
 
 // y = (x + w) * x with w an initializer; x: float32[N,3].
 onnx::ModelProto add_mul_model() {
@@ -76,8 +36,8 @@ onnx::ModelProto add_mul_model() {
   w->set_data_type(onnx::TensorProto::FLOAT);
   w->add_dims(3);
   for (float v : {1.0f, -2.0f, 0.5f}) w->add_float_data(v);
-  *g.add_node() = node("Add", {"x", "w"}, {"s"});
-  *g.add_node() = node("Mul", {"s", "x"}, {"y"});
+  *g.add_node() = make_node("Add", {"x", "w"}, {"s"});
+  *g.add_node() = make_node("Mul", {"s", "x"}, {"y"});
   return model_with(g);
 }
 
@@ -150,7 +110,7 @@ TEST(Session, SymbolicDimsMustAgreeAcrossInputs) {
   *g.add_input() = tensor_info("a", onnx::TensorProto::FLOAT, {"batch", "2"});
   *g.add_input() = tensor_info("b", onnx::TensorProto::FLOAT, {"batch", "2"});
   *g.add_output() = tensor_info("c", onnx::TensorProto::FLOAT, {"batch", "2"});
-  *g.add_node() = node("Add", {"a", "b"}, {"c"});
+  *g.add_node() = make_node("Add", {"a", "b"}, {"c"});
   Session session = Session::load(save(model_with(g), "two_inputs.onnx"));
   std::string err = error_of([&] {
     session.run({{"a", Tensor::zeros(DType::Float32, {3, 2})}, {"b", Tensor::zeros(DType::Float32, {4, 2})}});
@@ -178,8 +138,8 @@ TEST(Verifier, RejectsUseBeforeDefinitionAndUnknownOps) {
   g.set_name("bad");
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"2"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
-  *g.add_node() = node("Relu", {"later"}, {"y"}, "early");
-  *g.add_node() = node("Relu", {"x"}, {"later"}, "late");
+  *g.add_node() = make_node("Relu", {"later"}, {"y"}, "early");
+  *g.add_node() = make_node("Relu", {"x"}, {"later"}, "late");
   EXPECT_NE(error_of([&] {
               import_onnx(save(model_with(g), "order.onnx"));
             }).find("node 'early' (Relu): input 0 ('later') is not defined before this node"),
@@ -189,7 +149,7 @@ TEST(Verifier, RejectsUseBeforeDefinitionAndUnknownOps) {
   u.set_name("unknown");
   *u.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"2"});
   *u.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
-  *u.add_node() = node("NoSuchOp", {"x"}, {"y"}, "n1");
+  *u.add_node() = make_node("NoSuchOp", {"x"}, {"y"}, "n1");
   EXPECT_NE(error_of([&] { import_onnx(save(model_with(u), "unknown.onnx")); }).find("unsupported op NoSuchOp"),
             std::string::npos);
 }
@@ -224,7 +184,7 @@ TEST(Executor, SubgraphsSeeOuterValuesAndBranchesRun) {
   auto branch = [](const std::string& op, const std::string& name) {
     onnx::GraphProto b;
     b.set_name(name);
-    *b.add_node() = node(op, {"x", "x"}, {name + "_out"}, name + "_node");
+    *b.add_node() = make_node(op, {"x", "x"}, {name + "_out"}, name + "_node");
     *b.add_output() = tensor_info(name + "_out", onnx::TensorProto::FLOAT, {"2"});
     return b;
   };
@@ -233,7 +193,7 @@ TEST(Executor, SubgraphsSeeOuterValuesAndBranchesRun) {
   *g.add_input() = tensor_info("cond", onnx::TensorProto::BOOL, {});
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"2"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
-  onnx::NodeProto n = node("If", {"cond"}, {"y"}, "choose");
+  onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
   auto* then_attr = n.add_attribute();
   then_attr->set_name("then_branch");
   then_attr->set_type(onnx::AttributeProto::GRAPH);
@@ -284,7 +244,7 @@ TEST(Executor, RejectsDtypesTheKernelDoesNotTakeAtLoadTime) {
   g.set_name("relu_u8");
   *g.add_input() = tensor_info("x", onnx::TensorProto::UINT8, {"2"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::UINT8, {"2"});
-  *g.add_node() = node("Relu", {"x"}, {"y"}, "r");
+  *g.add_node() = make_node("Relu", {"x"}, {"y"}, "r");
   std::string err = error_of([&] { Session::load(save(model_with(g), "relu_u8.onnx")); });
   EXPECT_NE(err.find("model 'relu_u8.onnx': node 'r' (Relu): input 0 ('x') has dtype uint8, which the CPU kernel of "
                      "Relu does not support"),

@@ -1,9 +1,13 @@
-// Helpers shared by the unit tests.
+// Helpers shared by the unit tests: a private scratch folder and builders for small ONNX models.
 #pragma once
+#include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace ingot::testing {
 
@@ -13,6 +17,60 @@ inline std::filesystem::path temp_dir() {
   auto dir = std::filesystem::temp_directory_path() / ("ingot_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// A tensor value declaration; a dim is a number ("3") or a symbol ("N").
+inline onnx::ValueInfoProto tensor_info(const std::string& name, int elem, const std::vector<std::string>& dims) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* t = v.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* shape = t->mutable_shape();
+  for (const auto& d : dims) {
+    auto* dim = shape->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else
+      dim->set_dim_param(d);
+  }
+  return v;
+}
+
+// The same with static dims only.
+inline onnx::ValueInfoProto static_tensor_info(const std::string& name, int elem, const std::vector<int64_t>& dims) {
+  std::vector<std::string> text;
+  for (int64_t d : dims) text.push_back(std::to_string(d));
+  return tensor_info(name, elem, text);
+}
+
+// A node; its name defaults to "<op>_<first output>".
+inline onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>& in,
+                                 const std::vector<std::string>& out, const std::string& name = "") {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name.empty() ? op + "_" + out.at(0) : name);
+  for (const auto& i : in) n.add_input(i);
+  for (const auto& o : out) n.add_output(o);
+  return n;
+}
+
+inline onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("ingot-tests");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  *m.mutable_graph() = std::move(graph);
+  return m;
+}
+
+// Writes the model into temp_dir() and returns its path.
+inline std::string save_model(const onnx::ModelProto& m, const std::string& file) {
+  std::string path = (temp_dir() / file).string();
+  std::ofstream out(path, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return path;
 }
 
 }  // namespace ingot::testing

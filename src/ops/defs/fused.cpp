@@ -10,12 +10,7 @@ INGOT_OP(FusedConv)
     .versions(1)
     .inputs(2, 4)
     .attr("activation", "")
-    .attr("auto_pad", "NOTSET")
-    .optional_attr("dilations", AttrKind::Ints)
-    .attr("group", 1)
-    .optional_attr("kernel_shape", AttrKind::Ints)
-    .optional_attr("pads", AttrKind::Ints)
-    .optional_attr("strides", AttrKind::Ints)
+    .conv_attrs()
     .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu' or '').");
 
 }  // namespace ingot

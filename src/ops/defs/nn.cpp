@@ -5,28 +5,15 @@
 
 namespace ingot {
 
-INGOT_OP(Conv)
-    .versions(1)
-    .inputs(2, 3)
-    .attr("auto_pad", "NOTSET")
-    .optional_attr("dilations", AttrKind::Ints)
-    .attr("group", 1)
-    .optional_attr("kernel_shape", AttrKind::Ints)
-    .optional_attr("pads", AttrKind::Ints)
-    .optional_attr("strides", AttrKind::Ints)
-    .summary("N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].");
+INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
+    "N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].");
 
 INGOT_OP(ConvTranspose)
     .versions(1)
     .inputs(2, 3)
-    .attr("auto_pad", "NOTSET")
-    .optional_attr("dilations", AttrKind::Ints)
-    .attr("group", 1)
-    .optional_attr("kernel_shape", AttrKind::Ints)
+    .conv_attrs()
     .optional_attr("output_padding", AttrKind::Ints)
     .optional_attr("output_shape", AttrKind::Ints)
-    .optional_attr("pads", AttrKind::Ints)
-    .optional_attr("strides", AttrKind::Ints)
     .summary("Transposed convolution of X [N,C,D...] with W [C,M/group,k...] plus optional bias B [M].");
 
 INGOT_OP(MaxPool)

@@ -39,23 +39,13 @@ INGOT_OP(QLinearMatMul)
 INGOT_OP(ConvInteger)
     .versions(10)
     .inputs(2, 4)
-    .attr("auto_pad", "NOTSET")
-    .optional_attr("dilations", AttrKind::Ints)
-    .attr("group", 1)
-    .optional_attr("kernel_shape", AttrKind::Ints)
-    .optional_attr("pads", AttrKind::Ints)
-    .optional_attr("strides", AttrKind::Ints)
+    .conv_attrs()
     .summary("Integer convolution of (x - x_zero_point) and (w - w_zero_point) with int32 accumulation.");
 
 INGOT_OP(QLinearConv)
     .versions(10)
     .inputs(8, 9)
-    .attr("auto_pad", "NOTSET")
-    .optional_attr("dilations", AttrKind::Ints)
-    .attr("group", 1)
-    .optional_attr("kernel_shape", AttrKind::Ints)
-    .optional_attr("pads", AttrKind::Ints)
-    .optional_attr("strides", AttrKind::Ints)
+    .conv_attrs()
     .summary("Quantized convolution with an optional int32 bias, requantized to y_scale / y_zero_point.");
 
 }  // namespace ingot
