@@ -13,6 +13,22 @@ struct SessionOptions {
   Device device = Device::cpu();
   int threads = 0;       // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
   bool optimize = true;  // run the graph passes (src/passes/pipeline.cpp) before building the executor
+  // Print the one-line CPU-fallback report to stderr when the model loads (it is always available
+  // from Session::fallbacks()).
+  bool report_fallbacks = true;
+};
+
+// A node that runs on the CPU although the session's device is an accelerator.
+struct Fallback {
+  std::string node, op, reason;
+};
+
+// Data moved between devices by the last run.
+struct TransferStats {
+  int64_t host_to_device_bytes = 0, device_to_host_bytes = 0, device_to_device_bytes = 0;
+  int64_t copies = 0;
+  int64_t fallback_ops = 0;         // fallback node executions
+  int64_t fallback_copy_bytes = 0;  // bytes copied because of fallbacks
 };
 
 struct TensorInfo {
@@ -41,6 +57,12 @@ class Session {
   std::vector<Tensor> run(const std::vector<std::pair<std::string, Tensor>>& feeds);
   // Inputs in graph-input order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  Device device() const;
+  // Nodes placed on the CPU for want of an accelerator kernel (empty on the CPU device).
+  std::vector<Fallback> fallbacks() const;
+  std::string fallback_summary() const;  // one line, "" when there are none
+  TransferStats last_run_stats() const;
 
   struct Impl;
 

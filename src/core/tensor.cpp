@@ -100,8 +100,7 @@ Tensor Tensor::zeros(DType dtype, Shape shape, Device device) {
     if (device.type == DeviceType::CPU) {
       std::memset(t.raw_data(), 0, t.nbytes());
     } else {
-      Tensor host = zeros(dtype, t.shape());
-      copy_tensor(host, t);
+      memory_for(device).fill_zero(t.raw_data(), t.nbytes(), device.index);
     }
   }
   return t;

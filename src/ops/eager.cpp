@@ -12,7 +12,7 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     if (!def) fail("unsupported op {} (not in Ingot's op catalogue)", op);
     Device device = Device::cpu();
     for (const Tensor& t : inputs) {
-      if (t.defined()) device = t.device();
+      if (t.defined() && t.device().type != DeviceType::CPU) device = t.device();
     }
     // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply.
     int opset = def->until_version == INT_MAX ? 21 : def->until_version;
@@ -26,12 +26,20 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     }
     std::vector<Value> in_values;
     in_values.reserve(inputs.size());
-    for (const Tensor& t : inputs) in_values.push_back(t.defined() ? Value(t) : Value());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      if (!t.defined()) {
+        in_values.emplace_back();
+      } else {
+        in_values.emplace_back(kernel->is_host_input(i) || kernel->any_device ? t : t.to(device));
+        if (kernel->is_host_input(i)) in_values.back().tensor = t.to(Device::cpu());
+      }
+    }
     std::vector<const Value*> in_ptrs;
     for (const Value& v : in_values) in_ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
     std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
     std::shared_ptr<void> state;
-    KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state);
+    KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state, device);
     kernel->fn(ctx);
     std::vector<Tensor> result;
     for (Value& v : outputs) result.push_back(std::move(v.tensor));

@@ -1,6 +1,7 @@
 #include "ops/kernel.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "graph/graph.h"
 
@@ -30,7 +31,7 @@ const Tensor& KernelContext::input(size_t i) const {
 
 Tensor& KernelContext::allocate(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) fail("output {} does not exist ({} outputs)", i, outputs_.size());
-  outputs_[i] = Value(Tensor::empty(dtype, std::move(shape)));
+  outputs_[i] = Value(Tensor::empty(dtype, std::move(shape), device_));
   return outputs_[i].tensor;
 }
 
@@ -96,9 +97,25 @@ KernelRegistry& KernelRegistry::instance() {
 
 void KernelRegistry::add(KernelDef def) { kernels_.push_back(std::move(def)); }
 
+// Test-only switch: INGOT_HIDE_CUDA_KERNELS=Op1,Op2 hides those ops' accelerator kernels, forcing
+// a CPU fallback (the fallback tests use it). Read at every lookup, so a test can set it.
+static bool hidden_on_accelerator(std::string_view op) {
+  const char* env = std::getenv("INGOT_HIDE_CUDA_KERNELS");
+  if (!env || !*env) return false;
+  std::string_view text = env;
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find(',', begin);
+    if (end == std::string_view::npos) end = text.size();
+    if (text.substr(begin, end - begin) == op) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 const KernelDef* KernelRegistry::find(std::string_view domain, std::string_view op, DeviceType backend,
                                       int opset) const {
   if (domain == "ai.onnx") domain = "";
+  if (backend != DeviceType::CPU && hidden_on_accelerator(op)) return nullptr;
   for (const KernelDef& k : kernels_) {
     if (k.op == op && k.domain == domain && k.backend == backend && opset >= k.since_version &&
         opset <= k.until_version) {

@@ -46,16 +46,20 @@ class SubgraphRunner {
 class KernelContext {
  public:
   KernelContext(const OpDef& def, const Attributes& attrs, int opset, std::vector<const Value*> inputs,
-                std::vector<Value>& outputs, SubgraphRunner* subgraphs, std::shared_ptr<void>* state)
+                std::vector<Value>& outputs, SubgraphRunner* subgraphs, std::shared_ptr<void>* state,
+                Device device = Device::cpu())
       : def_(def),
         attrs_(attrs),
         opset_(opset),
         inputs_(std::move(inputs)),
         outputs_(outputs),
         subgraphs_(subgraphs),
-        state_(state) {}
+        state_(state),
+        device_(device) {}
 
   const OpDef& def() const { return def_; }
+  // The device this kernel runs on; outputs are allocated there.
+  Device device() const { return device_; }
   int opset() const { return opset_; }
 
   // Inputs. Omitted optional inputs are absent: has_input(i) is false and input(i) throws.
@@ -66,7 +70,7 @@ class KernelContext {
 
   // Outputs.
   size_t num_outputs() const { return outputs_.size(); }
-  Tensor& allocate(size_t i, DType dtype, Shape shape);  // on the CPU
+  Tensor& allocate(size_t i, DType dtype, Shape shape);  // on device()
   void set_output(size_t i, Tensor t);
   void set_output_value(size_t i, Value v);
 
@@ -103,6 +107,7 @@ class KernelContext {
   std::vector<Value>& outputs_;
   SubgraphRunner* subgraphs_;
   std::shared_ptr<void>* state_;
+  Device device_;
 };
 
 using KernelFn = void (*)(KernelContext&);
@@ -115,6 +120,26 @@ struct KernelDef {
   int until_version = INT_MAX;
   std::vector<DType> dtypes;  // dtypes of the first input it accepts; empty = any
   KernelFn fn = nullptr;
+  // Inputs the kernel reads on the host whatever its backend (shapes, axes, pads, scales): the
+  // executor hands them over as CPU tensors. Small by nature; a CUDA kernel never syncs for them.
+  std::vector<int> host_inputs;
+  // The kernel reads only metadata (shapes, dtypes) or builds zero-copy views, so its inputs may
+  // live on any device and are never copied for it (Shape, Size, Reshape, Identity, If...).
+  bool any_device = false;
+
+  bool is_host_input(size_t i) const {
+    for (int h : host_inputs) {
+      if (size_t(h) == i) return true;
+    }
+    return false;
+  }
+  bool supports(DType dt) const {
+    if (dtypes.empty() || dt == DType::Undefined) return true;
+    for (DType d : dtypes) {
+      if (d == dt) return true;
+    }
+    return false;
+  }
 };
 
 class KernelRegistry {
@@ -149,6 +174,14 @@ class KernelBuilder {
     def_.dtypes = std::move(d);
     return *this;
   }
+  KernelBuilder& host_inputs(std::vector<int> inputs) {
+    def_.host_inputs = std::move(inputs);
+    return *this;
+  }
+  KernelBuilder& any_device() {
+    def_.any_device = true;
+    return *this;
+  }
   KernelDef& def() { return def_; }
 
  private:
@@ -165,3 +198,8 @@ struct KernelRegistrar {
 #define INGOT_CPU_KERNEL(name, fn)                                           \
   static ::ingot::KernelRegistrar INGOT_CONCAT(ingot_kernel_, __COUNTER__) = \
       ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CPU, fn)
+
+// INGOT_CUDA_KERNEL(Relu, relu_kernel).dtypes({DType::Float32, DType::Float16, DType::BFloat16});
+#define INGOT_CUDA_KERNEL(name, fn)                                          \
+  static ::ingot::KernelRegistrar INGOT_CONCAT(ingot_kernel_, __COUNTER__) = \
+      ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CUDA, fn)

@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <set>
 
 #include "core/strings.h"
@@ -19,10 +21,14 @@ struct Executor::Plan {
     std::vector<int> output_slots;        // -1: unused optional output
     std::vector<int> free_after;          // slots whose last use is this step
     mutable std::shared_ptr<void> state;  // kernel's per-node cache
+    Device device;                        // where the kernel runs
+    bool fallback = false;
   };
   std::unordered_map<std::string, int> slot_of;
   int num_slots = 0;
   std::vector<std::pair<int, Tensor>> initializers;
+  // Initializers already copied to the accelerator: uploaded on first use, kept for later runs.
+  mutable std::unordered_map<int, Tensor> uploaded;
   std::vector<int> input_slots, output_slots;
   std::vector<Step> steps;
 };
@@ -31,6 +37,9 @@ struct Executor::Env {
   const Plan* plan;
   const Env* parent;
   std::vector<Value> slots;
+  std::vector<Value> moved;  // a slot's value copied to the other device, reused by later readers
+  std::deque<Value> outer_copies;  // copies of enclosing graphs' values, for the current node only
+  std::vector<bool> from_fallback;  // slots written by a fallback node (their copies count against it)
 
   const Value* find(const std::string& name) const {
     // A name defined in this graph shadows outer ones; its value may legitimately be None (an
@@ -77,10 +86,54 @@ void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, 
        join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
 }
 
+bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
+
+const char* backend_name(Device d) { return d.type == DeviceType::CPU ? "cpu" : "cuda"; }
+
+// Placement of one node on an accelerator build: returns the kernel and device and says why.
+struct Choice {
+  const KernelDef* kernel = nullptr;
+  Device device;
+  bool fallback = false;
+  std::string reason;
+};
+
+Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::set<std::string>& on_host) {
+  const KernelRegistry& reg = KernelRegistry::instance();
+  const KernelDef* cpu = reg.find(n.domain, n.op_type, DeviceType::CPU, opset);
+  if (accel.type == DeviceType::CPU) return {cpu, accel, false, ""};
+  if (cpu && cpu->any_device) return {cpu, Device::cpu(), false, "reads only shapes or makes a view"};
+  // Shape arithmetic: every input already on the host and every output an integer or bool.
+  bool host_inputs = true, int_outputs = !n.outputs.empty();
+  for (const auto& in : n.inputs) {
+    if (!in.empty() && !on_host.count(in)) host_inputs = false;
+  }
+  for (const auto& out : n.outputs) {
+    if (!out.empty() && !is_integral_or_bool(static_dtype(g, out))) int_outputs = false;
+  }
+  if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
+  const KernelDef* gpu = reg.find(n.domain, n.op_type, accel.type, opset);
+  DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
+  if (gpu && gpu->supports(dt)) return {gpu, accel, false, ""};
+  std::string why = gpu ? fmt::format("the CUDA kernel does not take {}", dtype_name(dt))
+                        : fmt::format("no CUDA kernel for {} at opset {}", n.op_type, opset);
+  return {cpu, Device::cpu(), true, why};
+}
+
 }  // namespace
 
 Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(std::move(model)), device_(device) {
-  if (device_.type != DeviceType::CPU) fail("device {} is not supported by this executor yet", device_.str());
+  if (device_.type != DeviceType::CPU && !device_memory(device_.type)) {
+    fail("device {} is not available: this build of Ingot has no {} backend", device_.str(), backend_name(device_));
+  }
+  if (!device_memory(device_.type)->available(device_.index)) {
+    fail("device {} is not available on this machine (no such GPU is visible)", device_.str());
+  }
+  std::set<std::string> on_host;  // values expected on the host (names are unique across subgraphs)
+  model_->graph->for_each_graph([&](const Graph& g, int) {
+    for (const auto& [name, t] : g.initializers) on_host.insert(name);
+    for (const auto& in : g.inputs) on_host.insert(in.name);
+  });
   model_->graph->for_each_graph([&](const Graph& g, int) {
     auto plan = std::make_unique<Plan>();
     auto slot = [&](const std::string& name) {
@@ -103,15 +156,18 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
       if (it != plan->slot_of.end()) graph_outputs.insert(it->second);
     }
     for (const Node& n : g.nodes) {
-      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, nullptr};
+      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, nullptr, device_, false};
       step.def = OpCatalogue::instance().find(n.domain, n.op_type);
-      step.kernel = KernelRegistry::instance().find(n.domain, n.op_type, device_.type, step.opset);
+      Choice choice = place(g, n, step.opset, device_, on_host);
+      step.kernel = choice.kernel;
+      step.device = choice.device;
+      step.fallback = choice.fallback;
       try {
         if (!step.def || !step.kernel) {
-          fail("unsupported op {}{} at opset {}: no {} kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
-               step.opset, device_.type == DeviceType::CPU ? "CPU" : "CUDA");
+          fail("unsupported op {}{} at opset {}: no CPU kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
+               step.opset);
         }
-        check_kernel_dtype(g, n, *step.kernel, device_.type == DeviceType::CPU ? "CPU" : "CUDA");
+        check_kernel_dtype(g, n, *step.kernel, step.device.type == DeviceType::CPU ? "CPU" : "CUDA");
       } catch (Error& e) {
         e.add_context(n.label());
         e.add_context("model '" + model_->name + "'");
@@ -126,6 +182,16 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
           step.input_slots.push_back(-2);
       }
       for (const auto& o : n.outputs) step.output_slots.push_back(o.empty() ? -1 : plan->slot_of.at(o));
+      if (step.device.type == DeviceType::CPU && !step.kernel->any_device) {
+        for (const auto& o : n.outputs) on_host.insert(o);
+      } else if (step.kernel->any_device) {
+        // Views and metadata: Shape/Size results are host tensors; a view lives with its input.
+        bool host = n.inputs.empty() || n.inputs[0].empty() || on_host.count(n.inputs[0]) ||
+                    (!n.outputs.empty() && is_integral_or_bool(static_dtype(g, n.outputs[0])));
+        if (host) on_host.insert(n.outputs.begin(), n.outputs.end());
+      }
+      placement_.push_back({n.name.empty() ? fmt::format("#{}", plan->steps.size()) : n.name, n.op_type,
+                            step.device, step.fallback, choice.reason});
       size_t index = plan->steps.size();
       for (int s : step.input_slots) {
         if (s >= 0) last_use[s] = index;
@@ -146,6 +212,30 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(s
   });
 }
 
+std::vector<NodePlacement> Executor::fallbacks() const {
+  std::vector<NodePlacement> out;
+  for (const auto& p : placement_) {
+    if (p.fallback) out.push_back(p);
+  }
+  return out;
+}
+
+std::string Executor::fallback_summary() const {
+  std::map<std::string, int> count;
+  std::map<std::string, std::string> reason;
+  for (const auto& p : placement_) {
+    if (!p.fallback) continue;
+    ++count[p.op];
+    reason[p.op] = p.reason;
+  }
+  if (count.empty()) return "";
+  int total = 0;
+  for (const auto& [op, c] : count) total += c;
+  std::string ops = join(count, ", ", [&](const auto& kv) { return fmt::format("{} x{} ({})", kv.first, kv.second,
+                                                                                reason[kv.first]); });
+  return fmt::format("{} of {} nodes run on the CPU instead of {}: {}", total, placement_.size(), device_.str(), ops);
+}
+
 Executor::~Executor() {
   if (profiler::enabled()) [[unlikely]]
     profiler::detail::forget_nodes();
@@ -159,6 +249,7 @@ const Executor::Plan& Executor::plan_for(const Graph& graph) const {
 
 std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
   cpu_pool();  // make sure the pool and library thread counts are set up before timing-sensitive work
+  stats_ = {};
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::enabled()) [[unlikely]]
     range.begin();
@@ -169,7 +260,18 @@ std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
 }
 
 std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) {
-  return run_graph(graph, inputs, current_env_);
+  const auto* caller = static_cast<const Plan::Step*>(current_step_);
+  std::vector<Value> outputs = run_graph(graph, inputs, current_env_);
+  current_step_ = caller;
+  // A host kernel (Loop, Scan, SequenceMap on the CPU) reads its bodies' results as host memory.
+  if (device_.type != DeviceType::CPU && caller && caller->device.type == DeviceType::CPU &&
+      !caller->kernel->any_device) {
+    for (Value& v : outputs) {
+      Env scratch{nullptr, nullptr, {}, {}};
+      v = *move_input(*plans_.begin()->second, scratch, -1, &v, Device::cpu(), caller->fallback);
+    }
+  }
+  return outputs;
 }
 
 std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent) {
@@ -177,8 +279,13 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
   if (inputs.size() != plan.input_slots.size()) {
     fail("graph '{}' takes {} inputs, {} given", graph.name, plan.input_slots.size(), inputs.size());
   }
-  Env env{&plan, parent, std::vector<Value>(size_t(plan.num_slots))};
+  Env env{&plan, parent, std::vector<Value>(size_t(plan.num_slots)), {}, {}, {}};
+  if (device_.type != DeviceType::CPU) {
+    env.moved.resize(size_t(plan.num_slots));
+    env.from_fallback.resize(size_t(plan.num_slots));
+  }
   for (const auto& [slot, t] : plan.initializers) env.slots[size_t(slot)] = Value(t);
+  for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
   for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
 
   const Env* saved_env = current_env_;
@@ -188,6 +295,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
     const Node& node = *step.node;
     try {
       in_values.clear();
+      env.outer_copies.clear();
       for (size_t i = 0; i < step.input_slots.size(); ++i) {
         int s = step.input_slots[i];
         if (s == -1) {
@@ -196,17 +304,23 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
         }
         const Value* v = s >= 0 ? &env.slots[size_t(s)] : env.find(node.inputs[i]);
         if (!v) fail("input {} ('{}') has no value", i, node.inputs[i]);
+        if (device_.type != DeviceType::CPU && !step.kernel->any_device) {
+          Device want = step.kernel->is_host_input(i) ? Device::cpu() : step.device;
+          v = move_input(plan, env, s, v, want, step.fallback);
+        }
         in_values.push_back(v);
       }
       out_values.assign(step.output_slots.size(), Value());
       current_env_ = &env;
-      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state);
+      current_step_ = &step;
+      if (step.fallback) ++stats_.fallback_ops;
+      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state, step.device);
       profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
       if (profiler::enabled()) [[unlikely]]
         range.begin();
       step.kernel->fn(ctx);
       if (range.active()) [[unlikely]]
-        range.end_op(node, "cpu", in_values);
+        range.end_op(node, backend_name(step.device), in_values);
       current_env_ = saved_env;
     } catch (Error& e) {
       current_env_ = saved_env;
@@ -214,9 +328,14 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       throw;
     }
     for (size_t i = 0; i < step.output_slots.size(); ++i) {
-      if (step.output_slots[i] >= 0) env.slots[size_t(step.output_slots[i])] = std::move(out_values[i]);
+      if (step.output_slots[i] < 0) continue;
+      env.slots[size_t(step.output_slots[i])] = std::move(out_values[i]);
+      if (step.fallback) env.from_fallback[size_t(step.output_slots[i])] = true;
     }
-    for (int s : step.free_after) env.slots[size_t(s)] = Value();
+    for (int s : step.free_after) {
+      env.slots[size_t(s)] = Value();
+      if (!env.moved.empty()) env.moved[size_t(s)] = Value();
+    }
   }
   std::vector<Value> outputs;
   for (size_t i = 0; i < plan.output_slots.size(); ++i) {
@@ -226,6 +345,56 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
     outputs.push_back(*v);
   }
   return outputs;
+}
+
+// Returns `v` on device `want`, copying it there when needed. A copy of a slot's value is kept in
+// env.moved (and, for weights, in the plan) so that later readers on that device reuse it.
+const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want,
+                                  bool fallback) {
+  auto on = [&](const Value& x) {
+    if (x.kind == Value::Kind::Tensor) return x.tensor.device() == want;
+    if (x.kind == Value::Kind::Sequence) {
+      for (const Tensor& t : x.sequence) {
+        if (t.device() != want) return false;
+      }
+    }
+    return true;
+  };
+  if (on(*v)) return v;
+  if (slot >= 0 && !env.moved.empty() && on(env.moved[size_t(slot)]) && env.moved[size_t(slot)].kind == v->kind) {
+    return &env.moved[size_t(slot)];
+  }
+  auto move = [&](const Tensor& t) {
+    if (t.device() == want) return t;
+    auto bytes = int64_t(t.nbytes());
+    ++stats_.copies;
+    if (fallback || (slot >= 0 && env.from_fallback[size_t(slot)])) stats_.fallback_copy_bytes += bytes;
+    if (want.type == DeviceType::CPU) {
+      stats_.device_to_host_bytes += bytes;
+    } else if (t.device().type == DeviceType::CPU) {
+      stats_.host_to_device_bytes += bytes;
+    } else {
+      stats_.device_to_device_bytes += bytes;
+    }
+    return t.to(want);
+  };
+  Value copy;
+  if (v->kind == Value::Kind::Tensor) {
+    copy = Value(move(v->tensor));
+  } else {
+    std::vector<Tensor> items;
+    for (const Tensor& t : v->sequence) items.push_back(move(t));
+    copy = Value::make_sequence(std::move(items));
+  }
+  if (slot < 0) {
+    env.outer_copies.push_back(std::move(copy));
+    return &env.outer_copies.back();
+  }
+  bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
+                            [&](const auto& init) { return init.first == slot; });
+  if (weight && want.type != DeviceType::CPU) plan.uploaded[slot] = copy.tensor;
+  env.moved[size_t(slot)] = std::move(copy);
+  return &env.moved[size_t(slot)];
 }
 
 }  // namespace ingot

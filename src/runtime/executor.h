@@ -1,8 +1,15 @@
 // The executor: binds a kernel to every node once (at construction), then runs graphs in node
 // order, freeing each value after its last use. It also runs If/Loop/Scan bodies for kernels
 // (SubgraphRunner); a body sees the values of the graphs that enclose it.
+//
+// Placement: on an accelerator, each node runs on the accelerator when it has a kernel there for
+// the node's opset and dtype; otherwise on the CPU (a fallback, reported once per load and
+// queryable through placement()). Shape arithmetic whose inputs are on the host stays there by
+// design (not a fallback). Values move between devices where a kernel needs them elsewhere; the
+// copies are counted per run (run_stats()), and weights are uploaded once.
 #pragma once
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -11,27 +18,53 @@
 
 namespace ingot {
 
+struct NodePlacement {
+  std::string node;    // node name (or "#index" when unnamed)
+  std::string op;      // op type
+  Device device;       // where it runs
+  bool fallback = false;  // wanted the accelerator, runs on the CPU
+  std::string reason;  // why it runs where it runs, for fallbacks and host-by-design nodes
+};
+
+struct RunStats {
+  int64_t host_to_device_bytes = 0, device_to_host_bytes = 0, device_to_device_bytes = 0;
+  int64_t copies = 0;
+  int64_t fallback_ops = 0;  // fallback node executions
+  int64_t fallback_copy_bytes = 0;  // bytes moved in and out of fallback nodes
+};
+
 class Executor final : public SubgraphRunner {
  public:
   Executor(std::shared_ptr<const Model> model, Device device);
   ~Executor() override;
 
-  // Inputs in graph-input order; outputs in graph-output order.
+  // Inputs in graph-input order; outputs in graph-output order, left where they were computed.
   std::vector<Value> run(const std::vector<Value>& inputs);
   std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) override;
 
   const Model& model() const { return *model_; }
+  Device device() const { return device_; }
+  // Every node of every graph (subgraphs included), in plan order.
+  const std::vector<NodePlacement>& placement() const { return placement_; }
+  std::vector<NodePlacement> fallbacks() const;
+  // One line naming the fallback ops and counts, or "" when there are none.
+  std::string fallback_summary() const;
+  const RunStats& run_stats() const { return stats_; }  // of the last run()
 
  private:
   struct Plan;
   struct Env;
   const Plan& plan_for(const Graph& graph) const;
   std::vector<Value> run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent);
+  const Value* move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want, bool fallback);
 
   std::shared_ptr<const Model> model_;
   Device device_;
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
+  std::vector<NodePlacement> placement_;
+  RunStats stats_;
   const Env* current_env_ = nullptr;  // the env of the node being run (parent for its subgraphs)
+  const void* current_step_ = nullptr;  // the Plan::Step being run
 };
 
 }  // namespace ingot

@@ -1,5 +1,8 @@
 #include <ingot/session.h>
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <map>
 
 #include "core/strings.h"
@@ -68,6 +71,11 @@ Session Session::load(const std::string& path, SessionOptions options) {
   // A pass that breaks the graph must fail here, naming the node, not at run time.
   if (options.optimize && run_pipeline(*impl->model)) verify(*impl->model);
   impl->executor = std::make_unique<Executor>(impl->model, options.device);
+  if (options.report_fallbacks) {
+    if (std::string s = impl->executor->fallback_summary(); !s.empty()) {
+      fmt::print(stderr, "ingot: model '{}': {}\n", impl->model->name, s);
+    }
+  }
   for (const auto& in : impl->model->graph->inputs) impl->inputs.push_back(info_of(in));
   for (const auto& out : impl->model->graph->outputs) impl->outputs.push_back(info_of(out));
   return Session(std::move(impl));
@@ -116,13 +124,29 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
         fail("output '{}' is a {}, which Session::run cannot return as a tensor", impl_->outputs[i].name,
              results[i].describe());
       }
-      out.push_back(std::move(results[i].tensor));
+      out.push_back(results[i].tensor.to(Device::cpu()));
     }
     return out;
   } catch (Error& e) {
     e.add_context("model '" + impl_->model->name + "'");
     throw;
   }
+}
+
+Device Session::device() const { return impl_->executor->device(); }
+
+std::vector<Fallback> Session::fallbacks() const {
+  std::vector<Fallback> out;
+  for (const auto& p : impl_->executor->fallbacks()) out.push_back({p.node, p.op, p.reason});
+  return out;
+}
+
+std::string Session::fallback_summary() const { return impl_->executor->fallback_summary(); }
+
+TransferStats Session::last_run_stats() const {
+  const RunStats& r = impl_->executor->run_stats();
+  return {r.host_to_device_bytes, r.device_to_host_bytes, r.device_to_device_bytes,
+          r.copies,               r.fallback_ops,         r.fallback_copy_bytes};
 }
 
 }  // namespace ingot

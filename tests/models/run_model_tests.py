@@ -4,6 +4,10 @@
 
 Usage: /usr/bin/python3 tests/models/run_model_tests.py --ingot PATH/TO/ingot
            [--models DIR] [--model NAME ...] [--work DIR] [--atol 1e-4] [--rtol 1e-3]
+           [--device cpu|cuda] [--inputs DIR] [--no-fallbacks]
+
+--inputs uses inputs already made by make_inputs.py (on a machine without its dependencies, such
+as the GPU machine); --no-fallbacks fails a model whose run reports a CPU fallback.
 
 --models defaults to $INGOT_MODEL_CACHE, else ~/.cache/ingot/models (what scripts/fetch-models.sh
 fills); the model files are found by name anywhere below it. An element passes when
@@ -61,10 +65,10 @@ def compare(name, actual, expected, atol, rtol):
     return bad == 0
 
 
-def run_ingot(ingot, model_path, feeds, out_dir):
+def run_ingot(ingot, model_path, feeds, out_dir, device="cpu", no_fallbacks=False):
     """Runs `ingot run` with feeds {input name: .npy path}; returns the outputs in graph order."""
     os.makedirs(out_dir, exist_ok=True)
-    command = [ingot, "run", model_path, "--output-dir", out_dir]
+    command = [ingot, "run", model_path, "--output-dir", out_dir, "--device", device]
     for name, path in feeds.items():
         command += ["--input", f"{name}={path}"]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -72,6 +76,11 @@ def run_ingot(ingot, model_path, feeds, out_dir):
         message = (result.stderr.strip() or result.stdout.strip()).splitlines()
         raise RuntimeError(f"ingot run exited with {result.returncode}: {message[-1] if message else ''}\n"
                            f"    command: {' '.join(command)}")
+    fallback_lines = [line for line in result.stderr.splitlines() if "run on the CPU instead of" in line]
+    if fallback_lines:
+        print(f"  {fallback_lines[0]}")
+        if no_fallbacks:
+            raise RuntimeError("CPU fallbacks (--no-fallbacks)")
     outputs = []
     while os.path.exists(os.path.join(out_dir, f"output_{len(outputs)}.npy")):
         outputs.append(np.load(os.path.join(out_dir, f"output_{len(outputs)}.npy")))
@@ -102,7 +111,7 @@ def check_model(model, args, input_dir, work_dir):
             for input_name, output_name in carry.items():
                 feeds[input_name] = os.path.join(previous_dir, f"output_{reference_names.index(output_name)}.npy")
         try:
-            outputs = run_ingot(args.ingot, model_path, feeds, out_dir)
+            outputs = run_ingot(args.ingot, model_path, feeds, out_dir, args.device, args.no_fallbacks)
         except RuntimeError as e:
             print(f"FAIL {label}: {e}")
             return False
@@ -126,6 +135,9 @@ def main():
     parser.add_argument("--work", help="keep inputs and outputs here (default: a temporary directory)")
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--rtol", type=float, default=1e-3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--inputs", help="inputs made earlier by make_inputs.py")
+    parser.add_argument("--no-fallbacks", action="store_true")
     args = parser.parse_args()
 
     with open(os.path.join(HERE, "models.json")) as f:
@@ -142,8 +154,9 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="ingot-model-tests-") as temp:
         work = args.work or temp
-        input_dir = os.path.join(work, "inputs")
-        subprocess.run([sys.executable, os.path.join(HERE, "make_inputs.py"), input_dir], check=True)
+        input_dir = args.inputs or os.path.join(work, "inputs")
+        if not args.inputs:
+            subprocess.run([sys.executable, os.path.join(HERE, "make_inputs.py"), input_dir], check=True)
         failed = []
         for model in models:
             if args.model and model["name"] not in args.model:

@@ -1,5 +1,10 @@
 // Runs ONNX backend test cases: CASE/model.onnx with CASE/test_data_set_*/{input,output}_N.pb.
+#include <unistd.h>
+
+#include <csignal>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -10,6 +15,7 @@
 #include "commands.h"
 #include "core/dispatch.h"
 #include "onnx/onnx_import.h"
+#include "core/strings.h"
 #include "runtime/executor.h"
 
 namespace ingot::cli {
@@ -98,10 +104,33 @@ std::vector<fs::path> sorted_entries(const fs::path& dir, const std::string& pre
   return out;
 }
 
-// Runs one case; returns "" on success or the failure reason.
-std::string run_case(const fs::path& dir, Device device) {
+// A kernel bug that crashes the process must not hide which case it was: a fatal signal prints the
+// case being run and exits with kCrashExit, so a driver can resume with --start-after.
+constexpr int kCrashExit = 3;
+char g_current_case[512];
+
+extern "C" void on_fatal_signal(int sig) {
+  const char prefix[] = "CRASH ";
+  (void)!write(1, prefix, sizeof(prefix) - 1);
+  (void)!write(1, g_current_case, strnlen(g_current_case, sizeof(g_current_case)));
+  (void)!write(1, "\n", 1);
+  _exit(kCrashExit);
+}
+
+Value to_host(const Value& v) {
+  Value out = v;
+  if (out.kind == Value::Kind::Tensor) out.tensor = out.tensor.to(Device::cpu());
+  for (Tensor& t : out.sequence) t = t.to(Device::cpu());
+  return out;
+}
+
+// Runs one case; returns "" on success or the failure reason. Ops that fell back to the CPU are
+// counted into `fallback_ops`.
+std::string run_case(const fs::path& dir, Device device, std::map<std::string, int>& fallback_ops) {
   auto model = import_onnx((dir / "model.onnx").string());
   Executor executor(model, device);
+  for (const auto& f : executor.fallbacks()) ++fallback_ops[f.op];
+  if (!executor.fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback
   auto sets = sorted_entries(dir, "test_data_set_");
   if (sets.empty()) return "no test_data_set_* folders";
   for (const auto& set : sets) {
@@ -123,7 +152,7 @@ std::string run_case(const fs::path& dir, Device device) {
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       Value want = load_value_pb(output_files[i].string(), g.outputs[i].type);
-      std::string reason = compare_values(outputs[i], want);
+      std::string reason = compare_values(to_host(outputs[i]), want);
       if (!reason.empty()) return fmt::format("output {} ('{}'): {}", i, g.outputs[i].name, reason);
     }
   }
@@ -154,7 +183,7 @@ std::map<std::string, std::string> read_expected_failures(const std::string& pat
 Runner add_test_onnx_command(CLI::App& app) {
   struct Options {
     std::vector<std::string> dirs;
-    std::string device = "cpu", filter, expected_failures, json;
+    std::string device = "cpu", filter, expected_failures, json, start_after;
     bool verbose = false;
   };
   auto o = std::make_shared<Options>();
@@ -168,6 +197,7 @@ Runner add_test_onnx_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--json", o->json, "Write per-case results as JSON to this file");
   app.add_flag("--verbose,-v", o->verbose, "Print passing cases too");
+  app.add_option("--start-after", o->start_after, "Skip cases up to and including this one (resume after a crash)");
   return [o] {
     Device device = Device::parse(o->device);
     std::optional<std::regex> filter;
@@ -191,14 +221,26 @@ Runner add_test_onnx_command(CLI::App& app) {
       }
     }
     std::sort(cases.begin(), cases.end());
+    if (!o->start_after.empty()) {
+      auto it = std::find_if(cases.begin(), cases.end(),
+                             [&](const fs::path& c) { return c.filename().string() == o->start_after; });
+      if (it != cases.end()) cases.erase(cases.begin(), it + 1);
+    }
+    std::signal(SIGSEGV, on_fatal_signal);
+    std::signal(SIGBUS, on_fatal_signal);
+    std::signal(SIGFPE, on_fatal_signal);
+    std::signal(SIGABRT, on_fatal_signal);
     int passed = 0, failed = 0, skipped = 0;
+    std::map<std::string, int> fallback_ops;
     nlohmann::json results = nlohmann::json::array();
     for (const auto& c : cases) {
       std::string name = c.filename().string();
       if (filter && !std::regex_search(name, *filter)) continue;
       std::string reason;
+      std::cout << std::flush;
+      std::snprintf(g_current_case, sizeof(g_current_case), "%s", name.c_str());
       try {
-        reason = run_case(c, device);
+        reason = run_case(c, device, fallback_ops);
       } catch (const std::exception& e) {
         reason = e.what();
       }
@@ -220,6 +262,14 @@ Runner add_test_onnx_command(CLI::App& app) {
         std::cout << "FAIL " << name << ": " << reason << "\n";
       }
       results.push_back({{"name", name}, {"status", status}, {"reason", reason}});
+    }
+    if (!fallback_ops.empty()) {
+      int cases_with_fallbacks = fallback_ops[""];
+      fallback_ops.erase("");
+      std::cout << cases_with_fallbacks << " cases ran some nodes on the CPU instead of " << device.str()
+                << " (op: nodes, over all cases): "
+                << join(fallback_ops, ", ", [](const auto& kv) { return fmt::format("{} {}", kv.first, kv.second); })
+                << "\n";
     }
     std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
     if (!o->json.empty()) {

@@ -98,6 +98,9 @@ struct CpuMemory final : DeviceMemory {
   void* allocate(size_t nbytes, int) override { return block_cache().allocate(nbytes); }
   void deallocate(void* ptr, int) override { block_cache().deallocate(ptr); }
   void copy(void* dst, Device, const void* src, Device, size_t nbytes) override { std::memcpy(dst, src, nbytes); }
+  void fill_zero(void* dst, size_t nbytes, int) override { std::memset(dst, 0, nbytes); }
+  void synchronize(int) override {}
+  bool available(int) override { return true; }
 };
 
 CpuMemory cpu_memory;

@@ -299,7 +299,7 @@ void scan_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CPU_KERNEL(If, if_kernel).versions(1);
+INGOT_CPU_KERNEL(If, if_kernel).versions(1).any_device();  // reads cond on the host; branches run as placed
 INGOT_CPU_KERNEL(Loop, loop_kernel).versions(1);
 INGOT_CPU_KERNEL(Scan, scan_kernel).versions(8);
 

@@ -56,7 +56,7 @@ void reshape(KernelContext& ctx) {
   }
   ctx.set_output(0, x.reshape(std::move(out)));
 }
-INGOT_CPU_KERNEL(Reshape, reshape).versions(1);
+INGOT_CPU_KERNEL(Reshape, reshape).versions(1).any_device();
 
 void flatten(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -69,7 +69,7 @@ void flatten(KernelContext& ctx) {
   for (int64_t k = axis; k < r; ++k) inner *= x.shape()[size_t(k)];
   ctx.set_output(0, x.reshape({outer, inner}));
 }
-INGOT_CPU_KERNEL(Flatten, flatten).versions(1);
+INGOT_CPU_KERNEL(Flatten, flatten).versions(1).any_device();
 
 // Axes of Squeeze/Unsqueeze: attribute before opset 13, optional input from it.
 std::vector<int64_t> axes_argument(KernelContext& ctx) {
@@ -97,7 +97,7 @@ void squeeze(KernelContext& ctx) {
   }
   ctx.set_output(0, x.reshape(std::move(out)));
 }
-INGOT_CPU_KERNEL(Squeeze, squeeze).versions(1);
+INGOT_CPU_KERNEL(Squeeze, squeeze).versions(1).any_device();
 
 void unsqueeze(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -115,10 +115,10 @@ void unsqueeze(KernelContext& ctx) {
   for (int64_t k = 0; k < out_rank; ++k) out.push_back(inserted[size_t(k)] ? 1 : x.shape()[next++]);
   ctx.set_output(0, x.reshape(std::move(out)));
 }
-INGOT_CPU_KERNEL(Unsqueeze, unsqueeze).versions(1);
+INGOT_CPU_KERNEL(Unsqueeze, unsqueeze).versions(1).any_device();
 
 void identity(KernelContext& ctx) { ctx.set_output_value(0, ctx.input_value(0)); }
-INGOT_CPU_KERNEL(Identity, identity).versions(1);
+INGOT_CPU_KERNEL(Identity, identity).versions(1).any_device();
 
 void shape(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -132,10 +132,10 @@ void shape(KernelContext& ctx) {
   Tensor& y = ctx.allocate(0, DType::Int64, {n});
   std::copy_n(x.shape().begin() + start, n, y.data<int64_t>());
 }
-INGOT_CPU_KERNEL(Shape, shape).versions(1);
+INGOT_CPU_KERNEL(Shape, shape).versions(1).any_device();
 
 void size(KernelContext& ctx) { ctx.allocate(0, DType::Int64, {}).data<int64_t>()[0] = ctx.input(0).numel(); }
-INGOT_CPU_KERNEL(Size, size).versions(1);
+INGOT_CPU_KERNEL(Size, size).versions(1).any_device();
 
 void constant_of_shape(KernelContext& ctx) {
   Shape out = read_ints(ctx.input(0), "input 0 (shape)");

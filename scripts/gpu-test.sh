@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# GPU tests in two steps (CONTRIBUTING.md):
+#
+#   scripts/gpu-test.sh bundle        here (Debian, with CUDA's compiler, no GPU needed): builds,
+#                                     then packs into .gpu-bundle/ the binaries, the non-system
+#                                     shared libraries they load, the ONNX node suite, the real
+#                                     models and their inputs.
+#   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
+#                                     beside it: unpacks and runs WHAT (default: all) and prints a
+#                                     summary. WHAT is any of: unit node models bench memcheck all.
+#                                     Logs go to $OUT (or ./gpu-results) when set.
+#
+# The GPU machine needs only the NVIDIA driver, CUDA's cuBLAS and cuDNN 9 (found wherever they are
+# installed) and python3 with numpy; nothing is compiled there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUNDLE="$ROOT/.gpu-bundle"
+BUILD="${INGOT_BUILD_DIR:-$ROOT/build}"
+
+# Libraries every Linux with a CUDA driver provides (glibc, the C++ runtime, the driver, CUDA's
+# own libraries): these are never bundled.
+SYSTEM_LIBS='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda\.|libcudnn|libcublas|libcudart|libnvrtc|libz\.)'
+
+bundle() {
+  bash "$ROOT/scripts/bootstrap.sh"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$BUILD"
+  grep -q "INGOT_HAS_CUDA:INTERNAL=ON\|Ingot CUDA backend: ON" "$BUILD/CMakeCache.txt" 2>/dev/null ||
+    test -f "$BUILD/tests/ingot-gpu-tests" || { echo "gpu-test.sh: the build has no CUDA backend (nvcc missing?)" >&2; exit 1; }
+  local stage
+  stage="$(mktemp -d)"
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/data/models" "$stage/data/inputs"
+  cp "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$stage/bin/"
+  for b in "$BUILD"/bench/ingot-bench-*; do [ -x "$b" ] && cp "$b" "$stage/bin/"; done
+  strip "$stage"/bin/*
+  for b in "$stage"/bin/*; do
+    ldd "$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+      if ! [[ "$name" =~ $SYSTEM_LIBS ]]; then cp -L -n "$path" "$stage/lib/"; fi
+    done
+  done
+  cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
+  local cache
+  cache="$(bash "$ROOT/scripts/fetch-models.sh")"
+  for f in ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx \
+           face_detection_front_128x128_barracuda.onnx face_detection_back_256x256_barracuda.onnx silero_vad.onnx; do
+    cp "$(find "$cache" -name "$f" | head -1)" "$stage/data/models/"
+  done
+  /usr/bin/python3 "$ROOT/tests/models/make_inputs.py" "$stage/data/inputs" >/dev/null
+  rm -rf "$BUNDLE"
+  mkdir -p "$BUNDLE"
+  tar -C "$stage" -cf - . | xz -T2 -6 > "$BUNDLE/bundle.tar.xz"
+  rm -rf "$stage"
+  echo "gpu-test.sh: $(du -h "$BUNDLE/bundle.tar.xz" | cut -f1) in $BUNDLE/bundle.tar.xz"
+}
+
+find_lib_dir() {  # directory holding library $1 on this machine
+  local hit
+  hit="$(ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n {print $NF; exit}')"
+  [ -z "$hit" ] && hit="$(find / -xdev -name "$1" 2>/dev/null | head -1 || true)"
+  [ -n "$hit" ] && dirname "$hit"
+}
+
+run() {
+  local what="${1:-all}" dir=/tmp/ingot-gpu out="${OUT:-$ROOT/gpu-results}"
+  mkdir -p "$dir" "$out"
+  xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$dir" -xf -
+  local libs="$dir/lib"
+  for l in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13; do
+    local d
+    d="$(find_lib_dir "$l" || true)"
+    [ -n "$d" ] && libs="$libs:$d"
+  done
+  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local ingot="$dir/bin/ingot" summary=()
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  want() { [ "$what" = all ] || [[ " $what " == *" $1 "* ]]; }
+
+  if want unit; then
+    local rc=0
+    "$dir/bin/ingot-gpu-tests" --gtest_brief=1 >"$out/gpu-unit.log" 2>&1 || rc=$?
+    tail -n 40 "$out/gpu-unit.log"
+    summary+=("unit: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit.log" | tr '\n' ' ') (exit $rc)")
+  fi
+  if want node; then
+    # A crash in one case must not hide the rest: resume after it (test-onnx prints CRASH <case>).
+    local start=() rc
+    : >"$out/node-cuda.log"
+    for _ in $(seq 1 50); do
+      rc=0
+      "$ingot" test-onnx "$dir/data/node" --device cuda --verbose "${start[@]}" >>"$out/node-cuda.log" 2>&1 || rc=$?
+      [ "$rc" -eq 3 ] || break
+      start=(--start-after "$(grep '^CRASH ' "$out/node-cuda.log" | tail -n 1 | cut -d' ' -f2)")
+    done
+    local pass fail crash
+    pass=$(grep -c '^PASS ' "$out/node-cuda.log" || true)
+    fail=$(grep -c '^FAIL ' "$out/node-cuda.log" || true)
+    crash=$(grep -c '^CRASH ' "$out/node-cuda.log" || true)
+    grep '^FAIL \|^CRASH \|ran on the CPU instead' "$out/node-cuda.log" | cut -c1-300 | tail -n 60
+    summary+=("node suite on cuda: $pass passed, $fail failed, $crash crashed of $((pass + fail + crash))")
+  fi
+  if want models; then
+    local rc=0
+    python3 "$ROOT/tests/models/run_model_tests.py" --ingot "$ingot" --models "$dir/data/models" \
+      --inputs "$dir/data/inputs" --device cuda --no-fallbacks >"$out/models-cuda.log" 2>&1 || rc=$?
+    cat "$out/models-cuda.log"
+    summary+=("real models on cuda vs onnxruntime: exit $rc")
+  fi
+  if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
+    "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true
+    if [ -f "$ROOT/bench/gpu_torch.py" ]; then
+      python3 "$ROOT/bench/gpu_torch.py" --ingot-json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-torch.log" || true
+    fi
+    summary+=("bench: see bench-gpu.log / bench-torch.log")
+  fi
+  if want memcheck; then
+    local sanitizer
+    sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)"
+    if [ -n "$sanitizer" ]; then
+      # The out-of-memory test makes cudaMalloc fail on purpose, which memcheck reports as an API error.
+      "$sanitizer" --tool memcheck --error-exitcode 9 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
+        --gtest_filter=-CudaMemory.OutOfMemoryIsAnErrorAndTheProcessStaysUsable \
+        >"$out/memcheck.log" 2>&1 && summary+=("memcheck: no errors") ||
+        summary+=("memcheck: exit $? ($(grep -c 'Invalid\|ERROR SUMMARY' "$out/memcheck.log") lines; see memcheck.log)")
+      tail -n 5 "$out/memcheck.log"
+    else
+      summary+=("memcheck: compute-sanitizer not found")
+    fi
+  fi
+  echo "==== summary"
+  printf '%s\n' "${summary[@]}"
+}
+
+case "${1:-}" in
+  bundle) bundle ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models bench memcheck all]" >&2; exit 2 ;;
+esac

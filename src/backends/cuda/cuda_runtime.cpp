@@ -1,0 +1,308 @@
+#include "backends/cuda/cuda_runtime.h"
+
+#include <ingot/tensor.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace ingot::cuda {
+
+[[noreturn]] void fail_cuda(const char* call, const char* detail, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  fail("CUDA call {} failed: {} ({}:{})", call, detail, base ? base + 1 : file, line);
+}
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+  }
+}
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+// Size classes: 512-byte steps up to 1 MiB, 2 MiB steps above. A freed block is kept under its
+// class and handed out again only for the same class, so reuse never wastes more than one step.
+size_t size_class(size_t n) {
+  constexpr size_t kSmall = 512, kLarge = size_t(2) << 20;
+  if (n <= (size_t(1) << 20)) return (std::max<size_t>(n, 1) + kSmall - 1) / kSmall * kSmall;
+  return (n + kLarge - 1) / kLarge * kLarge;
+}
+
+struct DeviceState {
+  std::once_flag init;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  // Pinned staging for host<->device copies: two halves, each with an event so a half is reused
+  // only after the copy that last read or wrote it is done.
+  char* pinned = nullptr;
+  size_t pinned_half = 0;
+  std::array<cudaEvent_t, 2> pinned_done{};
+  int next_half = 0;
+};
+
+struct Allocator {
+  std::mutex mu;
+  std::array<std::map<size_t, std::vector<void*>>, kMaxDevices> cached;
+  std::array<std::unordered_map<void*, size_t>, kMaxDevices> live;
+  MemoryStats stats;
+
+  void* allocate(size_t nbytes, int device) {
+    size_t n = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mu);
+    auto& bucket = cached[size_t(device)][n];
+    void* p = nullptr;
+    if (!bucket.empty()) {
+      p = bucket.back();
+      bucket.pop_back();
+    } else {
+      INGOT_CUDA_CHECK(cudaSetDevice(device));
+      cudaError_t err = cudaMalloc(&p, n);
+      if (err == cudaErrorMemoryAllocation) {
+        // Out of memory: give the cache back to the driver and try once more.
+        (void)cudaGetLastError();
+        release_cached(device);
+        err = cudaMalloc(&p, n);
+      }
+      if (err != cudaSuccess) {
+        (void)cudaGetLastError();  // clear it: the process stays usable
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fail("CUDA out of memory on cuda:{}: asked for {} bytes; {} allocated by Ingot, {} free of {} on the device "
+             "({})",
+             device, nbytes, stats.allocated, free_b, total_b, cudaGetErrorString(err));
+      }
+      stats.reserved += n;
+      ++stats.cuda_mallocs;
+    }
+    live[size_t(device)][p] = n;
+    stats.allocated += n;
+    stats.peak_allocated = std::max(stats.peak_allocated, stats.allocated);
+    return p;
+  }
+
+  void deallocate(void* p, int device) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& l = live[size_t(device)];
+    auto it = l.find(p);
+    if (it == l.end()) return;  // not ours (cannot happen for Storage-owned memory)
+    stats.allocated -= it->second;
+    cached[size_t(device)][it->second].push_back(p);
+    l.erase(it);
+  }
+
+  // Caller holds mu.
+  void release_cached(int device) {
+    for (auto& [n, blocks] : cached[size_t(device)]) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        stats.reserved -= n;
+      }
+      blocks.clear();
+    }
+  }
+};
+
+Allocator& allocator() {
+  static Allocator* a = new Allocator();  // outlives static tensors destroyed at exit
+  return *a;
+}
+
+std::array<DeviceState, kMaxDevices>& states() {
+  static auto* s = new std::array<DeviceState, kMaxDevices>();
+  return *s;
+}
+
+bool g_allow_tf32 = false;
+
+int current_device() {
+  int d = 0;
+  INGOT_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+DeviceState& state(int device) {
+  if (device < 0 || device >= std::min(device_count(), kMaxDevices)) {
+    fail("CUDA device {} does not exist ({} visible)", device, device_count());
+  }
+  DeviceState& s = states()[size_t(device)];
+  std::call_once(s.init, [&] {
+    INGOT_CUDA_CHECK(cudaSetDevice(device));
+    INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  });
+  return s;
+}
+
+DeviceState& current() { return state(current_device()); }
+
+// Host<->device copy through the pinned staging halves.
+void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int device) {
+  DeviceState& s = state(device);
+  if (!s.pinned) {
+    s.pinned_half = size_t(16) << 20;
+    INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.pinned), 2 * s.pinned_half, cudaHostAllocDefault));
+    for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventRecord(e, s.stream));
+  }
+  for (size_t done = 0; done < nbytes;) {
+    size_t n = std::min(s.pinned_half, nbytes - done);
+    int h = s.next_half;
+    s.next_half ^= 1;
+    char* stage = s.pinned + size_t(h) * s.pinned_half;
+    INGOT_CUDA_CHECK(cudaEventSynchronize(s.pinned_done[size_t(h)]));
+    if (to_device) {
+      std::memcpy(stage, static_cast<const char*>(src) + done, n);
+      INGOT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, stage, n, cudaMemcpyHostToDevice, s.stream));
+      INGOT_CUDA_CHECK(cudaEventRecord(s.pinned_done[size_t(h)], s.stream));
+    } else {
+      INGOT_CUDA_CHECK(
+          cudaMemcpyAsync(stage, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost, s.stream));
+      INGOT_CUDA_CHECK(cudaEventRecord(s.pinned_done[size_t(h)], s.stream));
+      INGOT_CUDA_CHECK(cudaEventSynchronize(s.pinned_done[size_t(h)]));
+      std::memcpy(static_cast<char*>(dst) + done, stage, n);
+    }
+    done += n;
+  }
+}
+
+class CudaMemory final : public DeviceMemory {
+ public:
+  void* allocate(size_t nbytes, int device_index) override {
+    state(device_index);  // stream exists before memory is handed out
+    return allocator().allocate(nbytes, device_index);
+  }
+  void deallocate(void* ptr, int device_index) override { allocator().deallocate(ptr, device_index); }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) override {
+    if (nbytes == 0) return;
+    bool dst_gpu = dst_device.type == DeviceType::CUDA, src_gpu = src_device.type == DeviceType::CUDA;
+    if (dst_gpu && src_gpu) {
+      if (dst_device.index == src_device.index) {
+        INGOT_CUDA_CHECK(cudaSetDevice(dst_device.index));
+        INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, state(dst_device.index).stream));
+      } else {
+        // Across devices: both streams' earlier work must be done first.
+        INGOT_CUDA_CHECK(cudaStreamSynchronize(state(src_device.index).stream));
+        INGOT_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, nbytes));
+      }
+    } else if (dst_gpu) {
+      INGOT_CUDA_CHECK(cudaSetDevice(dst_device.index));
+      staged_copy(dst, src, nbytes, true, dst_device.index);
+    } else {
+      INGOT_CUDA_CHECK(cudaSetDevice(src_device.index));
+      staged_copy(dst, src, nbytes, false, src_device.index);
+    }
+  }
+  void fill_zero(void* dst, size_t nbytes, int device_index) override {
+    INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+    INGOT_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes, state(device_index).stream));
+  }
+  bool available(int device_index) override { return device_index >= 0 && device_index < device_count(); }
+  void synchronize(int device_index) override {
+    INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+    INGOT_CUDA_CHECK(cudaStreamSynchronize(state(device_index).stream));
+  }
+};
+
+const bool g_registered = [] {
+  static CudaMemory memory;
+  register_device_memory(DeviceType::CUDA, &memory);
+  return true;
+}();
+
+}  // namespace
+
+bool available() { return device_count() > 0; }
+
+int device_count() {
+  static int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  INGOT_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  return p.name;
+}
+
+int sm_count(int device) {
+  static std::array<int, kMaxDevices> counts{};
+  if (!counts[size_t(device)]) {
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&counts[size_t(device)], cudaDevAttrMultiProcessorCount, device));
+  }
+  return counts[size_t(device)];
+}
+
+cudaStream_t stream() { return current().stream; }
+
+void synchronize() { INGOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+cublasLtHandle_t cublaslt() {
+  DeviceState& s = current();
+  if (!s.lt) INGOT_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+  return s.lt;
+}
+
+cudnnHandle_t cudnn() {
+  DeviceState& s = current();
+  if (!s.dnn) {
+    INGOT_CUDNN_CHECK(cudnnCreate(&s.dnn));
+    INGOT_CUDNN_CHECK(cudnnSetStream(s.dnn, s.stream));
+  }
+  return s.dnn;
+}
+
+void* workspace(size_t nbytes) {
+  DeviceState& s = current();
+  if (nbytes > s.workspace_bytes) {
+    int device = current_device();
+    if (s.workspace) allocator().deallocate(s.workspace, device);  // stream-ordered reuse
+    s.workspace = allocator().allocate(nbytes, device);
+    s.workspace_bytes = nbytes;
+  }
+  return s.workspace;
+}
+
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
+
+MemoryStats memory_stats() {
+  std::lock_guard<std::mutex> lock(allocator().mu);
+  return allocator().stats;
+}
+
+void reset_peak_memory() {
+  std::lock_guard<std::mutex> lock(allocator().mu);
+  allocator().stats.peak_allocated = allocator().stats.allocated;
+}
+
+void empty_cache() {
+  std::lock_guard<std::mutex> lock(allocator().mu);
+  for (int d = 0; d < std::min(device_count(), kMaxDevices); ++d) allocator().release_cached(d);
+}
+
+}  // namespace ingot::cuda

@@ -1,0 +1,76 @@
+// The CUDA backend's runtime: device discovery, the stream every kernel runs on, library handles,
+// a scratch workspace, and checked calls. Everything is created lazily on first use, so a CUDA
+// build loads and runs CPU models on a machine without a GPU.
+//
+// Ordering model: one stream per device. Kernels and device-to-device copies are enqueued on it
+// and never wait; the host waits only when it needs device data (a device-to-host copy, a CPU
+// fallback reading a device value, returning outputs). Freed device memory goes back to the
+// caching allocator at once: the single stream orders its reuse after every earlier use.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <ingot/error.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ingot::cuda {
+
+// True when the driver reports at least one device (never throws).
+bool available();
+int device_count();
+std::string device_name(int device = 0);
+int sm_count(int device = 0);
+
+cudaStream_t stream();  // the current device's stream
+void synchronize();     // waits for the stream; surfaces asynchronous kernel faults as ingot::Error
+cublasLtHandle_t cublaslt();
+cudnnHandle_t cudnn();  // bound to stream()
+// Scratch memory for library calls (cuBLASLt, cuDNN), valid until the next call on this stream
+// that asks for a workspace. Grows on demand.
+void* workspace(size_t nbytes);
+
+// TF32 for float32 matrix products and convolutions: off by default (exact float32), opt-in.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+// Caching allocator statistics (bytes).
+struct MemoryStats {
+  size_t allocated = 0;       // handed out to tensors now
+  size_t reserved = 0;        // held from the driver (allocated + cached)
+  size_t peak_allocated = 0;  // since process start or reset_peak()
+  size_t cuda_mallocs = 0;    // calls that reached cudaMalloc
+};
+MemoryStats memory_stats();
+void reset_peak_memory();
+void empty_cache();  // returns every cached (free) block to the driver
+
+[[noreturn]] void fail_cuda(const char* call, const char* detail, const char* file, int line);
+const char* cublas_status_name(cublasStatus_t s);
+
+}  // namespace ingot::cuda
+
+// Every CUDA, cuBLAS and cuDNN call is checked; the executor adds the node and op to the message.
+#define INGOT_CUDA_CHECK(expr)                                                                       \
+  do {                                                                                               \
+    cudaError_t ingot_err_ = (expr);                                                                 \
+    if (ingot_err_ != cudaSuccess) ::ingot::cuda::fail_cuda(#expr, cudaGetErrorString(ingot_err_), \
+                                                            __FILE__, __LINE__);                     \
+  } while (0)
+#define INGOT_CUBLAS_CHECK(expr)                                                                        \
+  do {                                                                                                  \
+    cublasStatus_t ingot_st_ = (expr);                                                                  \
+    if (ingot_st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      ::ingot::cuda::fail_cuda(#expr, ::ingot::cuda::cublas_status_name(ingot_st_), __FILE__, __LINE__); \
+  } while (0)
+#define INGOT_CUDNN_CHECK(expr)                                                                                    \
+  do {                                                                                                             \
+    cudnnStatus_t ingot_st_ = (expr);                                                                              \
+    if (ingot_st_ != CUDNN_STATUS_SUCCESS) ::ingot::cuda::fail_cuda(#expr, cudnnGetErrorString(ingot_st_), __FILE__, \
+                                                                     __LINE__);                                    \
+  } while (0)
+// After a kernel launch: catches bad launch configurations at once (faults inside the kernel
+// surface at the next synchronizing call).
+#define INGOT_CUDA_LAUNCH_CHECK() INGOT_CUDA_CHECK(cudaGetLastError())

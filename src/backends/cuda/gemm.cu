@@ -1,0 +1,304 @@
+// cuda::gemm on cuBLASLt. Row-major operands are handed to cuBLASLt (column-major) through the
+// transpose identity: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
+// row-major buffer read column-major is its transpose. So cuBLASLt's "A" is our B (n x k after
+// its op), its "B" is our A, and D is n x m column-major with leading dimension ldc. Our bias
+// (n values, one per column of row-major C) is then one value per row of the column-major D,
+// which is what CUBLASLT_EPILOGUE_BIAS expects.
+//
+// Per distinct problem (shape, strides, dtype, epilogue, pointer alignments, device) the matmul
+// descriptor, the layouts and the heuristic's algorithm are built once and kept in a small map.
+// When cuBLASLt has no algorithm for an epilogue (or the dtype is float64), the product runs
+// without it and a small kernel applies bias and activation afterwards.
+#include <cublasLt.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/cuda_util.cuh"
+
+namespace ingot::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kMaxPlans = 512;
+
+cudaDataType_t cuda_dtype(DType dt) {
+  switch (dt) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float64: return CUDA_R_64F;
+    default: fail("cuda::gemm: unsupported dtype {}", dtype_name(dt));
+  }
+}
+
+// Largest power of two (<= 256) dividing the address and, for batches, the batch stride in bytes.
+uint32_t alignment(const void* p, int64_t stride_elems, int64_t batch, size_t elem) {
+  uint64_t v = uint64_t(reinterpret_cast<uintptr_t>(p));
+  if (batch > 1 && stride_elems != 0) v |= uint64_t(stride_elems) * elem;
+  uint32_t a = 256;
+  while (a > 1 && (v % a) != 0) a >>= 1;
+  return a;
+}
+
+// ---- epilogue fallback: c[b, i, j] = act(c[b, i, j] + bias[j]) ----
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+  // cuBLASLt's GELU epilogue is the tanh approximation; the fallback matches it.
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x)));
+}
+__device__ __forceinline__ double gelu_tanh(double x) {
+  const double k0 = 0.7978845608028654, k1 = 0.044715;
+  return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
+}
+
+template <class T>
+__global__ void bias_act_kernel(T* c, const T* bias, int64_t batch, int64_t m, int64_t n, int64_t ldc,
+                                int64_t stride_c, int act) {
+  using C = compute_t<T>;
+  const int64_t total = batch * m * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % n, r = (i / n) % m, b = i / (n * m);
+    T* p = c + b * stride_c + r * ldc + j;
+    C v = load(*p);
+    if (bias) v += load(bias[j]);
+    if (act == 1) {
+      v = v > C(0) ? v : C(0);
+    } else if (act == 2) {
+      v = gelu_tanh(v);
+    }
+    *p = store<T>(v);
+  }
+}
+
+// k == 0: c = beta * c (or 0), the empty product.
+template <class T>
+__global__ void scale_kernel(T* c, int64_t batch, int64_t m, int64_t n, int64_t ldc, int64_t stride_c, float beta) {
+  using C = compute_t<T>;
+  const int64_t total = batch * m * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % n, r = (i / n) % m, b = i / (n * m);
+    T* p = c + b * stride_c + r * ldc + j;
+    *p = beta == 0.0f ? store<T>(C(0)) : store<T>(C(beta) * load(*p));
+  }
+}
+
+void apply_bias_act(const GemmArgs& g, bool bias, bool act) {
+  const int code = !act ? 0 : g.epilogue == Epilogue::Relu ? 1 : 2;
+  const int64_t total = g.batch * g.m * g.n;
+  dispatch_device<DType::Float32, DType::Float16, DType::BFloat16, DType::Float64>(g.dtype, [&]<class T>() {
+    bias_act_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(
+        static_cast<T*>(g.c), bias ? static_cast<const T*>(g.bias) : nullptr, g.batch, g.m, g.n, g.ldc, g.stride_c,
+        code);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+// ---- plans ----
+
+struct Key {
+  int device;
+  DType dtype;
+  bool trans_a, trans_b, tf32, has_bias, beta_nonzero;
+  Epilogue epilogue;
+  int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+  uint32_t align_a, align_b, align_c, align_bias;
+  auto tie() const {
+    return std::tie(device, dtype, trans_a, trans_b, tf32, has_bias, beta_nonzero, epilogue, m, n, k, lda, ldb, ldc,
+                    stride_a, stride_b, stride_c, batch, align_a, align_b, align_c, align_bias);
+  }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool fused_bias = false, fused_act = false;  // done by cuBLASLt's epilogue
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() { release(); }
+  void release() {
+    // Destroy failures are not actionable here (and must not throw from a destructor).
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    la = lb = lc = nullptr;
+    desc = nullptr;
+  }
+};
+
+std::mutex g_mutex;
+std::map<Key, std::unique_ptr<Plan>>& plans() {
+  static auto* m = new std::map<Key, std::unique_ptr<Plan>>();  // leaked: outlives static destruction order
+  return *m;
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  INGOT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld));
+  if (batch > 1) {
+    int32_t count = int32_t(batch);
+    INGOT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    INGOT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+// Builds descriptors for `g` with or without the fused epilogue; false when the heuristic finds
+// no algorithm.
+bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
+  p.release();
+  const cudaDataType_t t = cuda_dtype(g.dtype);
+  const bool f64 = g.dtype == DType::Float64;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+  INGOT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, scale));
+  // cuBLASLt's A is our B, its B is our A (see the top of the file).
+  cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  p.fused_bias = false;
+  p.fused_act = false;
+  if (fuse) {
+    const bool bias = g.bias != nullptr;
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+    switch (g.epilogue) {
+      case Epilogue::None: ep = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT; break;
+      case Epilogue::Relu: ep = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
+      case Epilogue::Gelu: ep = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
+    }
+    INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    if (bias) {
+      // The heuristic reads the pointer's alignment; the pointer itself is set again per call.
+      INGOT_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+      int32_t bias_type = int32_t(t);
+      INGOT_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    p.fused_bias = bias;
+    p.fused_act = g.epilogue != Epilogue::None;
+  }
+  p.la = make_layout(t, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
+  p.lb = make_layout(t, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
+  p.lc = make_layout(t, g.n, g.m, g.ldc, g.batch, g.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  INGOT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = kWorkspaceBytes;
+  cublasStatus_t st =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  // Our A/B are cuBLASLt's B/A.
+  const uint32_t aligns[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
+    st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &aligns[i], sizeof(uint32_t));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    // An epilogue the library rejects outright: let the caller retry without it.
+    if (fuse) return false;
+    fail_cuda("cublasLtMatmulAlgoGetHeuristic", cublas_status_name(st), __FILE__, __LINE__);
+  }
+  p.algo = result.algo;
+  p.workspace = result.workspaceSize;
+  return true;
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("cuda::gemm: negative sizes");
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  const size_t elem = dtype_size(g.dtype);
+  const bool want_act = g.epilogue != Epilogue::None;
+  if (g.k == 0) {
+    const int64_t total = g.batch * g.m * g.n;
+    dispatch_device<DType::Float32, DType::Float16, DType::BFloat16, DType::Float64>(g.dtype, [&]<class T>() {
+      scale_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(g.c), g.batch, g.m, g.n, g.ldc,
+                                                                     g.stride_c, g.beta);
+      INGOT_CUDA_LAUNCH_CHECK();
+    });
+    if (g.bias || want_act) apply_bias_act(g, g.bias != nullptr, want_act);
+    return;
+  }
+
+  Key key{};
+  INGOT_CUDA_CHECK(cudaGetDevice(&key.device));
+  key.dtype = g.dtype;
+  key.trans_a = g.trans_a;
+  key.trans_b = g.trans_b;
+  key.tf32 = g.dtype == DType::Float32 && allow_tf32();
+  key.has_bias = g.bias != nullptr;
+  key.beta_nonzero = g.beta != 0.0f;
+  key.epilogue = g.epilogue;
+  key.m = g.m;
+  key.n = g.n;
+  key.k = g.k;
+  key.lda = g.lda;
+  key.ldb = g.ldb;
+  key.ldc = g.ldc;
+  key.batch = g.batch;
+  key.stride_a = g.batch > 1 ? g.stride_a : 0;
+  key.stride_b = g.batch > 1 ? g.stride_b : 0;
+  key.stride_c = g.batch > 1 ? g.stride_c : 0;
+  key.align_a = alignment(g.a, g.stride_a, g.batch, elem);
+  key.align_b = alignment(g.b, g.stride_b, g.batch, elem);
+  key.align_c = alignment(g.c, g.stride_c, g.batch, elem);
+  key.align_bias = g.bias ? alignment(g.bias, 0, 1, elem) : 0;
+
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& cache = plans();
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    auto plan = std::make_unique<Plan>();
+    // float64 runs without epilogues (cuBLASLt has none for it); others try the fused epilogue first.
+    const bool try_fuse = (g.bias || want_act) && g.dtype != DType::Float64;
+    if (!(try_fuse && build_plan(*plan, g, key, true)) && !build_plan(*plan, g, key, false)) {
+      fail("cuda::gemm: cuBLASLt has no algorithm for {} m={} n={} k={} batch={} (transA={}, transB={})",
+           dtype_name(g.dtype), g.m, g.n, g.k, g.batch, int(g.trans_a), int(g.trans_b));
+    }
+    it = cache.emplace(key, std::move(plan)).first;
+  }
+  Plan& p = *it->second;
+  if (p.fused_bias) {
+    INGOT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  void* ws = p.workspace > 0 ? workspace(p.workspace) : nullptr;
+  if (g.dtype == DType::Float64) {
+    const double alpha = g.alpha, beta = g.beta;
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+                                      &p.algo, ws, p.workspace, stream()));
+  } else {
+    const float alpha = g.alpha, beta = g.beta;
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+                                      &p.algo, ws, p.workspace, stream()));
+  }
+  const bool need_bias = g.bias && !p.fused_bias, need_act = want_act && !p.fused_act;
+  if (need_bias || need_act) apply_bias_act(g, need_bias, need_act);
+}
+
+}  // namespace ingot::cuda

@@ -1,0 +1,32 @@
+// Matrix products on the GPU through cuBLASLt, shared by MatMul, Gemm, FusedMatMul and the RNN
+// kernels. Row-major operands; batched with strides; optional bias (broadcast over rows) and an
+// activation fused into cuBLASLt's epilogue. Runs on cuda::stream(); never synchronizes.
+#pragma once
+#include <ingot/dtype.h>
+
+#include <cstdint>
+
+namespace ingot::cuda {
+
+enum class Epilogue : uint8_t { None, Relu, Gelu };
+
+struct GemmArgs {
+  DType dtype = DType::Float32;  // of A, B, C and bias (float32, float16, bfloat16, float64)
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;  // C is m x n; op(A) is m x k; op(B) is k x n
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;  // leading dimension (row-major: elements per row) and batch stride
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+  float alpha = 1.0f, beta = 0.0f;  // C = alpha * op(A) op(B) + beta * C
+  const void* bias = nullptr;       // n values added to every row, or nullptr
+  Epilogue epilogue = Epilogue::None;
+};
+
+// Float32 uses exact float32 arithmetic unless cuda::allow_tf32(); 16-bit types accumulate in float32.
+void gemm(const GemmArgs& args);
+
+}  // namespace ingot::cuda

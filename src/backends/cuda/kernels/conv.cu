@@ -1,0 +1,714 @@
+// Conv, ConvTranspose and ai.ingot FusedConv on cuDNN (legacy descriptor API). Geometry,
+// validation and error messages mirror src/backends/cpu/kernels/conv.cpp (the same nn_util.h
+// helpers compute pads and output sizes, auto_pad included).
+//
+// Per node and input shape a plan is kept in ctx.state: descriptors and the algorithm chosen once
+// by cudnnFind*AlgorithmEx. 1-D convolutions run as 2-D with a unit height. cuDNN wants symmetric
+// pads: a forward convolution with begin != end pads copies the input into a zero-padded
+// temporary (only the asymmetric excess; the symmetric part stays in the descriptor); a transposed
+// convolution whose pads or output size cuDNN cannot express computes the full output into a
+// temporary and crops it. Bias, the residual and Relu are applied by one epilogue kernel, except
+// float32 + Relu which goes through cudnnConvolutionBiasActivationForward when cuDNN accepts it.
+// When cuDNN has no algorithm for a geometry (or sizes exceed its 32-bit limits), a direct CUDA
+// loop computes the convolution instead, so a registered dtype never fails.
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/nn_util.h"
+#include "backends/cuda/kernels/cuda_util.cuh"
+
+namespace ingot {
+namespace {
+
+using nn::Window;
+
+// ---- geometry (as the CPU kernel) ----
+
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  Window win;
+  bool transposed = false;
+};
+
+void check_inputs(const KernelContext& ctx, const char* op) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  if (w.rank() != x.rank()) {
+    fail("input 1 (W): expected rank {} like X {}, got {}", x.rank(), shape_str(x.shape()), shape_str(w.shape()));
+  }
+  if (w.dtype() != x.dtype())
+    fail("input 1 (W): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
+  if (x.rank() > 5) fail("{}: at most 3 spatial axes are supported, got {}", op, x.rank() - 2);
+}
+
+Ints kernel_from_weights(const KernelContext& ctx, const Tensor& w) {
+  Ints kernel = nn::spatial_dims(w.shape());
+  if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() &&
+      ctx.attr_ints("kernel_shape") != kernel) {
+    fail("attribute 'kernel_shape' {} does not match W's spatial shape {}", shape_str(ctx.attr_ints("kernel_shape")),
+         shape_str(kernel));
+  }
+  return kernel;
+}
+
+void check_bias(const KernelContext& ctx, int64_t channels, DType dtype) {
+  if (!ctx.has_input(2)) return;
+  const Tensor& b = ctx.input(2);
+  if (b.rank() != 1 || b.dim(0) != channels) {
+    fail("input 2 (B): expected shape [{}], got {}", channels, shape_str(b.shape()));
+  }
+  if (b.dtype() != dtype) fail("input 2 (B): expected {}, got {}", dtype_name(dtype), dtype_name(b.dtype()));
+}
+
+ConvGeometry conv_geometry(const KernelContext& ctx) {
+  check_inputs(ctx, "Conv");
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.out_channels = w.dim(0);
+  g.group = ctx.attr_int("group");
+  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
+  if (g.in_channels != w.dim(1) * g.group) {
+    fail("input 1 (W) {}: expects {} input channels ({} per group x group {}), X {} has {}", shape_str(w.shape()),
+         w.dim(1) * g.group, w.dim(1), g.group, shape_str(x.shape()), g.in_channels);
+  }
+  if (g.out_channels % g.group != 0) {
+    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels,
+         g.group);
+  }
+  check_bias(ctx, g.out_channels, x.dtype());
+  g.win = nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel_from_weights(ctx, w));
+  return g;
+}
+
+ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
+  check_inputs(ctx, "ConvTranspose");
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const size_t nd = size_t(x.rank() - 2);
+  ConvGeometry g;
+  g.transposed = true;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.group = ctx.attr_int("group");
+  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
+  if (w.dim(0) != g.in_channels) {
+    fail("input 1 (W) {}: expects {} input channels, X {} has {}", shape_str(w.shape()), w.dim(0), shape_str(x.shape()),
+         g.in_channels);
+  }
+  if (g.in_channels % g.group != 0) fail("X has {} channels, not divisible by group {}", g.in_channels, g.group);
+  g.out_channels = w.dim(1) * g.group;
+  check_bias(ctx, g.out_channels, x.dtype());
+
+  Window& win = g.win;
+  win.in = nn::spatial_dims(x.shape());
+  win.kernel = kernel_from_weights(ctx, w);
+  win.strides = nn::ints_attr_or(ctx, "strides", nd, 1);
+  win.dilations = nn::ints_attr_or(ctx, "dilations", nd, 1);
+  Ints output_padding = nn::ints_attr_or(ctx, "output_padding", nd, 0);
+  win.pad_begin.assign(nd, 0);
+  win.pad_end.assign(nd, 0);
+  win.out.assign(nd, 0);
+  for (size_t i = 0; i < nd; ++i) {
+    if (win.strides[i] < 1 || win.dilations[i] < 1) fail("attributes 'strides' and 'dilations' must be positive");
+  }
+  const std::string& auto_pad = ctx.attr_string("auto_pad");
+  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) {
+    fail("attribute 'auto_pad': unknown value '{}'", auto_pad);
+  }
+  auto full = [&](size_t i) { return win.strides[i] * (win.in[i] - 1) + output_padding[i] + win.extent(i); };
+  bool has_output_shape = ctx.has_attr("output_shape") && !ctx.attr_ints("output_shape").empty();
+  if (has_output_shape || same) {
+    Ints out(nd);
+    if (has_output_shape) {
+      const Ints& os = ctx.attr_ints("output_shape");
+      if (os.size() != nd && os.size() != nd + 2) {
+        fail("attribute 'output_shape': expected {} values, got {}", nd, os.size());
+      }
+      std::copy(os.end() - nd, os.end(), out.begin());
+    } else {
+      for (size_t i = 0; i < nd; ++i) out[i] = win.in[i] * win.strides[i];
+    }
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t total = full(i) - out[i];
+      int64_t half = total / 2;
+      win.pad_begin[i] = auto_pad == "SAME_LOWER" ? total - half : half;
+      win.pad_end[i] = total - win.pad_begin[i];
+      win.out[i] = out[i];
+    }
+  } else {
+    Ints pads = auto_pad == "VALID" ? Ints(2 * nd, 0) : nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
+    for (size_t i = 0; i < nd; ++i) {
+      win.pad_begin[i] = pads[i];
+      win.pad_end[i] = pads[i + nd];
+      win.out[i] = full(i) - pads[i] - pads[i + nd];
+    }
+  }
+  for (size_t i = 0; i < nd; ++i) {
+    if (win.out[i] < 0) fail("ConvTranspose: output spatial axis {} would have negative size {}", i, win.out[i]);
+  }
+  return g;
+}
+
+Shape output_shape(const ConvGeometry& g) {
+  Shape s{g.batch, g.out_channels};
+  s.insert(s.end(), g.win.out.begin(), g.win.out.end());
+  return s;
+}
+
+// ---- small kernels ----
+
+using cuda::blocks_for;
+using cuda::compute_t;
+using cuda::kThreads;
+using cuda::load;
+using cuda::store;
+
+// Three spatial axes (leading ones of size 1 for 1-D/2-D).
+struct Spatial3 {
+  int64_t v[3];
+};
+Spatial3 spatial3(const Ints& s, int64_t fill) {
+  Spatial3 r{{fill, fill, fill}};
+  const size_t off = 3 - s.size();
+  for (size_t i = 0; i < s.size(); ++i) r.v[off + i] = s[i];
+  return r;
+}
+
+// out[nc, o] = in[nc, o + offset] when inside `in`, else 0 (pads an input or crops an output).
+template <class T>
+__global__ void window_copy_kernel(const T* in, T* out, int64_t total, Spatial3 in_dims, Spatial3 out_dims,
+                                   Spatial3 offset) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = i;
+    const int64_t ow = t % out_dims.v[2];
+    t /= out_dims.v[2];
+    const int64_t oh = t % out_dims.v[1];
+    t /= out_dims.v[1];
+    const int64_t od = t % out_dims.v[0];
+    const int64_t nc = t / out_dims.v[0];
+    const int64_t id = od + offset.v[0], ih = oh + offset.v[1], iw = ow + offset.v[2];
+    const bool inside = id >= 0 && id < in_dims.v[0] && ih >= 0 && ih < in_dims.v[1] && iw >= 0 && iw < in_dims.v[2];
+    out[i] = inside ? in[((nc * in_dims.v[0] + id) * in_dims.v[1] + ih) * in_dims.v[2] + iw] : store<T>(0.0f);
+  }
+}
+
+template <class T>
+void window_copy(const Tensor& in, Tensor& out, const Ints& in_sp, const Ints& out_sp, const Ints& offset) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  window_copy_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
+      cuda::ptr<const T>(in), cuda::ptr<T>(out), total, spatial3(in_sp, 1), spatial3(out_sp, 1), spatial3(offset, 0));
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// y = relu?(round(y + bias) + residual), rounding between the steps like separate ops would.
+template <class T>
+__global__ void epilogue_kernel(T* y, const T* bias, const T* residual, int64_t total, int64_t plane,
+                                int64_t channels, bool relu) {
+  using C = compute_t<T>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    C v = load(y[i]);
+    if (bias) v += load(bias[(i / plane) % channels]);
+    if (residual) v = load(store<T>(v)) + load(residual[i]);
+    if (relu) v = v > C(0) ? v : C(0);  // NaN -> 0, like the CPU Relu
+    y[i] = store<T>(v);
+  }
+}
+
+// Direct convolution loops: the fallback when cuDNN has no algorithm for a geometry.
+struct DirectParams {
+  int64_t n, c, m, group;  // batch, input channels, output channels, groups
+  Spatial3 in, out, k, s, d, pb;
+};
+
+template <class T>
+__global__ void conv_direct_kernel(const T* x, const T* w, T* y, DirectParams p) {
+  using A = compute_t<T>;
+  const int64_t in_plane = p.in.v[0] * p.in.v[1] * p.in.v[2];
+  const int64_t out_plane = p.out.v[0] * p.out.v[1] * p.out.v[2];
+  const int64_t ksize = p.k.v[0] * p.k.v[1] * p.k.v[2];
+  const int64_t icg = p.c / p.group, ocg = p.m / p.group;
+  const int64_t total = p.n * p.m * out_plane;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = i;
+    const int64_t ow = t % p.out.v[2];
+    t /= p.out.v[2];
+    const int64_t oh = t % p.out.v[1];
+    t /= p.out.v[1];
+    const int64_t od = t % p.out.v[0];
+    t /= p.out.v[0];
+    const int64_t oc = t % p.m, n = t / p.m, grp = oc / ocg;
+    A acc = A(0);
+    for (int64_t ic = 0; ic < icg; ++ic) {
+      const T* xp = x + (n * p.c + grp * icg + ic) * in_plane;
+      const T* wp = w + (oc * icg + ic) * ksize;
+      for (int64_t kd = 0; kd < p.k.v[0]; ++kd) {
+        const int64_t id = od * p.s.v[0] - p.pb.v[0] + kd * p.d.v[0];
+        if (id < 0 || id >= p.in.v[0]) continue;
+        for (int64_t kh = 0; kh < p.k.v[1]; ++kh) {
+          const int64_t ih = oh * p.s.v[1] - p.pb.v[1] + kh * p.d.v[1];
+          if (ih < 0 || ih >= p.in.v[1]) continue;
+          for (int64_t kw = 0; kw < p.k.v[2]; ++kw) {
+            const int64_t iw = ow * p.s.v[2] - p.pb.v[2] + kw * p.d.v[2];
+            if (iw < 0 || iw >= p.in.v[2]) continue;
+            acc += A(load(xp[(id * p.in.v[1] + ih) * p.in.v[2] + iw])) *
+                   A(load(wp[(kd * p.k.v[1] + kh) * p.k.v[2] + kw]));
+          }
+        }
+      }
+    }
+    y[i] = store<T>(acc);
+  }
+}
+
+// Transposed convolution as a gather: each output sums the inputs whose taps land on it.
+template <class T>
+__global__ void conv_transpose_direct_kernel(const T* x, const T* w, T* y, DirectParams p) {
+  using A = compute_t<T>;
+  const int64_t in_plane = p.in.v[0] * p.in.v[1] * p.in.v[2];
+  const int64_t out_plane = p.out.v[0] * p.out.v[1] * p.out.v[2];
+  const int64_t ksize = p.k.v[0] * p.k.v[1] * p.k.v[2];
+  const int64_t icg = p.c / p.group, ocg = p.m / p.group;
+  const int64_t total = p.n * p.m * out_plane;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = i;
+    const int64_t ow = t % p.out.v[2];
+    t /= p.out.v[2];
+    const int64_t oh = t % p.out.v[1];
+    t /= p.out.v[1];
+    const int64_t od = t % p.out.v[0];
+    t /= p.out.v[0];
+    const int64_t oc = t % p.m, n = t / p.m, grp = oc / ocg, ocl = oc % ocg;
+    A acc = A(0);
+    for (int64_t ic = 0; ic < icg; ++ic) {
+      const int64_t icx = grp * icg + ic;
+      const T* xp = x + (n * p.c + icx) * in_plane;
+      const T* wp = w + (icx * ocg + ocl) * ksize;  // W is [C, M/group, k...]
+      for (int64_t kd = 0; kd < p.k.v[0]; ++kd) {
+        const int64_t td = od + p.pb.v[0] - kd * p.d.v[0];
+        if (td < 0 || td % p.s.v[0] != 0) continue;
+        const int64_t id = td / p.s.v[0];
+        if (id >= p.in.v[0]) continue;
+        for (int64_t kh = 0; kh < p.k.v[1]; ++kh) {
+          const int64_t th = oh + p.pb.v[1] - kh * p.d.v[1];
+          if (th < 0 || th % p.s.v[1] != 0) continue;
+          const int64_t ih = th / p.s.v[1];
+          if (ih >= p.in.v[1]) continue;
+          for (int64_t kw = 0; kw < p.k.v[2]; ++kw) {
+            const int64_t tw = ow + p.pb.v[2] - kw * p.d.v[2];
+            if (tw < 0 || tw % p.s.v[2] != 0) continue;
+            const int64_t iw = tw / p.s.v[2];
+            if (iw >= p.in.v[2]) continue;
+            acc += A(load(xp[(id * p.in.v[1] + ih) * p.in.v[2] + iw])) *
+                   A(load(wp[(kd * p.k.v[1] + kh) * p.k.v[2] + kw]));
+          }
+        }
+      }
+    }
+    y[i] = store<T>(acc);
+  }
+}
+
+#define INGOT_CUDA_CONV_TYPES DType::Float32, DType::Float16, DType::BFloat16
+
+void run_direct(const ConvGeometry& g, const Tensor& x, const Tensor& w, Tensor& y) {
+  DirectParams p;
+  p.n = g.batch;
+  p.c = g.in_channels;
+  p.m = g.out_channels;
+  p.group = g.group;
+  p.in = spatial3(g.win.in, 1);
+  p.out = spatial3(g.win.out, 1);
+  p.k = spatial3(g.win.kernel, 1);
+  p.s = spatial3(g.win.strides, 1);
+  p.d = spatial3(g.win.dilations, 1);
+  p.pb = spatial3(g.win.pad_begin, 0);
+  const int64_t total = y.numel();
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    if (g.transposed) {
+      conv_transpose_direct_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
+          cuda::ptr<const T>(x), cuda::ptr<const T>(w), cuda::ptr<T>(y), p);
+    } else {
+      conv_direct_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
+          cuda::ptr<const T>(x), cuda::ptr<const T>(w), cuda::ptr<T>(y), p);
+    }
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+// ---- cuDNN plans ----
+
+constexpr size_t kFindWorkspaceBytes = size_t(256) << 20;
+constexpr size_t kMaxPlans = 8;
+
+cudnnDataType_t cudnn_dtype(DType dt) {
+  switch (dt) {
+    case DType::Float32: return CUDNN_DATA_FLOAT;
+    case DType::Float16: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    default: fail("cuDNN convolution: unsupported dtype {}", dtype_name(dt));
+  }
+}
+
+struct ConvPlan {
+  // key
+  Shape x_shape, w_shape;
+  DType dtype = DType::Float32;
+  bool tf32 = false, want_fused = false;
+
+  bool use_cudnn = false;
+  bool algo_chosen = false;
+  // Forward: X is copied into a zero-padded temporary of spatial size `x_sp` first.
+  bool pad_input = false;
+  // Transposed: cuDNN writes a temporary of spatial size `y_sp`, cropped into Y at `crop_offset`.
+  bool crop_output = false;
+  Ints x_sp, y_sp, pad_offset, crop_offset;
+  Shape x_tmp_shape, y_tmp_shape;
+
+  cudnnTensorDescriptor_t x_desc = nullptr, y_desc = nullptr, bias_desc = nullptr;
+  cudnnFilterDescriptor_t w_desc = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc = nullptr;
+  cudnnActivationDescriptor_t act_desc = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t bwd_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  size_t workspace = 0;
+  bool fused = false;  // float32 + Relu through cudnnConvolutionBiasActivationForward
+  Tensor zero_bias;    // for the fused call without B
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    // Destroy failures are not actionable (and must not throw from a destructor).
+    if (x_desc) cudnnDestroyTensorDescriptor(x_desc);
+    if (y_desc) cudnnDestroyTensorDescriptor(y_desc);
+    if (bias_desc) cudnnDestroyTensorDescriptor(bias_desc);
+    if (w_desc) cudnnDestroyFilterDescriptor(w_desc);
+    if (conv_desc) cudnnDestroyConvolutionDescriptor(conv_desc);
+    if (act_desc) cudnnDestroyActivationDescriptor(act_desc);
+  }
+};
+
+struct ConvState {
+  std::vector<std::unique_ptr<ConvPlan>> plans;
+};
+
+bool fits_int(const std::vector<int64_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t d) { return d >= 0 && d <= INT_MAX; });
+}
+
+// cuDNN's N-d dims: [N, C, spatial...] with 1-D promoted to 2-D (unit height).
+std::vector<int> cudnn_dims(int64_t n, int64_t c, const Ints& sp) {
+  std::vector<int> d{int(n), int(c)};
+  if (sp.size() == 1) d.push_back(1);
+  for (int64_t s : sp) d.push_back(int(s));
+  return d;
+}
+std::vector<int> cudnn_spatial(const Ints& sp, int fill) {
+  std::vector<int> d;
+  if (sp.size() == 1) d.push_back(fill);
+  for (int64_t s : sp) d.push_back(int(s));
+  return d;
+}
+
+void set_tensor(cudnnTensorDescriptor_t desc, cudnnDataType_t t, const std::vector<int>& dims) {
+  std::vector<int> strides(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = int(s);
+    s *= std::max(dims[i], 1);
+  }
+  INGOT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc, t, int(dims.size()), dims.data(), strides.data()));
+}
+
+cudnnMathType_t base_math(DType dt, bool tf32) {
+  if (dt == DType::Float32) return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  return CUDNN_TENSOR_OP_MATH;
+}
+
+// Builds descriptors (no algorithm yet); leaves use_cudnn false when cuDNN cannot express the
+// problem, in which case the direct loops run.
+void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w) {
+  const Window& win = g.win;
+  const size_t nd = win.in.size();
+  Ints pads(nd, 0), x_sp = win.in, y_sp = win.out;
+  p.pad_offset.assign(nd, 0);
+  p.crop_offset.assign(nd, 0);
+  if (!g.transposed) {
+    for (size_t i = 0; i < nd; ++i) {
+      const int64_t sym = std::min(win.pad_begin[i], win.pad_end[i]);
+      const int64_t extra_b = win.pad_begin[i] - sym, extra_e = win.pad_end[i] - sym;
+      pads[i] = sym;
+      x_sp[i] = win.in[i] + extra_b + extra_e;
+      p.pad_offset[i] = -extra_b;  // input coordinate = padded coordinate - extra_b
+      if (extra_b != 0 || extra_e != 0) p.pad_input = true;
+    }
+  } else {
+    // Y = the full output cropped by pad_begin; cuDNN handles symmetric non-negative pads with
+    // output padding below the stride directly, anything else goes through a temporary.
+    bool direct = true;
+    for (size_t i = 0; i < nd; ++i) {
+      const int64_t reach = win.strides[i] * (win.in[i] - 1) + win.extent(i);
+      const int64_t op = win.out[i] + win.pad_begin[i] + win.pad_end[i] - reach;
+      if (win.pad_begin[i] != win.pad_end[i] || win.pad_begin[i] < 0 || op < 0 || op >= win.strides[i]) direct = false;
+    }
+    for (size_t i = 0; i < nd; ++i) {
+      const int64_t reach = win.strides[i] * (win.in[i] - 1) + win.extent(i);
+      if (direct) {
+        pads[i] = win.pad_begin[i];
+      } else {
+        y_sp[i] = reach;
+        p.crop_offset[i] = win.pad_begin[i];  // temporary coordinate = output coordinate + pad_begin
+      }
+    }
+    p.crop_output = !direct;
+    for (size_t i = 0; i < nd; ++i) {
+      if (win.in[i] < 1) return;  // nothing reaches the output: the direct loop writes zeros
+    }
+  }
+  p.x_sp = x_sp;
+  p.y_sp = y_sp;
+  Shape xs{g.batch, g.in_channels}, ys{g.batch, g.out_channels};
+  xs.insert(xs.end(), x_sp.begin(), x_sp.end());
+  ys.insert(ys.end(), y_sp.begin(), y_sp.end());
+  p.x_tmp_shape = xs;
+  p.y_tmp_shape = ys;
+
+  // cuDNN's legacy API has 32-bit dims and element counts.
+  std::vector<int64_t> all = xs;
+  all.insert(all.end(), ys.begin(), ys.end());
+  all.insert(all.end(), w.shape().begin(), w.shape().end());
+  all.insert(all.end(), pads.begin(), pads.end());
+  all.insert(all.end(), win.strides.begin(), win.strides.end());
+  all.insert(all.end(), win.dilations.begin(), win.dilations.end());
+  all.push_back(shape_numel(xs));
+  all.push_back(shape_numel(ys));
+  all.push_back(w.numel());
+  all.push_back(g.group);
+  if (!fits_int(all)) return;
+
+  const cudnnDataType_t t = cudnn_dtype(x.dtype());
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv_desc));
+  // For a transposed convolution cuDNN's "x" (dy) is our X and its "y" (dx) is our Y.
+  set_tensor(p.x_desc, t, cudnn_dims(g.batch, g.in_channels, x_sp));
+  set_tensor(p.y_desc, t, cudnn_dims(g.batch, g.out_channels, y_sp));
+  std::vector<int> wd = g.transposed ? cudnn_dims(w.dim(0), w.dim(1), win.kernel)
+                                     : cudnn_dims(g.out_channels, w.dim(1), win.kernel);
+  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(p.w_desc, t, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  std::vector<int> cp = cudnn_spatial(pads, 0), cs = cudnn_spatial(win.strides, 1),
+                   cd = cudnn_spatial(win.dilations, 1);
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(p.conv_desc, int(cp.size()), cp.data(), cs.data(), cd.data(),
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p.conv_desc, int(g.group)));
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, base_math(x.dtype(), p.tf32)));
+
+  // The forward convolution's output must be cuDNN's "y" (or, transposed, our X).
+  std::vector<int> expect = g.transposed ? cudnn_dims(g.batch, g.in_channels, win.in)
+                                         : cudnn_dims(g.batch, g.out_channels, y_sp);
+  std::vector<int> got(expect.size());
+  cudnnTensorDescriptor_t fwd_in = g.transposed ? p.y_desc : p.x_desc;
+  if (cudnnGetConvolutionNdForwardOutputDim(p.conv_desc, fwd_in, p.w_desc, int(got.size()), got.data()) !=
+          CUDNN_STATUS_SUCCESS ||
+      got != expect) {
+    return;
+  }
+  if (p.want_fused) {
+    INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.bias_desc));
+    std::vector<int> bd(wd.size(), 1);
+    bd[1] = int(g.out_channels);
+    set_tensor(p.bias_desc, t, bd);
+    INGOT_CUDNN_CHECK(cudnnCreateActivationDescriptor(&p.act_desc));
+    INGOT_CUDNN_CHECK(cudnnSetActivationDescriptor(p.act_desc, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    p.fused = true;
+  }
+  p.use_cudnn = true;
+}
+
+bool acceptable_math(const ConvPlan& p, cudnnMathType_t m) {
+  // Exact float32 unless TF32 is allowed.
+  return !(p.dtype == DType::Float32 && !p.tf32) || m == CUDNN_FMA_MATH;
+}
+
+// Times cuDNN's algorithms on these buffers once and keeps the fastest acceptable one.
+void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, void* y) {
+  p.algo_chosen = true;
+  void* ws = cuda::workspace(kFindWorkspaceBytes);
+  int returned = 0;
+  if (!transposed) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if (cudnnFindConvolutionForwardAlgorithmEx(cuda::cudnn(), p.x_desc, x, p.w_desc, w, p.conv_desc, p.y_desc, y,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
+                                               kFindWorkspaceBytes) != CUDNN_STATUS_SUCCESS) {
+      p.use_cudnn = false;
+      return;
+    }
+    for (int i = 0; i < returned; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && acceptable_math(p, perf[i].mathType)) {
+        p.fwd_algo = perf[i].algo;
+        p.workspace = perf[i].memory;
+        INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
+        return;
+      }
+    }
+  } else {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if (cudnnFindConvolutionBackwardDataAlgorithmEx(cuda::cudnn(), p.w_desc, w, p.x_desc, x, p.conv_desc, p.y_desc, y,
+                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws,
+                                                    kFindWorkspaceBytes) != CUDNN_STATUS_SUCCESS) {
+      p.use_cudnn = false;
+      return;
+    }
+    for (int i = 0; i < returned; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && acceptable_math(p, perf[i].mathType)) {
+        p.bwd_algo = perf[i].algo;
+        p.workspace = perf[i].memory;
+        INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
+        return;
+      }
+    }
+  }
+  p.use_cudnn = false;  // no algorithm: the direct loops run
+}
+
+ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, bool want_fused) {
+  auto& plans = ctx.state<ConvState>().plans;
+  const bool tf32 = x.dtype() == DType::Float32 && cuda::allow_tf32();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ConvPlan& p = *plans[i];
+    if (p.x_shape == x.shape() && p.w_shape == w.shape() && p.dtype == x.dtype() && p.tf32 == tf32 &&
+        p.want_fused == want_fused) {
+      std::rotate(plans.begin(), plans.begin() + i, plans.begin() + i + 1);
+      return *plans[0];
+    }
+  }
+  auto plan = std::make_unique<ConvPlan>();
+  plan->x_shape = x.shape();
+  plan->w_shape = w.shape();
+  plan->dtype = x.dtype();
+  plan->tf32 = tf32;
+  plan->want_fused = want_fused;
+  build_plan(*plan, g, x, w);
+  plans.insert(plans.begin(), std::move(plan));
+  if (plans.size() > kMaxPlans) plans.pop_back();
+  return *plans[0];
+}
+
+void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, bool relu, int64_t channels) {
+  if (!bias && !residual && !relu) return;
+  const int64_t total = y.numel();
+  const int64_t plane = total / std::max<int64_t>(1, y.dim(0) * channels);
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(y.dtype(), [&]<class T>() {
+    epilogue_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
+        cuda::ptr<T>(y), bias ? cuda::ptr<const T>(*bias) : nullptr, residual ? cuda::ptr<const T>(*residual) : nullptr,
+        total, std::max<int64_t>(1, plane), channels, relu);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual = nullptr, bool relu = false) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  Tensor& y = ctx.allocate(0, x.dtype(), output_shape(g));
+  if (y.numel() == 0) return;
+  if (x.numel() == 0 || w.numel() == 0) {
+    // Nothing to accumulate (zero input channels): the output is the bias (then the epilogue).
+    INGOT_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), cuda::stream()));
+    apply_epilogue(y, b, residual, relu, g.out_channels);
+    return;
+  }
+  const bool want_fused = !g.transposed && relu && x.dtype() == DType::Float32;
+  ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
+  if (p.use_cudnn) {
+    const Device dev = ctx.device();
+    Tensor xin = x;
+    if (p.pad_input) {
+      xin = Tensor::empty(x.dtype(), p.x_tmp_shape, dev);
+      cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(),
+                                                   [&]<class T>() { window_copy<T>(x, xin, g.win.in, p.x_sp, p.pad_offset); });
+    }
+    Tensor yout = p.crop_output ? Tensor::empty(x.dtype(), p.y_tmp_shape, dev) : y;
+    if (!p.algo_chosen) choose_algo(p, g.transposed, xin.raw_data(), w.raw_data(), yout.raw_data());
+    if (p.use_cudnn) {
+      void* ws = p.workspace > 0 ? cuda::workspace(p.workspace) : nullptr;
+      const float one = 1.0f, zero = 0.0f;
+      if (p.fused) {
+        if (!b && !p.zero_bias.defined()) {
+          p.zero_bias = Tensor::empty(x.dtype(), {g.out_channels}, dev);
+          INGOT_CUDA_CHECK(cudaMemsetAsync(p.zero_bias.raw_data(), 0, p.zero_bias.nbytes(), cuda::stream()));
+        }
+        const float alpha2 = residual ? 1.0f : 0.0f;
+        const void* z = residual ? residual->raw_data() : y.raw_data();
+        const void* bias = b ? b->raw_data() : p.zero_bias.raw_data();
+        cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+            cuda::cudnn(), &one, p.x_desc, xin.raw_data(), p.w_desc, w.raw_data(), p.conv_desc, p.fwd_algo, ws,
+            p.workspace, &alpha2, p.y_desc, z, p.bias_desc, bias, p.act_desc, p.y_desc, y.raw_data());
+        if (st == CUDNN_STATUS_SUCCESS) return;
+        p.fused = false;  // not supported for this geometry: separate epilogue from now on
+      }
+      if (!g.transposed) {
+        INGOT_CUDNN_CHECK(cudnnConvolutionForward(cuda::cudnn(), &one, p.x_desc, xin.raw_data(), p.w_desc,
+                                                  w.raw_data(), p.conv_desc, p.fwd_algo, ws, p.workspace, &zero,
+                                                  p.y_desc, yout.raw_data()));
+      } else {
+        INGOT_CUDNN_CHECK(cudnnConvolutionBackwardData(cuda::cudnn(), &one, p.w_desc, w.raw_data(), p.x_desc,
+                                                       xin.raw_data(), p.conv_desc, p.bwd_algo, ws, p.workspace,
+                                                       &zero, p.y_desc, yout.raw_data()));
+      }
+      if (p.crop_output) {
+        cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(
+            x.dtype(), [&]<class T>() { window_copy<T>(yout, y, p.y_sp, g.win.out, p.crop_offset); });
+      }
+      apply_epilogue(y, b, residual, relu, g.out_channels);
+      return;
+    }
+  }
+  run_direct(g, x, w, y);
+  apply_epilogue(y, b, residual, relu, g.out_channels);
+}
+
+void conv_kernel(KernelContext& ctx) { run_conv(ctx, conv_geometry(ctx)); }
+void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_geometry(ctx)); }
+
+void fused_conv_kernel(KernelContext& ctx) {
+  const ConvGeometry g = conv_geometry(ctx);
+  bool relu = false;
+  const std::string& activation = ctx.attr_string("activation");
+  if (activation == "Relu") {
+    relu = true;
+  } else if (!activation.empty()) {
+    fail("attribute 'activation': expected 'Relu' or '', got '{}'", activation);
+  }
+  const Tensor* residual = nullptr;
+  if (ctx.has_input(3)) {
+    residual = &ctx.input(3);
+    const Tensor& x = ctx.input(0);
+    if (residual->shape() != output_shape(g)) {
+      fail("input 3 (R): expected the output's shape {}, got {}", shape_str(output_shape(g)),
+           shape_str(residual->shape()));
+    }
+    if (residual->dtype() != x.dtype()) {
+      fail("input 3 (R): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(residual->dtype()));
+    }
+  }
+  run_conv(ctx, g, residual, relu);
+}
+
+}  // namespace
+
+INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(FusedConv, fused_conv_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+
+}  // namespace ingot

@@ -1,0 +1,520 @@
+// Normalizations on CUDA: BatchNormalization (inference and training mode), InstanceNormalization,
+// LayerNormalization, GroupNormalization, LRN and MeanVarianceNormalization. The CPU kernels
+// (src/backends/cpu/kernels/norm.cpp) are the reference: statistics in float (double for float64
+// tensors; MeanVarianceNormalization in double throughout), two passes (mean, then the centered
+// variance). Per-row normalizations run one warp per row (short rows) or one block per row.
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cuda/kernels/cuda_util.cuh"
+#include "core/broadcast.h"
+
+namespace ingot::cuda {
+namespace {
+
+template <class T>
+using acc_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class A>
+__device__ __forceinline__ A sqrt_of(A v) {
+  if constexpr (std::is_same_v<A, double>) {
+    return sqrt(v);
+  } else {
+    return sqrtf(v);
+  }
+}
+
+template <class A>
+__device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// Block-wide sum (1-D block, multiple of 32 threads); every thread gets the result.
+template <class A>
+__device__ __forceinline__ A block_sum(A v, A* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  v = lane < warps ? buf[lane] : A(0);
+  return warp_sum(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters (scale, bias, mean, var: any float dtype) as a device buffer of the accumulator
+// type, optionally broadcast to `out` (numpy rules, via an Indexer).
+
+template <class S, class A>
+__global__ void to_acc_kernel(const S* __restrict__ src, A* __restrict__ dst, int64_t n, Indexer ix, bool flat) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = A(load(src[flat ? i : ix.offset(i)]));
+}
+
+// `t` converted to A (float or double) on the device; with `out`, broadcast to that shape.
+template <class A>
+Tensor to_acc(const Tensor& t, const Shape* out = nullptr) {
+  const DType acc_dt = std::is_same_v<A, double> ? DType::Float64 : DType::Float32;
+  const Shape shape = out ? *out : t.shape();
+  const int64_t n = shape_numel(shape);
+  Tensor r = Tensor::empty(acc_dt, shape, t.device());
+  if (n == 0) return r;
+  const bool flat = !out || t.numel() == n;
+  Indexer ix;
+  if (!flat) ix = make_indexer(t.shape(), shape);
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(t.dtype(), [&]<class S>() {
+    to_acc_kernel<S, A><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<const S>(t), ptr<A>(r), n, ix, flat);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+  return r;
+}
+
+void check_channel_param(const Tensor& t, size_t index, const char* name, int64_t channels) {
+  if (t.numel() != channels || t.rank() != 1) {
+    fail("input {} ({}): expected shape [{}], got {}", index, name, channels, shape_str(t.shape()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row normalization: rows of `len` contiguous elements; per row mean, variance and
+// inv = 1 / sqrt(var + eps), then y = epi(row, j, x, mean, inv). epi.stats(row, mean, inv) is
+// called once per row.
+
+template <class T, class A, class Epi, bool kBlock>
+__global__ void row_norm_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t len, A eps, Epi epi) {
+  __shared__ A buf[32];
+  int64_t group, groups;
+  int lane, width;
+  if constexpr (kBlock) {
+    group = blockIdx.x;
+    groups = gridDim.x;
+    lane = threadIdx.x;
+    width = blockDim.x;
+  } else {
+    const int warps = blockDim.x >> 5;
+    group = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5);
+    groups = int64_t(gridDim.x) * warps;
+    lane = threadIdx.x & 31;
+    width = 32;
+  }
+  auto sum_all = [&](A v) {
+    if constexpr (kBlock) {
+      return block_sum(v, buf);
+    } else {
+      return warp_sum(v);
+    }
+  };
+  for (int64_t row = group; row < rows; row += groups) {
+    const T* src = x + row * len;
+    T* dst = y + row * len;
+    A s = 0;
+    for (int64_t j = lane; j < len; j += width) s += A(load(src[j]));
+    s = sum_all(s);
+    const A mean = len > 0 ? s / A(len) : A(0);
+    A sq = 0;
+    for (int64_t j = lane; j < len; j += width) {
+      const A d = A(load(src[j])) - mean;
+      sq += d * d;
+    }
+    sq = sum_all(sq);
+    const A var = len > 0 ? sq / A(len) : A(0);
+    const A inv = A(1) / sqrt_of(var + eps);
+    for (int64_t j = lane; j < len; j += width) dst[j] = store<T>(epi(row, j, A(load(src[j])), mean, inv));
+    if (lane == 0) epi.stats(row, mean, inv);
+  }
+}
+
+template <class T, class A, class Epi>
+void launch_row_norm(const T* x, T* y, int64_t rows, int64_t len, double eps, const Epi& epi) {
+  if (rows == 0) return;
+  if (len > 2048) {
+    row_norm_kernel<T, A, Epi, true><<<blocks_for(rows * kThreads), kThreads, 0, stream()>>>(x, y, rows, len, A(eps), epi);
+  } else {
+    row_norm_kernel<T, A, Epi, false><<<blocks_for(rows * 32), kThreads, 0, stream()>>>(x, y, rows, len, A(eps), epi);
+  }
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// LayerNormalization: (x - mean) * inv * scale[j] + bias[j]; optional Mean / InvStdDev outputs.
+template <class A, class S>
+struct LayerEpi {
+  const A* scale;
+  const A* bias;  // nullptr: no bias
+  S* mean_out;    // nullptr when not requested
+  S* inv_out;
+  __device__ A operator()(int64_t, int64_t j, A v, A mean, A inv) const {
+    return (v - mean) * inv * scale[j] + (bias ? bias[j] : A(0));
+  }
+  __device__ void stats(int64_t row, A mean, A inv) const {
+    if (mean_out) mean_out[row] = store<S>(mean);
+    if (inv_out) inv_out[row] = store<S>(inv);
+  }
+};
+
+// InstanceNormalization: a = scale[c] * inv; y = x * a + (bias[c] - mean * a).
+template <class A>
+struct InstanceEpi {
+  const A* scale;
+  const A* bias;
+  int64_t channels;
+  __device__ A operator()(int64_t row, int64_t, A v, A mean, A inv) const {
+    const int64_t c = row % channels;
+    const A a = scale[c] * inv;
+    return v * a + (bias[c] - mean * a);
+  }
+  __device__ void stats(int64_t, A, A) const {}
+};
+
+// GroupNormalization: rows are (n, group); scale/bias per channel or per group.
+template <class A>
+struct GroupEpi {
+  const A* scale;
+  const A* bias;
+  int64_t groups, per_group, plane;
+  bool scale_per_channel, bias_per_channel;
+  __device__ A operator()(int64_t row, int64_t j, A v, A mean, A inv) const {
+    const int64_t g = row % groups;
+    const int64_t channel = g * per_group + (plane > 0 ? j / plane : 0);
+    const A a = inv * scale[scale_per_channel ? channel : g];
+    return v * a + (bias[bias_per_channel ? channel : g] - mean * a);
+  }
+  __device__ void stats(int64_t, A, A) const {}
+};
+
+void layer_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank());
+  const Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  const int64_t inner = shape_numel(norm_shape);
+  const int64_t outer = inner > 0 ? x.numel() / inner : shape_numel(Shape(x.shape().begin(), x.shape().begin() + axis));
+  const double epsilon = ctx.attr_float("epsilon");
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  Shape stat_shape = x.shape();
+  for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
+  const DType stat_dtype = ctx.attr_int("stash_type") == 1 && x.dtype() != DType::Float64 ? DType::Float32 : x.dtype();
+  Tensor mean_out, inv_out;
+  if (ctx.num_outputs() > 1) mean_out = ctx.allocate(1, stat_dtype, stat_shape);
+  if (ctx.num_outputs() > 2) inv_out = ctx.allocate(2, stat_dtype, stat_shape);
+  auto check_param = [&](const Tensor& t, size_t index, const char* name) {
+    if (t.numel() == inner) return;
+    if (t.rank() > int64_t(norm_shape.size()) || broadcast_shapes({t.shape(), norm_shape}) != norm_shape) {
+      fail("input {} ({}): shape {} does not broadcast to the normalized shape {}", index, name, shape_str(t.shape()),
+           shape_str(norm_shape));
+    }
+  };
+  check_param(ctx.input(1), 1, "Scale");
+  if (ctx.has_input(2)) check_param(ctx.input(2), 2, "B");
+  if (outer == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    Tensor scale = to_acc<A>(ctx.input(1), &norm_shape);
+    Tensor bias = ctx.has_input(2) ? to_acc<A>(ctx.input(2), &norm_shape) : Tensor();
+    auto run = [&]<class S>() {
+      LayerEpi<A, S> epi{ptr<const A>(scale), bias.defined() ? ptr<const A>(bias) : nullptr,
+                         mean_out.defined() ? ptr<S>(mean_out) : nullptr, inv_out.defined() ? ptr<S>(inv_out) : nullptr};
+      launch_row_norm<T, A>(ptr<const T>(x), ptr<T>(y), outer, inner, epsilon, epi);
+    };
+    if (stat_dtype == x.dtype()) {
+      run.template operator()<T>();
+    } else {
+      run.template operator()<float>();
+    }
+  });
+}
+
+void instance_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 3) fail("input 0 (input): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  const int64_t channels = x.dim(1), planes = x.dim(0) * channels;
+  check_channel_param(ctx.input(1), 1, "scale", channels);
+  check_channel_param(ctx.input(2), 2, "B", channels);
+  const int64_t plane = planes > 0 ? x.numel() / planes : 0;
+  const double epsilon = ctx.attr_float("epsilon");
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  if (x.numel() == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    Tensor scale = to_acc<A>(ctx.input(1)), bias = to_acc<A>(ctx.input(2));
+    InstanceEpi<A> epi{ptr<const A>(scale), ptr<const A>(bias), channels};
+    launch_row_norm<T, A>(ptr<const T>(x), ptr<T>(y), planes, plane, epsilon, epi);
+  });
+}
+
+void group_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
+  const int64_t n = x.dim(0), channels = x.dim(1), groups = ctx.attr_int("num_groups");
+  if (groups < 1 || channels % groups != 0) {
+    fail("attribute 'num_groups': {} does not divide the {} channels of X", groups, channels);
+  }
+  const Tensor &scale_t = ctx.input(1), &bias_t = ctx.input(2);
+  for (auto [t, i, name] : {std::tuple{&scale_t, 1, "scale"}, std::tuple{&bias_t, 2, "bias"}}) {
+    if (t->numel() != channels && t->numel() != groups) {
+      fail("input {} ({}): expected {} (per channel) or {} (per group) values, got {}", i, name, channels, groups,
+           shape_str(t->shape()));
+    }
+  }
+  const int64_t per_group = channels / groups;
+  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
+  const double epsilon = ctx.attr_float("epsilon");
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  if (x.numel() == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    Tensor scale = to_acc<A>(scale_t), bias = to_acc<A>(bias_t);
+    GroupEpi<A> epi{ptr<const A>(scale), ptr<const A>(bias), groups, per_group, plane,
+                    scale_t.numel() == channels, bias_t.numel() == channels};
+    launch_row_norm<T, A>(ptr<const T>(x), ptr<T>(y), n * groups, per_group * plane, epsilon, epi);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormalization.
+
+// Per channel: a = scale / sqrt(var + eps), b = bias - mean * a.
+template <class A>
+__global__ void bn_coeffs_kernel(const A* __restrict__ scale, const A* __restrict__ bias, const A* __restrict__ mean,
+                                 const A* __restrict__ var, A* __restrict__ a, A* __restrict__ b, int64_t channels,
+                                 A eps) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    const A s = scale[c] / sqrt_of(var[c] + eps);
+    a[c] = s;
+    b[c] = bias[c] - mean[c] * s;
+  }
+}
+
+template <class T, class A>
+__global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, const A* __restrict__ a,
+                                const A* __restrict__ b, int64_t total, int64_t channels, int64_t plane) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / plane) % channels;
+    y[i] = store<T>(A(load(x[i])) * a[c] + b[c]);
+  }
+}
+
+// Training mode: batch mean and population variance per channel over N and the spatial axes.
+template <class T, class A>
+__global__ void bn_stats_kernel(const T* __restrict__ x, A* __restrict__ mean, A* __restrict__ var, int64_t n,
+                                int64_t channels, int64_t plane) {
+  __shared__ A buf[32];
+  const int64_t per_channel = n * plane;
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    A s = 0;
+    for (int64_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
+      const int64_t i = k / plane, j = k - i * plane;
+      s += A(load(x[(i * channels + c) * plane + j]));
+    }
+    s = block_sum(s, buf);
+    const A count = A(per_channel > 0 ? per_channel : 1);
+    const A mu = s / count;
+    A sq = 0;
+    for (int64_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
+      const int64_t i = k / plane, j = k - i * plane;
+      const A d = A(load(x[(i * channels + c) * plane + j])) - mu;
+      sq += d * d;
+    }
+    sq = block_sum(sq, buf);
+    if (threadIdx.x == 0) {
+      mean[c] = mu;
+      var[c] = sq / count;
+    }
+  }
+}
+
+// running * momentum + current * (1 - momentum), in double as the CPU, stored as S.
+template <class S, class A>
+__global__ void bn_blend_kernel(const A* __restrict__ running, const A* __restrict__ current, S* __restrict__ out,
+                                int64_t channels, double momentum) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x)
+    out[c] = store<S>(double(running[c]) * momentum + double(current[c]) * (1 - momentum));
+}
+
+void batch_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
+  const int64_t n = x.dim(0), channels = x.dim(1);
+  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
+  const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i) check_channel_param(ctx.input(i), i, names[i], channels);
+  const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode") != 0 : ctx.num_outputs() > 1;
+  if (ctx.opset() < 14 && ctx.num_outputs() > 3) {
+    fail("BatchNormalization: the saved_mean/saved_var outputs of opset {} are not supported", ctx.opset());
+  }
+  const double epsilon = ctx.attr_float("epsilon"), momentum = ctx.attr_float("momentum");
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    Tensor scale = to_acc<A>(ctx.input(1)), bias = to_acc<A>(ctx.input(2));
+    Tensor mean = to_acc<A>(ctx.input(3)), var = to_acc<A>(ctx.input(4));
+    if (training) {
+      Tensor batch_mean = Tensor::empty(mean.dtype(), {channels}, x.device());
+      Tensor batch_var = Tensor::empty(mean.dtype(), {channels}, x.device());
+      if (channels > 0) {
+        bn_stats_kernel<T, A><<<unsigned(std::min<int64_t>(channels, 65535)), kThreads, 0, stream()>>>(
+            ptr<const T>(x), ptr<A>(batch_mean), ptr<A>(batch_var), n, channels, plane);
+        INGOT_CUDA_LAUNCH_CHECK();
+      }
+      auto blend = [&](size_t out, const Tensor& running, const Tensor& current) {
+        if (ctx.num_outputs() <= out) return;
+        const Tensor& like = ctx.input(out == 1 ? 3 : 4);
+        Tensor& t = ctx.allocate(out, like.dtype(), like.shape());
+        if (channels == 0) return;
+        dispatch_device<INGOT_CUDA_FLOAT_TYPES>(like.dtype(), [&]<class S>() {
+          bn_blend_kernel<S, A><<<blocks_for(channels), kThreads, 0, stream()>>>(ptr<const A>(running),
+                                                                                 ptr<const A>(current), ptr<S>(t),
+                                                                                 channels, momentum);
+          INGOT_CUDA_LAUNCH_CHECK();
+        });
+      };
+      blend(1, mean, batch_mean);
+      blend(2, var, batch_var);
+      mean = batch_mean;
+      var = batch_var;
+    }
+    if (x.numel() == 0) return;
+    Tensor a = Tensor::empty(mean.dtype(), {channels}, x.device());
+    Tensor b = Tensor::empty(mean.dtype(), {channels}, x.device());
+    bn_coeffs_kernel<A><<<blocks_for(channels), kThreads, 0, stream()>>>(ptr<const A>(scale), ptr<const A>(bias),
+                                                                         ptr<const A>(mean), ptr<const A>(var),
+                                                                         ptr<A>(a), ptr<A>(b), channels, A(epsilon));
+    INGOT_CUDA_LAUNCH_CHECK();
+    bn_apply_kernel<T, A><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), ptr<const A>(a),
+                                                                            ptr<const A>(b), x.numel(), channels, plane);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// LRN: x / (bias + alpha / size * sum of squares over the channel window)^beta.
+
+template <class T, class A>
+__global__ void lrn_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t channels, int64_t plane,
+                           int64_t before, int64_t after, A alpha_over_size, A beta, A bias) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % plane, c = (i / plane) % channels, batch = i / (plane * channels);
+    const int64_t lo = c - before < 0 ? 0 : c - before, hi = c + after < channels - 1 ? c + after : channels - 1;
+    A sum = 0;
+    for (int64_t cc = lo; cc <= hi; ++cc) {
+      const A v = A(load(x[(batch * channels + cc) * plane + j]));
+      sum += v * v;
+    }
+    y[i] = store<T>(A(load(x[i])) / pow(bias + alpha_over_size * sum, beta));
+  }
+}
+
+void lrn(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
+  const int64_t size = ctx.attr_int("size");
+  if (size < 1) fail("attribute 'size': expected >= 1, got {}", size);
+  const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta"), bias = ctx.attr_float("bias");
+  const int64_t n = x.dim(0), channels = x.dim(1);
+  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  if (x.numel() == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    lrn_kernel<T, A><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+        ptr<const T>(x), ptr<T>(y), x.numel(), channels, plane, before, after, A(alpha) / A(size), A(beta), A(bias));
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes`, in double. One block
+// per group of kept coordinates, walking the reduced coordinates with strides.
+
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+  __device__ __forceinline__ int64_t offset(int64_t linear) const {
+    int64_t off = 0;
+#pragma unroll
+    for (int d = kMaxRank - 1; d >= 0; --d) {
+      if (d < rank) {
+        const int64_t q = linear / size[d];
+        off += (linear - q * size[d]) * stride[d];
+        linear = q;
+      }
+    }
+    return off;
+  }
+};
+
+template <class T>
+__global__ void mvn_kernel(const T* __restrict__ x, T* __restrict__ y, Dims kept, Dims red, int64_t groups,
+                           int64_t count) {
+  __shared__ double buf[32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t base = kept.offset(g);
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) s += double(load(x[base + red.offset(r)]));
+    const double mean = block_sum(s, buf) / double(count);
+    double sq = 0;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+      const double d = double(load(x[base + red.offset(r)])) - mean;
+      sq += d * d;
+    }
+    const double den = sqrt(block_sum(sq, buf) / double(count)) + 1e-9;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+      const int64_t off = base + red.offset(r);
+      y[off] = store<T>((double(load(x[off])) - mean) / den);
+    }
+  }
+}
+
+void mean_variance_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = x.rank();
+  std::vector<bool> reduced(size_t(rank), false);
+  for (int64_t a : ctx.attr_ints("axes")) reduced[size_t(normalize_axis(a, rank, "axes"))] = true;
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  if (x.numel() == 0) return;
+  // Merge neighbouring axes of the same kind (size-1 axes dropped) so any rank fits the Dims.
+  Dims kept, red;
+  int64_t groups = 1, count = 1, stride = 1;
+  std::vector<int64_t> strides(static_cast<size_t>(rank));
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[size_t(d)] = stride;
+    stride *= x.dim(d);
+  }
+  int last_kind = -1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t size = x.dim(d);
+    if (size == 1) continue;
+    const int kind = reduced[size_t(d)] ? 1 : 0;
+    Dims& dims = kind ? red : kept;
+    if (kind == last_kind) {
+      dims.size[dims.rank - 1] *= size;
+      dims.stride[dims.rank - 1] = strides[size_t(d)];
+    } else {
+      if (dims.rank == kMaxRank) fail("input 0: too many alternating axes for the CUDA kernel ({})", shape_str(x.shape()));
+      dims.size[dims.rank] = size;
+      dims.stride[dims.rank] = strides[size_t(d)];
+      ++dims.rank;
+    }
+    (kind ? count : groups) *= size;
+    last_kind = kind;
+  }
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    mvn_kernel<T><<<unsigned(std::min<int64_t>(groups, int64_t(sm_count()) * 32)), kThreads, 0, stream()>>>(
+        ptr<const T>(x), ptr<T>(y), kept, red, groups, count);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace
+
+INGOT_CUDA_KERNEL(BatchNormalization, batch_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(InstanceNormalization, instance_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).versions(17).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(GroupNormalization, group_norm).versions(18).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(LRN, lrn).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(MeanVarianceNormalization, mean_variance_norm).versions(9).dtypes({INGOT_CUDA_FLOAT_TYPES});
+
+}  // namespace ingot::cuda

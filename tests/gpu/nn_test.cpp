@@ -1,0 +1,324 @@
+// CUDA MatMul, Gemm, Conv, ConvTranspose and ai.ingot FusedConv against the CPU kernels
+// (src/backends/cuda/gemm.cu, kernels/matmul.cu, kernels/conv.cu).
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+// Library sums run in a different order than OpenBLAS / oneDNN: a little absolute slack for
+// results that cancel.
+double atol_for(DType dt) {
+  switch (dt) {
+    case DType::Float16: return 1e-2;
+    case DType::BFloat16: return 6e-2;
+    case DType::Float64: return 1e-9;
+    default: return 1e-3;
+  }
+}
+double rtol_for(DType dt) {
+  switch (dt) {
+    case DType::Float16: return 5e-3;
+    case DType::BFloat16: return 2e-2;
+    case DType::Float64: return 1e-9;
+    default: return 1e-4;
+  }
+}
+
+// Half-precision inputs stay in [-1, 1] so sums stay small next to their rounding.
+Tensor rnd(DType dt, Shape shape, uint32_t seed) {
+  const bool half = dt == DType::Float16 || dt == DType::BFloat16;
+  return random_tensor(dt, std::move(shape), seed, half ? -1.0 : -2.0, half ? 1.0 : 2.0);
+}
+
+void check(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs = {},
+           const std::string& domain = "") {
+  const DType dt = inputs[0].dtype();
+  expect_cuda_matches_cpu(op, inputs, attrs, 1, atol_for(dt), rtol_for(dt), domain);
+}
+
+const DType kGemmTypes[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
+const DType kConvTypes[] = {DType::Float32, DType::Float16, DType::BFloat16};
+
+// ---- MatMul ----
+
+TEST(CudaMatMul, TwoDimensional) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("MatMul", {rnd(dt, {7, 13}, 1), rnd(dt, {13, 5}, 2)});
+    check("MatMul", {rnd(dt, {65, 129}, 3), rnd(dt, {129, 33}, 4)});
+    check("MatMul", {rnd(dt, {1, 1}, 5), rnd(dt, {1, 1}, 6)});
+  }
+}
+
+TEST(CudaMatMul, Batched) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("MatMul", {rnd(dt, {3, 7, 13}, 1), rnd(dt, {3, 13, 5}, 2)});
+    check("MatMul", {rnd(dt, {2, 3, 4, 9}, 3), rnd(dt, {2, 3, 9, 6}, 4)});
+  }
+}
+
+TEST(CudaMatMul, BroadcastBatch) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("MatMul", {rnd(dt, {2, 3, 7, 13}, 1), rnd(dt, {13, 5}, 2)});     // shared B: folded into M
+    check("MatMul", {rnd(dt, {2, 3, 7, 13}, 3), rnd(dt, {1, 13, 5}, 4)});  // shared B with a unit batch dim
+    check("MatMul", {rnd(dt, {7, 13}, 5), rnd(dt, {4, 13, 5}, 6)});        // shared A: batch stride 0
+    check("MatMul", {rnd(dt, {1, 7, 13}, 7), rnd(dt, {2, 4, 13, 5}, 8)});
+    check("MatMul", {rnd(dt, {2, 1, 7, 13}, 9), rnd(dt, {1, 3, 13, 5}, 10)});  // both broadcast: outer loop
+    check("MatMul", {rnd(dt, {3, 1, 4, 6}, 11), rnd(dt, {2, 6, 5}, 12)});
+    check("MatMul", {rnd(dt, {2, 3, 1, 4, 6}, 13), rnd(dt, {3, 2, 6, 5}, 14)});
+  }
+}
+
+TEST(CudaMatMul, OneDimensional) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("MatMul", {rnd(dt, {13}, 1), rnd(dt, {13, 5}, 2)});
+    check("MatMul", {rnd(dt, {7, 13}, 3), rnd(dt, {13}, 4)});
+    check("MatMul", {rnd(dt, {13}, 5), rnd(dt, {13}, 6)});  // scalar result
+    check("MatMul", {rnd(dt, {2, 3, 13}, 7), rnd(dt, {13}, 8)});
+    check("MatMul", {rnd(dt, {13}, 9), rnd(dt, {2, 13, 5}, 10)});
+  }
+}
+
+TEST(CudaMatMul, ZeroSized) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : {DType::Float32, DType::Float16}) {
+    check("MatMul", {rnd(dt, {0, 13}, 1), rnd(dt, {13, 5}, 2)});
+    check("MatMul", {rnd(dt, {7, 0}, 3), rnd(dt, {0, 5}, 4)});  // empty sum: zeros
+    check("MatMul", {rnd(dt, {0, 7, 4}, 5), rnd(dt, {4, 5}, 6)});
+    check("MatMul", {rnd(dt, {3, 7, 0}, 7), rnd(dt, {3, 0, 5}, 8)});
+  }
+}
+
+// ---- Gemm ----
+
+TEST(CudaGemm, Transposes) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t m = 7, n = 5, k = 13;
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Tensor a = rnd(dt, ta ? Shape{k, m} : Shape{m, k}, 1);
+        Tensor b = rnd(dt, tb ? Shape{n, k} : Shape{k, n}, 2);
+        check("Gemm", {a, b}, {{"transA", ta}, {"transB", tb}});
+        check("Gemm", {a, b, rnd(dt, {m, n}, 3)}, {{"transA", ta}, {"transB", tb}, {"alpha", 0.5f}, {"beta", 2.0f}});
+      }
+  }
+}
+
+TEST(CudaGemm, BiasShapes) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t m = 9, n = 6, k = 11;
+    Tensor a = rnd(dt, {m, k}, 1), b = rnd(dt, {k, n}, 2);
+    for (const Shape& cs : {Shape{m, n}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{1, 1}, Shape{1}, Shape{}}) {
+      SCOPED_TRACE(shape_str(cs));
+      Tensor c = rnd(dt, cs, 3);
+      check("Gemm", {a, b, c});                                                  // beta 1: bias epilogue for rows
+      check("Gemm", {a, b, c}, {{"alpha", 1.5f}, {"beta", 0.25f}});              // scaled C
+      check("Gemm", {a, b, c}, {{"alpha", -1.0f}, {"beta", 1.0f}, {"transB", 0}});
+      check("Gemm", {a, b, c}, {{"beta", 0.0f}});                                // C ignored
+    }
+  }
+}
+
+TEST(CudaGemm, LargeAndOdd) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("Gemm", {rnd(dt, {200, 96}, 1), rnd(dt, {130, 96}, 2), rnd(dt, {130}, 3)}, {{"transB", 1}});
+    check("Gemm", {rnd(dt, {1, 257}, 4), rnd(dt, {257, 3}, 5), rnd(dt, {1, 3}, 6)});
+  }
+}
+
+TEST(CudaGemm, ZeroSized) {
+  INGOT_REQUIRE_GPU();
+  check("Gemm", {rnd(DType::Float32, {0, 4}, 1), rnd(DType::Float32, {4, 5}, 2)});
+  check("Gemm", {rnd(DType::Float32, {3, 0}, 3), rnd(DType::Float32, {0, 5}, 4), rnd(DType::Float32, {5}, 5)});
+  check("Gemm", {rnd(DType::Float32, {3, 0}, 6), rnd(DType::Float32, {0, 5}, 7), rnd(DType::Float32, {3, 5}, 8)},
+        {{"beta", 0.5f}});
+}
+
+// ---- Conv ----
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  bool bias;
+  Attributes attrs;
+};
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"3x3 pad 1", {2, 3, 7, 5}, {4, 3, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}}},
+      {"3x3 no pad", {1, 3, 7, 5}, {4, 3, 3, 3}, false, {}},
+      {"stride 2", {1, 3, 9, 8}, {5, 3, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+      {"groups 2", {2, 4, 7, 6}, {6, 2, 3, 3}, true, {{"group", 2}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"depthwise", {1, 6, 10, 9}, {6, 1, 3, 3}, true, {{"group", 6}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"depthwise stride 2", {2, 8, 11, 7}, {8, 1, 3, 3}, false,
+       {{"group", 8}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}},
+      {"dilation 2", {1, 3, 11, 10}, {4, 3, 3, 3}, true, {{"dilations", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}},
+      {"pointwise", {2, 5, 6, 7}, {3, 5, 1, 1}, false, {}},
+      {"1-D", {2, 3, 17}, {4, 3, 5}, true, {{"pads", Ints{2, 2}}}},
+      {"1-D asymmetric stride 2", {2, 3, 17}, {4, 3, 5}, true, {{"pads", Ints{2, 1}}, {"strides", Ints{2}}}},
+      {"3-D", {1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, true, {{"pads", Ints{1, 1, 1, 1, 1, 1}}}},
+      {"3-D stride", {2, 2, 6, 5, 7}, {4, 2, 3, 2, 3}, false, {{"strides", Ints{2, 1, 2}}}},
+      {"asymmetric pads", {1, 3, 7, 8}, {4, 3, 3, 3}, true, {{"pads", Ints{0, 1, 2, 0}}}},
+      {"asymmetric pads stride 2", {2, 3, 8, 9}, {2, 3, 3, 2}, true,
+       {{"pads", Ints{1, 0, 2, 1}}, {"strides", Ints{2, 2}}}},
+      {"SAME_UPPER stride 2", {1, 3, 7, 8}, {4, 3, 3, 3}, true,
+       {{"auto_pad", "SAME_UPPER"}, {"strides", Ints{2, 2}}}},
+      {"SAME_UPPER 4x4", {1, 3, 7, 8}, {4, 3, 4, 4}, false, {{"auto_pad", "SAME_UPPER"}}},
+      {"SAME_LOWER 4x4", {1, 3, 7, 8}, {4, 3, 4, 4}, true, {{"auto_pad", "SAME_LOWER"}}},
+      {"VALID stride 3", {1, 3, 10, 11}, {2, 3, 3, 3}, false, {{"auto_pad", "VALID"}, {"strides", Ints{3, 3}}}},
+      {"kernel_shape attr", {1, 3, 7, 5}, {4, 3, 3, 2}, true, {{"kernel_shape", Ints{3, 2}}}},
+  };
+}
+
+TEST(CudaConv, Float32Variants) {
+  INGOT_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in{rnd(DType::Float32, c.x, seed++), rnd(DType::Float32, c.w, seed++)};
+    if (c.bias) in.push_back(rnd(DType::Float32, {c.w[0]}, seed++));
+    check("Conv", in, c.attrs);
+  }
+}
+
+TEST(CudaConv, HalfTypes) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<ConvCase> cases = conv_cases();
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    uint32_t seed = 100;
+    for (const ConvCase& c : cases) {
+      SCOPED_TRACE(c.name);
+      std::vector<Tensor> in{rnd(dt, c.x, seed++), rnd(dt, c.w, seed++)};
+      if (c.bias) in.push_back(rnd(dt, {c.w[0]}, seed++));
+      check("Conv", in, c.attrs);
+    }
+  }
+}
+
+TEST(CudaConv, LargerImage) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("Conv", {rnd(dt, {2, 16, 33, 31}, 1), rnd(dt, {32, 16, 3, 3}, 2), rnd(dt, {32}, 3)},
+          {{"pads", Ints{1, 1, 1, 1}}});
+  }
+}
+
+TEST(CudaConv, ZeroSized) {
+  INGOT_REQUIRE_GPU();
+  check("Conv", {rnd(DType::Float32, {0, 3, 5, 5}, 1), rnd(DType::Float32, {4, 3, 3, 3}, 2)});
+  // No input channels: the output is the bias.
+  check("Conv", {rnd(DType::Float32, {1, 0, 5, 5}, 3), rnd(DType::Float32, {4, 0, 3, 3}, 4),
+                 rnd(DType::Float32, {4}, 5)});
+}
+
+// ---- ConvTranspose ----
+
+std::vector<ConvCase> conv_transpose_cases() {
+  return {
+      {"stride 2 pads 1", {1, 3, 5, 4}, {3, 4, 3, 3}, true, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"stride 1", {2, 3, 5, 6}, {3, 2, 3, 3}, false, {}},
+      {"output_padding", {1, 3, 5, 4}, {3, 4, 3, 3}, true,
+       {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"output_padding", Ints{1, 1}}}},
+      {"output_padding no pads", {2, 2, 4, 5}, {2, 3, 3, 3}, false,
+       {{"strides", Ints{3, 2}}, {"output_padding", Ints{2, 1}}}},
+      {"asymmetric pads", {1, 3, 5, 4}, {3, 2, 3, 3}, true, {{"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}}},
+      {"output_shape", {1, 3, 5, 4}, {3, 2, 3, 3}, true, {{"strides", Ints{2, 2}}, {"output_shape", Ints{10, 8}}}},
+      {"output_shape larger", {1, 3, 3, 3}, {3, 2, 3, 3}, false,
+       {{"strides", Ints{2, 2}}, {"output_shape", Ints{9, 10}}}},
+      {"group 2", {1, 4, 5, 5}, {4, 3, 3, 3}, true, {{"group", 2}, {"strides", Ints{2, 2}}}},
+      {"dilation 2", {1, 3, 5, 6}, {3, 2, 3, 3}, true, {{"dilations", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {"1-D stride 3", {2, 3, 7}, {3, 2, 4}, true, {{"strides", Ints{3}}}},
+      {"3-D", {1, 2, 3, 4, 3}, {2, 3, 3, 3, 2}, true, {{"strides", Ints{2, 1, 2}}, {"pads", Ints{1, 0, 0, 1, 0, 1}}}},
+      {"SAME_UPPER stride 2", {1, 3, 5, 4}, {3, 2, 3, 3}, true, {{"auto_pad", "SAME_UPPER"}, {"strides", Ints{2, 2}}}},
+      {"SAME_LOWER stride 2", {1, 3, 5, 4}, {3, 2, 3, 3}, false, {{"auto_pad", "SAME_LOWER"}, {"strides", Ints{2, 2}}}},
+  };
+}
+
+TEST(CudaConvTranspose, Float32Variants) {
+  INGOT_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const ConvCase& c : conv_transpose_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t group = c.attrs.count("group") ? c.attrs.find("group")->second.i : 1;
+    std::vector<Tensor> in{rnd(DType::Float32, c.x, seed++), rnd(DType::Float32, c.w, seed++)};
+    if (c.bias) in.push_back(rnd(DType::Float32, {c.w[1] * group}, seed++));
+    check("ConvTranspose", in, c.attrs);
+  }
+}
+
+TEST(CudaConvTranspose, HalfTypes) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<ConvCase> cases = conv_transpose_cases();
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    uint32_t seed = 100;
+    for (const ConvCase& c : cases) {
+      SCOPED_TRACE(c.name);
+      const int64_t group = c.attrs.count("group") ? c.attrs.find("group")->second.i : 1;
+      std::vector<Tensor> in{rnd(dt, c.x, seed++), rnd(dt, c.w, seed++)};
+      if (c.bias) in.push_back(rnd(dt, {c.w[1] * group}, seed++));
+      check("ConvTranspose", in, c.attrs);
+    }
+  }
+}
+
+// ---- FusedConv (ai.ingot) ----
+
+TEST(CudaFusedConv, Variants) {
+  INGOT_REQUIRE_GPU();
+  const Attributes pad1{{"pads", Ints{1, 1, 1, 1}}};
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = rnd(dt, {2, 4, 9, 7}, 1), w = rnd(dt, {6, 4, 3, 3}, 2), b = rnd(dt, {6}, 3);
+    Tensor r = rnd(dt, {2, 6, 9, 7}, 4);
+    for (const char* act : {"", "Relu"}) {
+      SCOPED_TRACE(act);
+      Attributes attrs = pad1;
+      attrs["activation"] = act;
+      check("FusedConv", {x, w}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, b}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, b, r}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, Tensor(), r}, attrs, "ai.ingot");
+    }
+    // Strided, asymmetric pads, groups, with residual and Relu.
+    Tensor x2 = rnd(dt, {1, 4, 10, 9}, 5), w2 = rnd(dt, {4, 2, 3, 3}, 6), b2 = rnd(dt, {4}, 7);
+    Tensor r2 = rnd(dt, {1, 4, 5, 4}, 8);
+    check("FusedConv", {x2, w2, b2, r2},
+          {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}}, "ai.ingot");
+    // 1-D and pointwise.
+    check("FusedConv", {rnd(dt, {2, 3, 11}, 9), rnd(dt, {5, 3, 3}, 10), rnd(dt, {5}, 11), rnd(dt, {2, 5, 9}, 12)},
+          {{"activation", "Relu"}}, "ai.ingot");
+    check("FusedConv", {rnd(dt, {1, 8, 5, 6}, 13), rnd(dt, {4, 8, 1, 1}, 14), rnd(dt, {4}, 15)},
+          {{"activation", "Relu"}}, "ai.ingot");
+  }
+}
+
+TEST(CudaFusedConv, RepeatedCallsReuseThePlan) {
+  INGOT_REQUIRE_GPU();
+  // The same shapes twice (plan cached per node in a graph; eager calls exercise the build each time).
+  Tensor x = rnd(DType::Float32, {1, 3, 8, 8}, 1), w = rnd(DType::Float32, {4, 3, 3, 3}, 2);
+  for (int i = 0; i < 2; ++i) {
+    check("FusedConv", {x, w, rnd(DType::Float32, {4}, 3)}, {{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}},
+          "ai.ingot");
+  }
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
