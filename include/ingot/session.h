@@ -9,6 +9,11 @@
 
 namespace ingot {
 
+// The precision float32 models compute in. FP16/BF16 run convolutions, matrix products and
+// elementwise ops in float16/bfloat16 and keep Softmax, reductions, normalizations, Exp/Log/Pow/Erf
+// and RNNs in float32 (like PyTorch autocast); inputs and outputs stay float32.
+enum class Precision { FP32, FP16, BF16 };
+
 struct SessionOptions {
   Device device = Device::cpu();
   int threads = 0;       // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
@@ -16,6 +21,7 @@ struct SessionOptions {
   // Print the one-line CPU-fallback report to stderr when the model loads (it is always available
   // from Session::fallbacks()).
   bool report_fallbacks = true;
+  Precision precision = Precision::FP32;  // reduced precision: the to_half_precision pass, after the pipeline
 };
 
 // A node that runs on the CPU although the session's device is an accelerator.

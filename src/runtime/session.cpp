@@ -69,7 +69,12 @@ Session Session::load(const std::string& path, SessionOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->model = import_onnx(path);
   // A pass that breaks the graph must fail here, naming the node, not at run time.
-  if (options.optimize && run_pipeline(*impl->model)) verify(*impl->model);
+  bool lowered = run_lowering(*impl->model);
+  if ((options.optimize && run_pipeline(*impl->model)) || lowered) verify(*impl->model);
+  if (options.precision != Precision::FP32) {
+    to_half_precision(*impl->model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
+    verify(*impl->model);
+  }
   impl->executor = std::make_unique<Executor>(impl->model, options.device);
   if (options.report_fallbacks) {
     if (std::string s = impl->executor->fallback_summary(); !s.empty()) {

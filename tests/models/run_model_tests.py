@@ -4,10 +4,11 @@
 
 Usage: /usr/bin/python3 tests/models/run_model_tests.py --ingot PATH/TO/ingot
            [--models DIR] [--model NAME ...] [--work DIR] [--atol 1e-4] [--rtol 1e-3]
-           [--device cpu|cuda] [--inputs DIR] [--no-fallbacks]
+           [--device cpu|cuda] [--precision fp32|fp16|bf16] [--inputs DIR] [--no-fallbacks]
 
 --inputs uses inputs already made by make_inputs.py (on a machine without its dependencies, such
-as the GPU machine); --no-fallbacks fails a model whose run reports a CPU fallback.
+as the GPU machine); --no-fallbacks fails a model whose run reports a CPU fallback. --precision is passed to `ingot run`
+(reduced precision needs looser --atol/--rtol: see docs/MODELS.md, "Float16 / bfloat16").
 
 --models defaults to $INGOT_MODEL_CACHE, else ~/.cache/ingot/models (what scripts/fetch-models.sh
 fills); the model files are found by name anywhere below it. An element passes when
@@ -65,10 +66,12 @@ def compare(name, actual, expected, atol, rtol):
     return bad == 0
 
 
-def run_ingot(ingot, model_path, feeds, out_dir, device="cpu", no_fallbacks=False):
+def run_ingot(ingot, model_path, feeds, out_dir, device="cpu", no_fallbacks=False, precision="fp32"):
     """Runs `ingot run` with feeds {input name: .npy path}; returns the outputs in graph order."""
     os.makedirs(out_dir, exist_ok=True)
     command = [ingot, "run", model_path, "--output-dir", out_dir, "--device", device]
+    if precision != "fp32":
+        command += ["--precision", precision]
     for name, path in feeds.items():
         command += ["--input", f"{name}={path}"]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -111,7 +114,7 @@ def check_model(model, args, input_dir, work_dir):
             for input_name, output_name in carry.items():
                 feeds[input_name] = os.path.join(previous_dir, f"output_{reference_names.index(output_name)}.npy")
         try:
-            outputs = run_ingot(args.ingot, model_path, feeds, out_dir, args.device, args.no_fallbacks)
+            outputs = run_ingot(args.ingot, model_path, feeds, out_dir, args.device, args.no_fallbacks, args.precision)
         except RuntimeError as e:
             print(f"FAIL {label}: {e}")
             return False
@@ -136,6 +139,7 @@ def main():
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--rtol", type=float, default=1e-3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
     parser.add_argument("--inputs", help="inputs made earlier by make_inputs.py")
     parser.add_argument("--no-fallbacks", action="store_true")
     args = parser.parse_args()

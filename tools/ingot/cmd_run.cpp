@@ -72,7 +72,7 @@ void print_summary(const TensorInfo& info, const Tensor& t) {
 
 Runner add_run_command(CLI::App& app) {
   struct Options {
-    std::string model, device = "cpu", output_dir, profile;
+    std::string model, device = "cpu", precision = "fp32", output_dir, profile;
     std::vector<std::string> inputs;
     int threads = 0;
   };
@@ -83,11 +83,16 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--output-dir,-o", o->output_dir, "Write output_<i>.npy and outputs.json here");
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--profile", o->profile, "Write a Chrome/Perfetto trace (JSON) of the run here");
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.precision = o->precision == "fp16"   ? Precision::FP16
+                        : o->precision == "bf16" ? Precision::BF16
+                                                 : Precision::FP32;
     Session session = Session::load(o->model, options);
     std::vector<std::string> names;
     for (const auto& in : session.inputs()) names.push_back(in.name);

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "core/dispatch.h"
 #include "onnx/onnx_import.h"
+#include "passes/pass.h"
 #include "core/strings.h"
 #include "runtime/executor.h"
 
@@ -128,6 +129,7 @@ Value to_host(const Value& v) {
 // counted into `fallback_ops`.
 std::string run_case(const fs::path& dir, Device device, std::map<std::string, int>& fallback_ops) {
   auto model = import_onnx((dir / "model.onnx").string());
+  if (run_lowering(*model)) verify(*model);
   Executor executor(model, device);
   for (const auto& f : executor.fallbacks()) ++fallback_ops[f.op];
   if (!executor.fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback

@@ -37,3 +37,18 @@ INGOT_OP(Momentum)
     .summary("Momentum step (mode standard or nesterov) on (R, T, X..., G..., V...) -> (X_new..., V_new...).");
 
 }  // namespace ingot
+
+namespace ingot {
+
+// No kernel: src/passes/lower_gradient.cpp rewrites it into ordinary nodes before execution.
+INGOT_OP(Gradient)
+    .domain("ai.onnx.preview.training")
+    .versions(1)
+    .inputs(1, -1)
+    .outputs(1, -1)
+    .required_attr("xs", AttrKind::Strings)
+    .required_attr("y", AttrKind::String)
+    .optional_attr("zs", AttrKind::Strings)
+    .summary("Gradients of y with respect to xs through the nodes of the same graph (lowered at load).");
+
+}  // namespace ingot
