@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/norm_args.h"
 
 namespace ingot {
 namespace {
@@ -37,24 +38,14 @@ void affine(const T* x, T* y, int64_t n, A a, A b) {
   for (int64_t i = 0; i < n; ++i) y[i] = T(A(x[i]) * a + b);
 }
 
-void check_channel_param(const Tensor& t, size_t index, const char* name, int64_t channels) {
-  if (t.numel() != channels || t.rank() != 1) {
-    fail("input {} ({}): expected shape [{}], got {}", index, name, channels, shape_str(t.shape()));
-  }
-}
+using nn::check_channel_param;
 
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
-  const int64_t n = x.dim(0), channels = x.dim(1);
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (size_t i = 1; i < 5; ++i) check_channel_param(ctx.input(i), i, names[i], channels);
-  const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode") != 0 : ctx.num_outputs() > 1;
-  if (ctx.opset() < 14 && ctx.num_outputs() > 3) {
-    fail("BatchNormalization: the saved_mean/saved_var outputs of opset {} are not supported", ctx.opset());
-  }
-  const double epsilon = ctx.attr_float("epsilon"), momentum = ctx.attr_float("momentum");
+  const nn::BatchNormArgs args = nn::batch_norm_args(ctx);
+  const int64_t n = args.n, channels = args.channels, plane = args.plane;
+  const bool training = args.training;
+  const double epsilon = args.epsilon, momentum = args.momentum;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
     using A = nn::acc_t<T>;
@@ -108,12 +99,9 @@ void batch_norm(KernelContext& ctx) {
 
 void instance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) fail("input 0 (input): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  const int64_t channels = x.dim(1), planes = x.dim(0) * channels;
-  check_channel_param(ctx.input(1), 1, "scale", channels);
-  check_channel_param(ctx.input(2), 2, "B", channels);
-  const int64_t plane = planes > 0 ? x.numel() / planes : 0;
-  const double epsilon = ctx.attr_float("epsilon");
+  const nn::InstanceNormArgs args = nn::instance_norm_args(ctx);
+  const int64_t channels = args.channels, planes = args.planes, plane = args.plane;
+  const double epsilon = args.epsilon;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
     using A = nn::acc_t<T>;
@@ -202,21 +190,11 @@ void layer_norm(KernelContext& ctx) {
 
 void group_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
-  const int64_t n = x.dim(0), channels = x.dim(1), groups = ctx.attr_int("num_groups");
-  if (groups < 1 || channels % groups != 0) {
-    fail("attribute 'num_groups': {} does not divide the {} channels of X", groups, channels);
-  }
+  const nn::GroupNormArgs args = nn::group_norm_args(ctx);
+  const int64_t n = args.n, channels = args.channels, groups = args.groups, per_group = args.per_group;
+  const int64_t plane = args.plane;
+  const double epsilon = args.epsilon;
   const Tensor &scale_t = ctx.input(1), &bias_t = ctx.input(2);
-  for (auto [t, i, name] : {std::tuple{&scale_t, 1, "scale"}, std::tuple{&bias_t, 2, "bias"}}) {
-    if (t->numel() != channels && t->numel() != groups) {
-      fail("input {} ({}): expected {} (per channel) or {} (per group) values, got {}", i, name, channels, groups,
-           shape_str(t->shape()));
-    }
-  }
-  const int64_t per_group = channels / groups;
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const double epsilon = ctx.attr_float("epsilon");
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
     using A = nn::acc_t<T>;
@@ -244,13 +222,10 @@ void group_norm(KernelContext& ctx) {
 
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  const int64_t size = ctx.attr_int("size");
-  if (size < 1) fail("attribute 'size': expected >= 1, got {}", size);
-  const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta"), bias = ctx.attr_float("bias");
-  const int64_t n = x.dim(0), channels = x.dim(1);
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const nn::LrnArgs args = nn::lrn_args(ctx);
+  const int64_t size = args.size, n = args.n, channels = args.channels, plane = args.plane;
+  const int64_t before = args.before, after = args.after;
+  const double alpha = args.alpha, beta = args.beta, bias = args.bias;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
     using A = nn::acc_t<T>;

@@ -49,17 +49,7 @@ Shape pooled_shape(const Tensor& x, const Window& w) {
   return s;
 }
 
-Window pool_window(const KernelContext& ctx, const Tensor& x) {
-  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  if (x.rank() > 5) fail("input 0 (X): at most 3 spatial axes are supported, got {}", x.rank() - 2);
-  const Ints& kernel = ctx.attr_ints("kernel_shape");
-  if (kernel.size() != size_t(x.rank() - 2)) {
-    fail("attribute 'kernel_shape' {} does not match the {} spatial axes of X {}", shape_str(kernel), x.rank() - 2,
-         shape_str(x.shape()));
-  }
-  bool ceil_mode = ctx.def().find_attr("ceil_mode") && ctx.attr_int("ceil_mode") != 0;
-  return nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel, ceil_mode);
-}
+using nn::pool_window;
 
 enum class PoolKind { Max, Average, Lp };
 

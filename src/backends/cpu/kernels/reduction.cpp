@@ -15,53 +15,12 @@
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/reduce_axes.h"
 
 namespace ingot {
 namespace {
 
-// Axis bookkeeping shared by ReduceX: which axes are reduced and the output shape.
-struct ReduceAxes {
-  std::vector<bool> reduced;  // per input axis
-  Shape out_shape;
-  bool identity = false;  // noop_with_empty_axes with empty axes: output = input
-};
-
-ReduceAxes resolve_axes(const KernelContext& ctx, const Tensor& x) {
-  std::vector<int64_t> axes;
-  if (ctx.has_input(1)) {
-    const Tensor& a = ctx.input(1);
-    INGOT_CHECK(a.dtype() == DType::Int64, "input 1 (axes): expected int64, got {}", dtype_name(a.dtype()));
-    INGOT_CHECK(a.rank() <= 1, "input 1 (axes): expected rank 1, got {}", shape_str(a.shape()));
-    axes = a.to_int64_vector();
-  } else if (ctx.has_attr("axes")) {
-    axes = ctx.attr_ints("axes");
-  }
-  const int64_t rank = x.rank();
-  const bool keepdims = ctx.attr_int("keepdims") != 0;
-  ReduceAxes r;
-  r.reduced.assign(size_t(rank), false);
-  if (axes.empty()) {
-    // Empty axes means "all axes" unless noop_with_empty_axes asks for the identity.
-    if (ctx.attr_int("noop_with_empty_axes") != 0) {
-      r.identity = true;
-      r.out_shape = x.shape();
-      return r;
-    }
-    r.reduced.assign(size_t(rank), true);
-  }
-  for (int64_t a : axes) {
-    int64_t n = normalize_axis(a, rank, "axes");
-    INGOT_CHECK(!r.reduced[size_t(n)], "attribute axes: axis {} given twice", a);
-    r.reduced[size_t(n)] = true;
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!r.reduced[size_t(d)])
-      r.out_shape.push_back(x.shape()[size_t(d)]);
-    else if (keepdims)
-      r.out_shape.push_back(1);
-  }
-  return r;
-}
+using nn::ReduceAxes;
 
 // The walk described at the top of the file. Offsets are in elements.
 struct ReducePlan {
@@ -372,7 +331,7 @@ void reduce_typed(ReduceKind kind, const Tensor& x, Tensor& y, const std::vector
 template <ReduceKind kind>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const ReduceAxes axes = resolve_axes(ctx, x);
+  const ReduceAxes axes = nn::resolve_reduce_axes(ctx, x);
   if (axes.identity) {
     ctx.set_output(0, x);
     return;
@@ -404,23 +363,10 @@ INGOT_CPU_KERNEL(ReduceSumSquare, reduce_kernel<ReduceKind::SumSquare>).versions
 template <bool is_max>
 void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const int64_t rank = std::max<int64_t>(x.rank(), 1);
-  const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, "attribute axis");
-  const bool keepdims = ctx.attr_int("keepdims") != 0;
-  const bool last = ctx.attr_int("select_last_index") != 0;
-  Shape shape = x.shape();
-  if (shape.empty()) shape = {1};  // a scalar behaves as [1]
-  const int64_t n = shape[size_t(axis)];
-  Shape out_shape;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) outer *= shape[size_t(d)];
-    if (d > axis) inner *= shape[size_t(d)];
-    if (d != axis)
-      out_shape.push_back(shape[size_t(d)]);
-    else if (keepdims)
-      out_shape.push_back(1);
-  }
+  const nn::ArgAxis a = nn::resolve_arg_axis(ctx, x);
+  const int64_t axis = a.axis, n = a.n, outer = a.outer, inner = a.inner;
+  const bool last = a.last;
+  const Shape& out_shape = a.out_shape;
   Tensor& y = ctx.allocate(0, DType::Int64, out_shape);
   if (y.numel() == 0) return;
   INGOT_CHECK(n > 0, "input 0: cannot take Arg{} over axis {} of size 0 (shape {})", is_max ? "Max" : "Min", axis,

@@ -18,89 +18,17 @@
 #include "backends/cpu/kernels/elementwise.h"
 #include "core/dispatch.h"
 #include "ops/kernel.h"
+#include "ops/semantics/rnn_args.h"
 
 namespace ingot {
 namespace {
 
-enum class Cell : uint8_t { LSTM, GRU, RNN };
+using Cell = nn::RnnCell;
+using nn::Activation;
+using nn::ActKind;
+inline int num_gates(Cell cell) { return nn::rnn_num_gates(cell); }
 
-int num_gates(Cell cell) { return cell == Cell::LSTM ? 4 : cell == Cell::GRU ? 3 : 1; }
-
-// ---- activations ------------------------------------------------------------------------------
-
-enum class ActKind : uint8_t {
-  Sigmoid,
-  Tanh,
-  Relu,
-  Affine,
-  LeakyRelu,
-  ThresholdedRelu,
-  ScaledTanh,
-  HardSigmoid,
-  Elu,
-  Softsign,
-  Softplus
-};
-
-struct Activation {
-  ActKind kind = ActKind::Sigmoid;
-  float alpha = 0, beta = 0;
-};
-
-struct ActSpec {
-  const char* name;  // lower case
-  ActKind kind;
-  int params;         // how many of (alpha, beta) it consumes from the attribute lists
-  float alpha, beta;  // defaults, as for the ONNX operator of the same name
-};
-
-constexpr ActSpec kActivations[] = {
-    {"sigmoid", ActKind::Sigmoid, 0, 0, 0},
-    {"tanh", ActKind::Tanh, 0, 0, 0},
-    {"relu", ActKind::Relu, 0, 0, 0},
-    {"affine", ActKind::Affine, 2, 1.0f, 0.0f},
-    {"leakyrelu", ActKind::LeakyRelu, 1, 0.01f, 0},
-    {"thresholdedrelu", ActKind::ThresholdedRelu, 1, 1.0f, 0},
-    {"scaledtanh", ActKind::ScaledTanh, 2, 1.0f, 1.0f},
-    {"hardsigmoid", ActKind::HardSigmoid, 2, 0.2f, 0.5f},
-    {"elu", ActKind::Elu, 1, 1.0f, 0},
-    {"softsign", ActKind::Softsign, 0, 0, 0},
-    {"softplus", ActKind::Softplus, 0, 0, 0},
-};
-
-// The activations of every direction, `per_direction` each (f, g, h for LSTM). activation_alpha
-// and activation_beta are consumed in order by the functions that take parameters.
-std::vector<Activation> parse_activations(const KernelContext& ctx, size_t per_direction, size_t num_dirs,
-                                          const std::vector<std::string>& defaults) {
-  std::vector<std::string> names = ctx.has_attr("activations") ? ctx.attr_strings("activations") : defaults;
-  if (names.size() == per_direction && num_dirs == 2) {  // one list serves both directions
-    std::vector<std::string> once = names;
-    names.insert(names.end(), once.begin(), once.end());
-  }
-  if (names.size() != per_direction * num_dirs) {
-    fail("attribute 'activations': expected {} names ({} per direction), got {}", per_direction * num_dirs,
-         per_direction, names.size());
-  }
-  std::vector<float> alphas, betas;
-  if (ctx.has_attr("activation_alpha")) alphas = ctx.attr_floats("activation_alpha");
-  if (ctx.has_attr("activation_beta")) betas = ctx.attr_floats("activation_beta");
-  size_t next_alpha = 0, next_beta = 0;
-  std::vector<Activation> acts;
-  for (const std::string& name : names) {
-    std::string lower = name;
-    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    const ActSpec* spec = nullptr;
-    for (const ActSpec& s : kActivations) {
-      if (lower == s.name) spec = &s;
-    }
-    if (!spec) fail("attribute 'activations': unknown activation '{}'", name);
-    Activation a{spec->kind, spec->alpha, spec->beta};
-    if (spec->params >= 1 && next_alpha < alphas.size()) a.alpha = alphas[next_alpha++];
-    if (spec->params >= 2 && next_beta < betas.size()) a.beta = betas[next_beta++];
-    acts.push_back(a);
-  }
-  return acts;
-}
+// ---- activations (parsed by nn::rnn_args, ops/semantics/rnn_args.h) -------------------------------
 
 template <class T>
 void tanh_in_place(T* x, int64_t n) {
@@ -343,72 +271,26 @@ void run_direction(const Direction<T>& d) {
 
 // ---- kernel ------------------------------------------------------------------------------------
 
-void check_shape(const Tensor& t, const Shape& expected, std::string_view what) {
-  if (t.shape() != expected) fail("{}: expected shape {}, got {}", what, shape_str(expected), shape_str(t.shape()));
-}
-
 // Shared by LSTM, GRU and RNN; inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P).
 void recurrent_kernel(KernelContext& ctx, Cell cell) {
+  const nn::RnnArgs args = nn::rnn_args(ctx, cell);
   const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
   const DType dtype = x.dtype();
-  if (!is_floating(dtype)) fail("input 0 (X): expected a floating-point tensor, got {}", x.describe());
-  if (x.rank() != 3) fail("input 0 (X): expected rank 3, got {}", x.describe());
-  if (r.rank() != 3) fail("input 2 (R): expected rank 3, got {}", r.describe());
-  const std::string& direction = ctx.attr_string("direction");
-  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
-    fail("attribute 'direction': expected forward, reverse or bidirectional, got '{}'", direction);
-  }
-  const int64_t num_dirs = direction == "bidirectional" ? 2 : 1;
-  const int64_t layout = ctx.attr_int("layout");
-  if (layout != 0 && layout != 1) fail("attribute 'layout': expected 0 or 1, got {}", layout);
-  const int64_t seq = x.dim(layout), batch = x.dim(1 - layout), input = x.dim(2);
-  const int64_t hidden = ctx.has_attr("hidden_size") ? ctx.attr_int("hidden_size") : r.dim(2);
-  if (hidden <= 0) fail("attribute 'hidden_size': expected a positive value, got {}", hidden);
-  const int64_t GH = num_gates(cell) * hidden;
-  check_shape(w, {num_dirs, GH, input}, "input 1 (W)");
-  check_shape(r, {num_dirs, GH, hidden}, "input 2 (R)");
-  const Shape state_shape = layout == 0 ? Shape{num_dirs, batch, hidden} : Shape{batch, num_dirs, hidden};
-  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
-    if (i != 4 && ctx.has_input(i) && ctx.input(i).dtype() != dtype) {
-      fail("input {} ({}): dtype {} differs from X's {}", i, names[i], dtype_name(ctx.input(i).dtype()),
-           dtype_name(dtype));
-    }
-  }
-  if (ctx.has_input(3)) check_shape(ctx.input(3), {num_dirs, 2 * GH}, "input 3 (B)");
-  if (ctx.has_input(5)) check_shape(ctx.input(5), state_shape, "input 5 (initial_h)");
-  if (cell == Cell::LSTM && ctx.has_input(6)) check_shape(ctx.input(6), state_shape, "input 6 (initial_c)");
-  if (cell == Cell::LSTM && ctx.has_input(7)) check_shape(ctx.input(7), {num_dirs, 3 * hidden}, "input 7 (P)");
-  std::vector<int64_t> lengths;
-  if (ctx.has_input(4)) {
-    check_shape(ctx.input(4), {batch}, "input 4 (sequence_lens)");
-    lengths = ctx.input(4).to_int64_vector();
-    for (int64_t len : lengths) {
-      if (len < 0 || len > seq) fail("input 4 (sequence_lens): length {} is outside [0, {}]", len, seq);
-    }
-  }
-  const bool padded = std::any_of(lengths.begin(), lengths.end(), [&](int64_t len) { return len < seq; });
-
-  static const std::vector<std::string> lstm_defaults{"Sigmoid", "Tanh", "Tanh"}, gru_defaults{"Sigmoid", "Tanh"},
-      rnn_defaults{"Tanh"};
-  const std::vector<std::string>& defaults = cell == Cell::LSTM  ? lstm_defaults
-                                             : cell == Cell::GRU ? gru_defaults
-                                                                 : rnn_defaults;
-  const std::vector<Activation> acts = parse_activations(ctx, defaults.size(), size_t(num_dirs), defaults);
-  const float clip = ctx.has_attr("clip") ? ctx.attr_float("clip") : 0.0f;
-  if (ctx.has_attr("clip") && !(clip > 0)) fail("attribute 'clip': expected a positive threshold, got {}", clip);
+  const int64_t num_dirs = args.num_dirs, layout = args.layout;
+  const int64_t seq = args.seq, batch = args.batch, input = args.input, hidden = args.hidden, GH = args.GH;
+  const std::vector<int64_t>& lengths = args.lengths;
+  const std::vector<Activation>& acts = args.acts;
+  const float clip = args.clip;
 
   // Outputs Y, Y_h (, Y_c): written in place when the dtype is computed natively.
   const bool native = dtype == DType::Float32 || dtype == DType::Float64;
   const DType compute = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-  const size_t num_outputs = std::min<size_t>(ctx.num_outputs(), cell == Cell::LSTM ? 3 : 2);
+  const size_t num_outputs = args.num_outputs;
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < num_outputs; ++i) {
-    Shape shape = i > 0         ? state_shape
-                  : layout == 0 ? Shape{seq, num_dirs, batch, hidden}
-                                : Shape{batch, seq, num_dirs, hidden};
+    const Shape shape = args.output_shape(i);
     outputs.push_back(native ? ctx.allocate(i, dtype, shape) : Tensor::empty(compute, shape));
-    if (i == 0 && padded) std::memset(outputs[0].raw_data(), 0, outputs[0].nbytes());
+    if (i == 0 && args.padded) std::memset(outputs[0].raw_data(), 0, outputs[0].nbytes());
   }
 
   dispatch<DType::Float32, DType::Float64>(compute, [&]<class T>() {
@@ -426,7 +308,7 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
       Direction<T> d;
       d.cell = cell;
       d.seq = seq, d.batch = batch, d.input = input, d.hidden = hidden;
-      d.reverse = direction == "reverse" || dir == 1;
+      d.reverse = args.is_reverse(dir);
       d.x = ptr(xc);
       d.batch_major = layout == 1;
       d.w = ptr(wc) + dir * GH * input;
@@ -437,10 +319,10 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
       d.h0 = {h0s.data, 0, h0s.b_stride};
       d.c0 = {c0s.data, 0, c0s.b_stride};
       d.lengths = lengths.empty() ? nullptr : lengths.data();
-      d.acts = acts.data() + dir * int64_t(defaults.size());
+      d.acts = acts.data() + dir * int64_t(args.acts_per_direction);
       d.clip = T(clip);
-      d.input_forget = cell == Cell::LSTM && ctx.attr_int("input_forget") != 0;
-      d.linear_before_reset = cell == Cell::GRU && ctx.attr_int("linear_before_reset") != 0;
+      d.input_forget = args.input_forget;
+      d.linear_before_reset = args.linear_before_reset;
       if (num_outputs > 0) {
         T* y = ptr(outputs[0]);
         d.y = layout == 0 ? Strided<T>{y + dir * batch * hidden, num_dirs * batch * hidden, hidden}

@@ -11,39 +11,16 @@
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/reduce_axes.h"
 
 namespace ingot {
 namespace {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-struct AxisView {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
+using nn::AxisView;
 
-AxisView axis_view(const KernelContext& ctx, const Tensor& x) {
-  const bool coerce_2d = ctx.opset() < 13;
-  const int64_t default_axis = coerce_2d ? 1 : -1;
-  const int64_t rank = std::max<int64_t>(x.rank(), 1);
-  // Opset < 13 allows axis == rank (everything in `outer`), as numpy reshape would.
-  int64_t axis = ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis;
-  if (coerce_2d && axis == rank) {
-    return {x.numel(), 1, 1};
-  }
-  axis = normalize_axis(axis, rank);
-  const Shape& s = x.shape();
-  AxisView v;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d < axis) {
-      v.outer *= s[size_t(d)];
-    } else if (d == axis || coerce_2d) {
-      v.dim *= s[size_t(d)];
-    } else {
-      v.inner *= s[size_t(d)];
-    }
-  }
-  return v;
-}
+AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return nn::softmax_axis_view(ctx, x); }
 
 // The common case: each row of `dim` elements is contiguous.
 template <class T>

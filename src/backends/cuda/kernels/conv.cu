@@ -1,6 +1,6 @@
 // Conv, ConvTranspose and ai.ingot FusedConv on cuDNN (legacy descriptor API). Geometry,
-// validation and error messages mirror src/backends/cpu/kernels/conv.cpp (the same nn_util.h
-// helpers compute pads and output sizes, auto_pad included).
+// validation and error messages are shared with the CPU kernel (ops/semantics/conv_geometry.h
+// computes pads and output sizes, auto_pad included).
 //
 // Per node and input shape a plan is kept in ctx.state: descriptors and the algorithm chosen once
 // by cudnnFind*AlgorithmEx. 1-D convolutions run as 2-D with a unit height. cuDNN wants symmetric
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/kernels/nn_util.h"
+#include "ops/semantics/conv_geometry.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 
 namespace ingot {
@@ -25,143 +25,12 @@ namespace {
 
 using nn::Window;
 
-// ---- geometry (as the CPU kernel) ----
+// ---- geometry (ops/semantics/conv_geometry.h, shared with the CPU kernel) ----
 
-struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  Window win;
-  bool transposed = false;
-};
-
-void check_inputs(const KernelContext& ctx, const char* op) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  if (w.rank() != x.rank()) {
-    fail("input 1 (W): expected rank {} like X {}, got {}", x.rank(), shape_str(x.shape()), shape_str(w.shape()));
-  }
-  if (w.dtype() != x.dtype())
-    fail("input 1 (W): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
-  if (x.rank() > 5) fail("{}: at most 3 spatial axes are supported, got {}", op, x.rank() - 2);
-}
-
-Ints kernel_from_weights(const KernelContext& ctx, const Tensor& w) {
-  Ints kernel = nn::spatial_dims(w.shape());
-  if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() &&
-      ctx.attr_ints("kernel_shape") != kernel) {
-    fail("attribute 'kernel_shape' {} does not match W's spatial shape {}", shape_str(ctx.attr_ints("kernel_shape")),
-         shape_str(kernel));
-  }
-  return kernel;
-}
-
-void check_bias(const KernelContext& ctx, int64_t channels, DType dtype) {
-  if (!ctx.has_input(2)) return;
-  const Tensor& b = ctx.input(2);
-  if (b.rank() != 1 || b.dim(0) != channels) {
-    fail("input 2 (B): expected shape [{}], got {}", channels, shape_str(b.shape()));
-  }
-  if (b.dtype() != dtype) fail("input 2 (B): expected {}, got {}", dtype_name(dtype), dtype_name(b.dtype()));
-}
-
-ConvGeometry conv_geometry(const KernelContext& ctx) {
-  check_inputs(ctx, "Conv");
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  ConvGeometry g;
-  g.batch = x.dim(0);
-  g.in_channels = x.dim(1);
-  g.out_channels = w.dim(0);
-  g.group = ctx.attr_int("group");
-  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
-  if (g.in_channels != w.dim(1) * g.group) {
-    fail("input 1 (W) {}: expects {} input channels ({} per group x group {}), X {} has {}", shape_str(w.shape()),
-         w.dim(1) * g.group, w.dim(1), g.group, shape_str(x.shape()), g.in_channels);
-  }
-  if (g.out_channels % g.group != 0) {
-    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels,
-         g.group);
-  }
-  check_bias(ctx, g.out_channels, x.dtype());
-  g.win = nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel_from_weights(ctx, w));
-  return g;
-}
-
-ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
-  check_inputs(ctx, "ConvTranspose");
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  const size_t nd = size_t(x.rank() - 2);
-  ConvGeometry g;
-  g.transposed = true;
-  g.batch = x.dim(0);
-  g.in_channels = x.dim(1);
-  g.group = ctx.attr_int("group");
-  if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
-  if (w.dim(0) != g.in_channels) {
-    fail("input 1 (W) {}: expects {} input channels, X {} has {}", shape_str(w.shape()), w.dim(0), shape_str(x.shape()),
-         g.in_channels);
-  }
-  if (g.in_channels % g.group != 0) fail("X has {} channels, not divisible by group {}", g.in_channels, g.group);
-  g.out_channels = w.dim(1) * g.group;
-  check_bias(ctx, g.out_channels, x.dtype());
-
-  Window& win = g.win;
-  win.in = nn::spatial_dims(x.shape());
-  win.kernel = kernel_from_weights(ctx, w);
-  win.strides = nn::ints_attr_or(ctx, "strides", nd, 1);
-  win.dilations = nn::ints_attr_or(ctx, "dilations", nd, 1);
-  Ints output_padding = nn::ints_attr_or(ctx, "output_padding", nd, 0);
-  win.pad_begin.assign(nd, 0);
-  win.pad_end.assign(nd, 0);
-  win.out.assign(nd, 0);
-  for (size_t i = 0; i < nd; ++i) {
-    if (win.strides[i] < 1 || win.dilations[i] < 1) fail("attributes 'strides' and 'dilations' must be positive");
-  }
-  const std::string& auto_pad = ctx.attr_string("auto_pad");
-  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) {
-    fail("attribute 'auto_pad': unknown value '{}'", auto_pad);
-  }
-  auto full = [&](size_t i) { return win.strides[i] * (win.in[i] - 1) + output_padding[i] + win.extent(i); };
-  bool has_output_shape = ctx.has_attr("output_shape") && !ctx.attr_ints("output_shape").empty();
-  if (has_output_shape || same) {
-    Ints out(nd);
-    if (has_output_shape) {
-      const Ints& os = ctx.attr_ints("output_shape");
-      if (os.size() != nd && os.size() != nd + 2) {
-        fail("attribute 'output_shape': expected {} values, got {}", nd, os.size());
-      }
-      std::copy(os.end() - nd, os.end(), out.begin());
-    } else {
-      for (size_t i = 0; i < nd; ++i) out[i] = win.in[i] * win.strides[i];
-    }
-    for (size_t i = 0; i < nd; ++i) {
-      int64_t total = full(i) - out[i];
-      int64_t half = total / 2;
-      win.pad_begin[i] = auto_pad == "SAME_LOWER" ? total - half : half;
-      win.pad_end[i] = total - win.pad_begin[i];
-      win.out[i] = out[i];
-    }
-  } else {
-    Ints pads = auto_pad == "VALID" ? Ints(2 * nd, 0) : nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
-    for (size_t i = 0; i < nd; ++i) {
-      win.pad_begin[i] = pads[i];
-      win.pad_end[i] = pads[i + nd];
-      win.out[i] = full(i) - pads[i] - pads[i + nd];
-    }
-  }
-  for (size_t i = 0; i < nd; ++i) {
-    if (win.out[i] < 0) fail("ConvTranspose: output spatial axis {} would have negative size {}", i, win.out[i]);
-  }
-  return g;
-}
-
-Shape output_shape(const ConvGeometry& g) {
-  Shape s{g.batch, g.out_channels};
-  s.insert(s.end(), g.win.out.begin(), g.win.out.end());
-  return s;
-}
+using nn::ConvGeometry;
+using nn::conv_geometry;
+using nn::conv_transpose_geometry;
+Shape output_shape(const ConvGeometry& g) { return nn::conv_output_shape(g); }
 
 // ---- small kernels ----
 

@@ -19,9 +19,6 @@ struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
-__device__ __forceinline__ int64_t thread_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
-
 // ---- kernels -------------------------------------------------------------------------------
 
 template <class Out, class In, int V, class F>

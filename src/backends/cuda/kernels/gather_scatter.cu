@@ -15,27 +15,6 @@
 namespace ingot::cuda {
 namespace {
 
-// Element-size dispatch (strings are not supported on the device).
-template <class F>
-void dispatch_size(DType dt, F&& f) {
-  switch (dt) {
-    case DType::Bool:
-    case DType::Int8:
-    case DType::UInt8: f.template operator()<uint8_t>(); break;
-    case DType::Int16:
-    case DType::UInt16:
-    case DType::Float16:
-    case DType::BFloat16: f.template operator()<uint16_t>(); break;
-    case DType::Int32:
-    case DType::UInt32:
-    case DType::Float32: f.template operator()<uint32_t>(); break;
-    case DType::Int64:
-    case DType::UInt64:
-    case DType::Float64: f.template operator()<uint64_t>(); break;
-    default: fail("dtype {} is not supported on CUDA", dtype_name(dt));
-  }
-}
-
 // int32 or int64 indices.
 template <class F>
 void dispatch_index(DType dt, F&& f) {

@@ -9,40 +9,10 @@
 
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "core/broadcast.h"
+#include "ops/semantics/norm_args.h"
 
 namespace ingot::cuda {
 namespace {
-
-template <class T>
-using acc_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class A>
-__device__ __forceinline__ A sqrt_of(A v) {
-  if constexpr (std::is_same_v<A, double>) {
-    return sqrt(v);
-  } else {
-    return sqrtf(v);
-  }
-}
-
-template <class A>
-__device__ __forceinline__ A warp_sum(A v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-// Block-wide sum (1-D block, multiple of 32 threads); every thread gets the result.
-template <class A>
-__device__ __forceinline__ A block_sum(A v, A* buf) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  v = lane < warps ? buf[lane] : A(0);
-  return warp_sum(v);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Parameters (scale, bias, mean, var: any float dtype) as a device buffer of the accumulator
@@ -72,11 +42,7 @@ Tensor to_acc(const Tensor& t, const Shape* out = nullptr) {
   return r;
 }
 
-void check_channel_param(const Tensor& t, size_t index, const char* name, int64_t channels) {
-  if (t.numel() != channels || t.rank() != 1) {
-    fail("input {} ({}): expected shape [{}], got {}", index, name, channels, shape_str(t.shape()));
-  }
-}
+using nn::check_channel_param;
 
 // ---------------------------------------------------------------------------------------------
 // Row normalization: rows of `len` contiguous elements; per row mean, variance and
@@ -86,27 +52,10 @@ void check_channel_param(const Tensor& t, size_t index, const char* name, int64_
 template <class T, class A, class Epi, bool kBlock>
 __global__ void row_norm_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t len, A eps, Epi epi) {
   __shared__ A buf[32];
-  int64_t group, groups;
-  int lane, width;
-  if constexpr (kBlock) {
-    group = blockIdx.x;
-    groups = gridDim.x;
-    lane = threadIdx.x;
-    width = blockDim.x;
-  } else {
-    const int warps = blockDim.x >> 5;
-    group = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5);
-    groups = int64_t(gridDim.x) * warps;
-    lane = threadIdx.x & 31;
-    width = 32;
-  }
-  auto sum_all = [&](A v) {
-    if constexpr (kBlock) {
-      return block_sum(v, buf);
-    } else {
-      return warp_sum(v);
-    }
-  };
+  const RowSplit rs = row_split<kBlock>();
+  const int64_t group = rs.group, groups = rs.groups;
+  const int lane = rs.lane, width = rs.width;
+  auto sum_all = [&](A v) { return row_fold<kBlock, SumFold<A>>(v, A(0), buf); };
   for (int64_t row = group; row < rows; row += groups) {
     const T* src = x + row * len;
     T* dst = y + row * len;
@@ -227,12 +176,9 @@ void layer_norm(KernelContext& ctx) {
 
 void instance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) fail("input 0 (input): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  const int64_t channels = x.dim(1), planes = x.dim(0) * channels;
-  check_channel_param(ctx.input(1), 1, "scale", channels);
-  check_channel_param(ctx.input(2), 2, "B", channels);
-  const int64_t plane = planes > 0 ? x.numel() / planes : 0;
-  const double epsilon = ctx.attr_float("epsilon");
+  const nn::InstanceNormArgs args = nn::instance_norm_args(ctx);
+  const int64_t channels = args.channels, planes = args.planes, plane = args.plane;
+  const double epsilon = args.epsilon;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (x.numel() == 0) return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
@@ -245,21 +191,11 @@ void instance_norm(KernelContext& ctx) {
 
 void group_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
-  const int64_t n = x.dim(0), channels = x.dim(1), groups = ctx.attr_int("num_groups");
-  if (groups < 1 || channels % groups != 0) {
-    fail("attribute 'num_groups': {} does not divide the {} channels of X", groups, channels);
-  }
+  const nn::GroupNormArgs args = nn::group_norm_args(ctx);
+  const int64_t n = args.n, channels = args.channels, groups = args.groups, per_group = args.per_group;
+  const int64_t plane = args.plane;
+  const double epsilon = args.epsilon;
   const Tensor &scale_t = ctx.input(1), &bias_t = ctx.input(2);
-  for (auto [t, i, name] : {std::tuple{&scale_t, 1, "scale"}, std::tuple{&bias_t, 2, "bias"}}) {
-    if (t->numel() != channels && t->numel() != groups) {
-      fail("input {} ({}): expected {} (per channel) or {} (per group) values, got {}", i, name, channels, groups,
-           shape_str(t->shape()));
-    }
-  }
-  const int64_t per_group = channels / groups;
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const double epsilon = ctx.attr_float("epsilon");
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (x.numel() == 0) return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
@@ -334,16 +270,10 @@ __global__ void bn_blend_kernel(const A* __restrict__ running, const A* __restri
 
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 2) fail("input 0 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
-  const int64_t n = x.dim(0), channels = x.dim(1);
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (size_t i = 1; i < 5; ++i) check_channel_param(ctx.input(i), i, names[i], channels);
-  const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode") != 0 : ctx.num_outputs() > 1;
-  if (ctx.opset() < 14 && ctx.num_outputs() > 3) {
-    fail("BatchNormalization: the saved_mean/saved_var outputs of opset {} are not supported", ctx.opset());
-  }
-  const double epsilon = ctx.attr_float("epsilon"), momentum = ctx.attr_float("momentum");
+  const nn::BatchNormArgs args = nn::batch_norm_args(ctx);
+  const int64_t n = args.n, channels = args.channels, plane = args.plane;
+  const bool training = args.training;
+  const double epsilon = args.epsilon, momentum = args.momentum;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     using A = acc_of<T>;
@@ -407,13 +337,10 @@ __global__ void lrn_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t t
 
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  const int64_t size = ctx.attr_int("size");
-  if (size < 1) fail("attribute 'size': expected >= 1, got {}", size);
-  const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta"), bias = ctx.attr_float("bias");
-  const int64_t n = x.dim(0), channels = x.dim(1);
-  const int64_t plane = n * channels > 0 ? x.numel() / (n * channels) : 0;
-  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const nn::LrnArgs args = nn::lrn_args(ctx);
+  const int64_t size = args.size, channels = args.channels, plane = args.plane;
+  const int64_t before = args.before, after = args.after;
+  const double alpha = args.alpha, beta = args.beta, bias = args.bias;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (x.numel() == 0) return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
@@ -427,24 +354,6 @@ void lrn(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes`, in double. One block
 // per group of kept coordinates, walking the reduced coordinates with strides.
-
-struct Dims {
-  int rank = 0;
-  int64_t size[kMaxRank] = {};
-  int64_t stride[kMaxRank] = {};
-  __device__ __forceinline__ int64_t offset(int64_t linear) const {
-    int64_t off = 0;
-#pragma unroll
-    for (int d = kMaxRank - 1; d >= 0; --d) {
-      if (d < rank) {
-        const int64_t q = linear / size[d];
-        off += (linear - q * size[d]) * stride[d];
-        linear = q;
-      }
-    }
-    return off;
-  }
-};
 
 template <class T>
 __global__ void mvn_kernel(const T* __restrict__ x, T* __restrict__ y, Dims kept, Dims red, int64_t groups,

@@ -1,5 +1,5 @@
 // Pooling on CUDA: MaxPool (with Indices), AveragePool, LpPool and the global forms. The window
-// geometry (output sizes, pads, auto_pad, ceil_mode) comes from the CPU's own nn::resolve_window,
+// geometry (output sizes, pads, auto_pad, ceil_mode) comes from the shared nn::pool_window (ops/semantics/window.h),
 // and each kernel walks the taps in the CPU kernel's order with its comparisons, so outputs and
 // indices match src/backends/cpu/kernels/pool.cpp. Direct kernels: one thread per output element
 // (sliding windows), one warp or block per plane (global pools).
@@ -7,35 +7,11 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/cpu/kernels/nn_util.h"
+#include "ops/semantics/window.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 
 namespace ingot::cuda {
 namespace {
-
-template <class T>
-using acc_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class A>
-__device__ __forceinline__ A pow_of(A a, A b) {
-  if constexpr (std::is_same_v<A, double>) {
-    return pow(a, b);
-  } else {
-    return powf(a, b);
-  }
-}
-template <class A>
-__device__ __forceinline__ A sqrt_of(A v) {
-  if constexpr (std::is_same_v<A, double>) {
-    return sqrt(v);
-  } else {
-    return sqrtf(v);
-  }
-}
-template <class A>
-__device__ __forceinline__ A abs_of(A v) {
-  return v < A(0) ? -v : v;
-}
 
 // 3-D window geometry (leading size-1 axes for 1-D and 2-D pools).
 struct Geometry {
@@ -141,17 +117,7 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t*
   }
 }
 
-nn::Window pool_window(const KernelContext& ctx, const Tensor& x) {
-  if (x.rank() < 3) fail("input 0 (X): expected rank >= 3 ([N,C,spatial...]), got {}", shape_str(x.shape()));
-  if (x.rank() > 5) fail("input 0 (X): at most 3 spatial axes are supported, got {}", x.rank() - 2);
-  const Ints& kernel = ctx.attr_ints("kernel_shape");
-  if (kernel.size() != size_t(x.rank() - 2)) {
-    fail("attribute 'kernel_shape' {} does not match the {} spatial axes of X {}", shape_str(kernel), x.rank() - 2,
-         shape_str(x.shape()));
-  }
-  const bool ceil_mode = ctx.def().find_attr("ceil_mode") && ctx.attr_int("ceil_mode") != 0;
-  return nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel, ceil_mode);
-}
+using nn::pool_window;
 
 template <PoolKind K>
 void pool(KernelContext& ctx) {
@@ -194,35 +160,20 @@ void pool(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Global pools: one warp (planes up to 2048 elements) or one block per (n, c) plane.
 
+// std::max(a, b) as the CPU folds a max pool (NaN is skipped).
 template <class A>
-__device__ __forceinline__ A warp_fold(A v, PoolKind kind) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    const A o = __shfl_xor_sync(0xffffffffu, v, m);
-    v = kind == PoolKind::Max ? (v < o ? o : v) : v + o;
-  }
-  return v;
-}
+struct PoolMaxFold {
+  __device__ static A apply(A a, A b) { return a < b ? b : a; }
+};
 
 template <PoolKind K, class T, bool kBlock>
 __global__ void global_pool_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t plane,
                                    int64_t p) {
   using A = acc_of<T>;
   __shared__ A buf[32];
-  int64_t group, groups;
-  int lane, width;
-  if constexpr (kBlock) {
-    group = blockIdx.x;
-    groups = gridDim.x;
-    lane = threadIdx.x;
-    width = blockDim.x;
-  } else {
-    const int warps = blockDim.x >> 5;
-    group = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5);
-    groups = int64_t(gridDim.x) * warps;
-    lane = threadIdx.x & 31;
-    width = 32;
-  }
+  const RowSplit rs = row_split<kBlock>();
+  const int64_t group = rs.group, groups = rs.groups;
+  const int lane = rs.lane, width = rs.width;
   const A identity = K == PoolKind::Max ? -std::numeric_limits<A>::infinity() : A(0);
   for (int64_t c = group; c < planes; c += groups) {
     const T* src = x + c * plane;
@@ -237,15 +188,8 @@ __global__ void global_pool_kernel(const T* __restrict__ x, T* __restrict__ y, i
         r += pow_of(abs_of(v), A(p));
       }
     }
-    r = warp_fold(r, K);
-    if constexpr (kBlock) {
-      const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-      __syncthreads();
-      if ((threadIdx.x & 31) == 0) buf[warp] = r;
-      __syncthreads();
-      r = (threadIdx.x & 31) < warps ? buf[threadIdx.x & 31] : identity;
-      r = warp_fold(r, K);
-    }
+    using Fold = std::conditional_t<K == PoolKind::Max, PoolMaxFold<A>, SumFold<A>>;
+    r = row_fold<kBlock, Fold>(r, identity, buf);
     if (lane == 0) {
       if constexpr (K == PoolKind::Average) {
         r = plane > 0 ? r / A(plane) : A(0);

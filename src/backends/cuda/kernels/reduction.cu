@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "ops/semantics/reduce_axes.h"
 
 namespace ingot::cuda {
 namespace {
@@ -21,76 +22,12 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
 
-// Up to kMaxDims (size, stride) pairs: maps a row-major linear index over `size` to an offset.
-constexpr int kMaxDims = 8;
-struct Dims {
-  int rank = 0;
-  int64_t size[kMaxDims] = {};
-  int64_t stride[kMaxDims] = {};
-
-  __device__ __forceinline__ int64_t offset(int64_t linear) const {
-    int64_t off = 0;
-#pragma unroll
-    for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d < rank) {
-        const int64_t q = linear / size[d];
-        off += (linear - q * size[d]) * stride[d];
-        linear = q;
-      }
-    }
-    return off;
-  }
-};
-
 template <class A>
 __device__ __forceinline__ bool nan_of(A v) {
   if constexpr (std::is_floating_point_v<A>) {
     return v != v;
   } else {
     return false;
-  }
-}
-
-template <class A>
-__device__ __forceinline__ A shfl_xor(A v, int mask) {
-  return __shfl_xor_sync(0xffffffffu, v, mask);
-}
-
-// Warp-wide fold with F::apply (every lane gets the result).
-template <class F, class A>
-__device__ __forceinline__ A warp_fold(A v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = F::apply(v, shfl_xor(v, m));
-  return v;
-}
-
-// Block-wide fold (1-D block, a multiple of 32 threads); every thread gets the result. `buf`
-// holds 32 entries of shared memory; the call synchronizes, so every thread must make it.
-template <class F, class A>
-__device__ __forceinline__ A block_fold(A v, A identity, A* buf) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_fold<F>(v);
-  __syncthreads();  // earlier readers of buf are done
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  v = lane < warps ? buf[lane] : identity;
-  return warp_fold<F>(v);
-}
-
-template <class A>
-__device__ __forceinline__ A exp_of(A v) {
-  if constexpr (std::is_same_v<A, double>) {
-    return exp(v);
-  } else {
-    return expf(float(v));
-  }
-}
-template <class A>
-__device__ __forceinline__ A log_of(A v) {
-  if constexpr (std::is_same_v<A, double>) {
-    return log(v);
-  } else {
-    return logf(float(v));
   }
 }
 
@@ -219,7 +156,7 @@ ReducePlan make_plan(const Shape& shape, const std::vector<bool>& reduced) {
   ReducePlan p;
   for (size_t k = 0; k < kinds.size(); ++k) {
     Dims& dims = kinds[k] ? p.red : p.kept;
-    if (dims.rank == kMaxDims) fail("input 0: too many alternating reduced/kept axes for the CUDA reduction ({})", shape_str(shape));
+    if (dims.rank == kMaxRank) fail("input 0: too many alternating reduced/kept axes for the CUDA reduction ({})", shape_str(shape));
     dims.size[dims.rank] = sizes[k];
     dims.stride[dims.rank] = strides[k];
     ++dims.rank;
@@ -244,29 +181,11 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, t
                                    Dims kept, Dims red, bool red_contiguous, int64_t out_n, int64_t count) {
   using Acc = typename Op::Acc;
   __shared__ Acc buf[32];
-  int64_t group, groups;
-  int lane, width;
-  if constexpr (kBlock) {
-    group = blockIdx.x;
-    groups = gridDim.x;
-    lane = threadIdx.x;
-    width = blockDim.x;
-  } else {
-    const int warps = blockDim.x >> 5;
-    group = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5);
-    groups = int64_t(gridDim.x) * warps;
-    lane = threadIdx.x & 31;
-    width = 32;
-  }
+  const RowSplit rs = row_split<kBlock>();
+  const int64_t group = rs.group, groups = rs.groups;
+  const int lane = rs.lane, width = rs.width;
   int64_t r0, r1;
   split_range(count, r0, r1);
-  auto fold = [&]<class F>(Acc v, Acc identity) {
-    if constexpr (kBlock) {
-      return block_fold<F>(v, identity, buf);
-    } else {
-      return warp_fold<F>(v);
-    }
-  };
   for (int64_t o = group; o < out_n; o += groups) {
     const T* base = x + kept.offset(o);
     Acc shift = Acc(0);
@@ -274,7 +193,7 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, t
       Acc m = -std::numeric_limits<Acc>::infinity();
       for (int64_t r = r0 + lane; r < r1; r += width)
         m = MaxFold<Acc>::apply(m, Acc(load(base[red_contiguous ? r : red.offset(r)])));
-      shift = fold.template operator()<MaxFold<Acc>>(m, -std::numeric_limits<Acc>::infinity());
+      shift = row_fold<kBlock, MaxFold<Acc>>(m, -std::numeric_limits<Acc>::infinity(), buf);
     }
     Acc a = Op::identity();
     if (red_contiguous) {
@@ -282,7 +201,7 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, t
     } else {
       for (int64_t r = r0 + lane; r < r1; r += width) a = Op::apply(a, Op::load_acc(base[red.offset(r)], shift));
     }
-    a = fold.template operator()<Op>(a, Op::identity());
+    a = row_fold<kBlock, Op>(a, Op::identity(), buf);
     if (lane == 0) {
       if (gridDim.y > 1) {
         part[int64_t(blockIdx.y) * out_n + o] = a;
@@ -410,52 +329,12 @@ void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced)
   }
 }
 
-struct ReduceAxes {
-  std::vector<bool> reduced;
-  Shape out_shape;
-  bool identity = false;
-};
-
-ReduceAxes resolve_axes(const KernelContext& ctx, const Tensor& x) {
-  std::vector<int64_t> axes;
-  if (ctx.has_input(1)) {
-    const Tensor& a = ctx.input(1);
-    INGOT_CHECK(a.dtype() == DType::Int64, "input 1 (axes): expected int64, got {}", dtype_name(a.dtype()));
-    INGOT_CHECK(a.rank() <= 1, "input 1 (axes): expected rank 1, got {}", shape_str(a.shape()));
-    axes = a.to_int64_vector();
-  } else if (ctx.has_attr("axes")) {
-    axes = ctx.attr_ints("axes");
-  }
-  const int64_t rank = x.rank();
-  const bool keepdims = ctx.attr_int("keepdims") != 0;
-  ReduceAxes r;
-  r.reduced.assign(size_t(rank), false);
-  if (axes.empty()) {
-    if (ctx.attr_int("noop_with_empty_axes") != 0) {
-      r.identity = true;
-      r.out_shape = x.shape();
-      return r;
-    }
-    r.reduced.assign(size_t(rank), true);
-  }
-  for (int64_t a : axes) {
-    const int64_t n = normalize_axis(a, rank, "axes");
-    INGOT_CHECK(!r.reduced[size_t(n)], "attribute axes: axis {} given twice", a);
-    r.reduced[size_t(n)] = true;
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!r.reduced[size_t(d)])
-      r.out_shape.push_back(x.shape()[size_t(d)]);
-    else if (keepdims)
-      r.out_shape.push_back(1);
-  }
-  return r;
-}
+using nn::ReduceAxes;
 
 template <ReduceKind K>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const ReduceAxes axes = resolve_axes(ctx, x);
+  const ReduceAxes axes = nn::resolve_reduce_axes(ctx, x);
   if (axes.identity) {
     ctx.set_output(0, x);
     return;
@@ -539,23 +418,10 @@ __global__ void arg_cols_kernel(const T* __restrict__ x, int64_t* __restrict__ y
 template <bool kMax>
 void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const int64_t rank = std::max<int64_t>(x.rank(), 1);
-  const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, "attribute axis");
-  const bool keepdims = ctx.attr_int("keepdims") != 0;
-  const bool last = ctx.attr_int("select_last_index") != 0;
-  Shape shape = x.shape();
-  if (shape.empty()) shape = {1};
-  const int64_t n = shape[size_t(axis)];
-  Shape out_shape;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) outer *= shape[size_t(d)];
-    if (d > axis) inner *= shape[size_t(d)];
-    if (d != axis)
-      out_shape.push_back(shape[size_t(d)]);
-    else if (keepdims)
-      out_shape.push_back(1);
-  }
+  const nn::ArgAxis a = nn::resolve_arg_axis(ctx, x);
+  const int64_t axis = a.axis, n = a.n, outer = a.outer, inner = a.inner;
+  const bool last = a.last;
+  const Shape& out_shape = a.out_shape;
   Tensor& y = ctx.allocate(0, DType::Int64, out_shape);
   if (y.numel() == 0) return;
   INGOT_CHECK(n > 0, "input 0: cannot take Arg{} over axis {} of size 0 (shape {})", kMax ? "Max" : "Min", axis,
@@ -580,38 +446,13 @@ void arg_kernel(KernelContext& ctx) {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-struct AxisView {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
+using nn::AxisView;
 
-AxisView axis_view(const KernelContext& ctx, const Tensor& x) {
-  const bool coerce_2d = ctx.opset() < 13;
-  const int64_t default_axis = coerce_2d ? 1 : -1;
-  const int64_t rank = std::max<int64_t>(x.rank(), 1);
-  int64_t axis = ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis;
-  if (coerce_2d && axis == rank) return {x.numel(), 1, 1};
-  axis = normalize_axis(axis, rank);
-  const Shape& s = x.shape();
-  AxisView v;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d < axis) {
-      v.outer *= s[size_t(d)];
-    } else if (d == axis || coerce_2d) {
-      v.dim *= s[size_t(d)];
-    } else {
-      v.inner *= s[size_t(d)];
-    }
-  }
-  return v;
-}
+AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return nn::softmax_axis_view(ctx, x); }
 
 template <class A>
 struct MaxIgnoreNan {
   __device__ static A apply(A a, A b) { return b > a ? b : a; }
-};
-template <class A>
-struct SumFold {
-  __device__ static A apply(A a, A b) { return a + b; }
 };
 struct MinIndex {
   __device__ static int64_t apply(int64_t a, int64_t b) { return b < a ? b : a; }
@@ -624,27 +465,9 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
   __shared__ A abuf[32];
   __shared__ int64_t ibuf[32];
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-  int64_t group, groups;
-  int lane, width;
-  if constexpr (kBlock) {
-    group = blockIdx.x;
-    groups = gridDim.x;
-    lane = threadIdx.x;
-    width = blockDim.x;
-  } else {
-    const int warps = blockDim.x >> 5;
-    group = int64_t(blockIdx.x) * warps + (threadIdx.x >> 5);
-    groups = int64_t(gridDim.x) * warps;
-    lane = threadIdx.x & 31;
-    width = 32;
-  }
-  auto fold_max = [&](A v) {
-    if constexpr (kBlock) {
-      return block_fold<MaxIgnoreNan<A>>(v, kNegInf, abuf);
-    } else {
-      return warp_fold<MaxIgnoreNan<A>>(v);
-    }
-  };
+  const RowSplit rs = row_split<kBlock>();
+  const int64_t group = rs.group, groups = rs.groups;
+  const int lane = rs.lane, width = rs.width;
   for (int64_t row = group; row < rows; row += groups) {
     const T* src = x + row * dim;
     T* dst = y + row * dim;
@@ -653,7 +476,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
       const A v = A(load(src[d]));
       if (v > best) best = v;
     }
-    best = fold_max(best);
+    best = row_fold<kBlock, MaxIgnoreNan<A>>(best, kNegInf, abuf);
     if constexpr (K == SoftmaxKind::Hardmax) {
       // The first index holding the maximum (0 when the maximum is -inf or everything is NaN).
       int64_t arg = INT64_MAX;
@@ -665,21 +488,13 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
           }
         }
       }
-      if constexpr (kBlock) {
-        arg = block_fold<MinIndex>(arg, int64_t(INT64_MAX), ibuf);
-      } else {
-        arg = warp_fold<MinIndex>(arg);
-      }
+      arg = row_fold<kBlock, MinIndex>(arg, int64_t(INT64_MAX), ibuf);
       if (arg == INT64_MAX) arg = 0;
       for (int64_t d = lane; d < dim; d += width) dst[d] = store<T>(A(d == arg ? 1 : 0));
     } else {
       A sum = 0;
       for (int64_t d = lane; d < dim; d += width) sum += exp_of(A(load(src[d])) - best);
-      if constexpr (kBlock) {
-        sum = block_fold<SumFold<A>>(sum, A(0), abuf);
-      } else {
-        sum = warp_fold<SumFold<A>>(sum);
-      }
+      sum = row_fold<kBlock, SumFold<A>>(sum, A(0), abuf);
       if constexpr (K == SoftmaxKind::Softmax) {
         const A inv = A(1) / sum;
         for (int64_t d = lane; d < dim; d += width) dst[d] = store<T>(exp_of(A(load(src[d])) - best) * inv);

@@ -16,114 +16,18 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "ops/semantics/rnn_args.h"
 
 namespace ingot::cuda {
 namespace {
 
-enum class Cell : uint8_t { LSTM, GRU, RNN };
+using Cell = nn::RnnCell;
+using nn::Activation;
+using nn::ActKind;
 
-int num_gates(Cell cell) { return cell == Cell::LSTM ? 4 : cell == Cell::GRU ? 3 : 1; }
-
-// ---- activations (parsed on the host exactly as the CPU kernel does) ----------------------------
-
-enum class ActKind : uint8_t {
-  Sigmoid,
-  Tanh,
-  Relu,
-  Affine,
-  LeakyRelu,
-  ThresholdedRelu,
-  ScaledTanh,
-  HardSigmoid,
-  Elu,
-  Softsign,
-  Softplus
-};
-
-struct Activation {
-  ActKind kind = ActKind::Sigmoid;
-  float alpha = 0, beta = 0;
-};
-
-struct ActSpec {
-  const char* name;  // lower case
-  ActKind kind;
-  int params;
-  float alpha, beta;
-};
-
-constexpr ActSpec kActivations[] = {
-    {"sigmoid", ActKind::Sigmoid, 0, 0, 0},
-    {"tanh", ActKind::Tanh, 0, 0, 0},
-    {"relu", ActKind::Relu, 0, 0, 0},
-    {"affine", ActKind::Affine, 2, 1.0f, 0.0f},
-    {"leakyrelu", ActKind::LeakyRelu, 1, 0.01f, 0},
-    {"thresholdedrelu", ActKind::ThresholdedRelu, 1, 1.0f, 0},
-    {"scaledtanh", ActKind::ScaledTanh, 2, 1.0f, 1.0f},
-    {"hardsigmoid", ActKind::HardSigmoid, 2, 0.2f, 0.5f},
-    {"elu", ActKind::Elu, 1, 1.0f, 0},
-    {"softsign", ActKind::Softsign, 0, 0, 0},
-    {"softplus", ActKind::Softplus, 0, 0, 0},
-};
-
-std::vector<Activation> parse_activations(const KernelContext& ctx, size_t per_direction, size_t num_dirs,
-                                          const std::vector<std::string>& defaults) {
-  std::vector<std::string> names = ctx.has_attr("activations") ? ctx.attr_strings("activations") : defaults;
-  if (names.size() == per_direction && num_dirs == 2) {  // one list serves both directions
-    std::vector<std::string> once = names;
-    names.insert(names.end(), once.begin(), once.end());
-  }
-  if (names.size() != per_direction * num_dirs) {
-    fail("attribute 'activations': expected {} names ({} per direction), got {}", per_direction * num_dirs,
-         per_direction, names.size());
-  }
-  std::vector<float> alphas, betas;
-  if (ctx.has_attr("activation_alpha")) alphas = ctx.attr_floats("activation_alpha");
-  if (ctx.has_attr("activation_beta")) betas = ctx.attr_floats("activation_beta");
-  size_t next_alpha = 0, next_beta = 0;
-  std::vector<Activation> acts;
-  for (const std::string& name : names) {
-    std::string lower = name;
-    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    const ActSpec* spec = nullptr;
-    for (const ActSpec& s : kActivations) {
-      if (lower == s.name) spec = &s;
-    }
-    if (!spec) fail("attribute 'activations': unknown activation '{}'", name);
-    Activation a{spec->kind, spec->alpha, spec->beta};
-    if (spec->params >= 1 && next_alpha < alphas.size()) a.alpha = alphas[next_alpha++];
-    if (spec->params >= 2 && next_beta < betas.size()) a.beta = betas[next_beta++];
-    acts.push_back(a);
-  }
-  return acts;
-}
+// Activations are parsed on the host by nn::rnn_args (ops/semantics/rnn_args.h), as on the CPU.
 
 // ---- device math --------------------------------------------------------------------------------
-
-template <class A>
-__device__ __forceinline__ A d_exp(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return expf(x);
-  } else {
-    return exp(x);
-  }
-}
-template <class A>
-__device__ __forceinline__ A d_tanh(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return tanhf(x);
-  } else {
-    return tanh(x);
-  }
-}
-template <class A>
-__device__ __forceinline__ A d_log1p(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return log1pf(x);
-  } else {
-    return log1p(x);
-  }
-}
 
 // One activation of one value; `clip` > 0 clamps the input to [-clip, clip] first (as the CPU).
 template <class A>
@@ -131,27 +35,24 @@ __device__ __forceinline__ A activate(const Activation& act, A x, A clip) {
   if (clip > 0) x = x < -clip ? -clip : (x > clip ? clip : x);
   const A alpha = A(act.alpha), beta = A(act.beta);
   switch (act.kind) {
-    case ActKind::Sigmoid: return A(1) / (A(1) + d_exp(-x));
-    case ActKind::Tanh: return d_tanh(x);
+    case ActKind::Sigmoid: return A(1) / (A(1) + exp_of(-x));
+    case ActKind::Tanh: return tanh_of(x);
     case ActKind::Relu: return x < A(0) ? A(0) : x;  // std::max(x, 0): NaN stays NaN
     case ActKind::Affine: return alpha * x + beta;
     case ActKind::LeakyRelu: return x >= 0 ? x : alpha * x;
     case ActKind::ThresholdedRelu: return x > alpha ? x : A(0);
-    case ActKind::ScaledTanh: return alpha * d_tanh(x * beta);
+    case ActKind::ScaledTanh: return alpha * tanh_of(x * beta);
     case ActKind::HardSigmoid: {
       A v = alpha * x + beta;
       v = v > A(0) ? v : A(0);
       return v < A(1) ? v : A(1);
     }
-    case ActKind::Elu: return x >= 0 ? x : alpha * (d_exp(x) - A(1));
+    case ActKind::Elu: return x >= 0 ? x : alpha * (exp_of(x) - A(1));
     case ActKind::Softsign: return x / (A(1) + (x < 0 ? -x : x));
-    case ActKind::Softplus: return d_log1p(d_exp(x));
+    case ActKind::Softplus: return log1p_of(exp_of(x));
   }
   return x;
 }
-
-__device__ __forceinline__ int64_t thread_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
 
 // ---- pointwise kernels --------------------------------------------------------------------------
 
@@ -341,71 +242,23 @@ void gemm_nt(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, const 
 
 // ---- kernel -------------------------------------------------------------------------------------
 
-void check_shape(const Tensor& t, const Shape& expected, std::string_view what) {
-  if (t.shape() != expected) fail("{}: expected shape {}, got {}", what, shape_str(expected), shape_str(t.shape()));
-}
-
 void recurrent_kernel(KernelContext& ctx, Cell cell) {
+  const nn::RnnArgs args = nn::rnn_args(ctx, cell);
   const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
   const DType dtype = x.dtype();
-  if (!is_floating(dtype)) fail("input 0 (X): expected a floating-point tensor, got {}", x.describe());
-  if (x.rank() != 3) fail("input 0 (X): expected rank 3, got {}", x.describe());
-  if (r.rank() != 3) fail("input 2 (R): expected rank 3, got {}", r.describe());
-  const std::string& direction = ctx.attr_string("direction");
-  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
-    fail("attribute 'direction': expected forward, reverse or bidirectional, got '{}'", direction);
-  }
-  const int64_t num_dirs = direction == "bidirectional" ? 2 : 1;
-  const int64_t layout = ctx.attr_int("layout");
-  if (layout != 0 && layout != 1) fail("attribute 'layout': expected 0 or 1, got {}", layout);
-  const int64_t seq = x.dim(layout), batch = x.dim(1 - layout), input = x.dim(2);
-  const int64_t hidden = ctx.has_attr("hidden_size") ? ctx.attr_int("hidden_size") : r.dim(2);
-  if (hidden <= 0) fail("attribute 'hidden_size': expected a positive value, got {}", hidden);
-  const int64_t GH = num_gates(cell) * hidden;
-  check_shape(w, {num_dirs, GH, input}, "input 1 (W)");
-  check_shape(r, {num_dirs, GH, hidden}, "input 2 (R)");
-  const Shape state_shape = layout == 0 ? Shape{num_dirs, batch, hidden} : Shape{batch, num_dirs, hidden};
-  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-  for (size_t i = 1; i < ctx.num_inputs() && i < 8; ++i) {
-    if (i != 4 && ctx.has_input(i) && ctx.input(i).dtype() != dtype) {
-      fail("input {} ({}): dtype {} differs from X's {}", i, names[i], dtype_name(ctx.input(i).dtype()),
-           dtype_name(dtype));
-    }
-  }
-  if (ctx.has_input(3)) check_shape(ctx.input(3), {num_dirs, 2 * GH}, "input 3 (B)");
-  if (ctx.has_input(5)) check_shape(ctx.input(5), state_shape, "input 5 (initial_h)");
-  if (cell == Cell::LSTM && ctx.has_input(6)) check_shape(ctx.input(6), state_shape, "input 6 (initial_c)");
-  if (cell == Cell::LSTM && ctx.has_input(7)) check_shape(ctx.input(7), {num_dirs, 3 * hidden}, "input 7 (P)");
-  std::vector<int64_t> lengths;
-  if (ctx.has_input(4)) {
-    check_shape(ctx.input(4), {batch}, "input 4 (sequence_lens)");
-    lengths = ctx.input(4).to_int64_vector();  // a host input
-    for (int64_t len : lengths) {
-      if (len < 0 || len > seq) fail("input 4 (sequence_lens): length {} is outside [0, {}]", len, seq);
-    }
-  }
-  const bool padded = std::any_of(lengths.begin(), lengths.end(), [&](int64_t len) { return len < seq; });
-
-  static const std::vector<std::string> lstm_defaults{"Sigmoid", "Tanh", "Tanh"}, gru_defaults{"Sigmoid", "Tanh"},
-      rnn_defaults{"Tanh"};
-  const std::vector<std::string>& defaults = cell == Cell::LSTM  ? lstm_defaults
-                                             : cell == Cell::GRU ? gru_defaults
-                                                                 : rnn_defaults;
-  const std::vector<Activation> acts = parse_activations(ctx, defaults.size(), size_t(num_dirs), defaults);
-  const float clip = ctx.has_attr("clip") ? ctx.attr_float("clip") : 0.0f;
-  if (ctx.has_attr("clip") && !(clip > 0)) fail("attribute 'clip': expected a positive threshold, got {}", clip);
-  const bool input_forget = cell == Cell::LSTM && ctx.attr_int("input_forget") != 0;
-  const bool linear_before_reset = cell == Cell::GRU && ctx.attr_int("linear_before_reset") != 0;
+  const int64_t num_dirs = args.num_dirs, layout = args.layout;
+  const int64_t seq = args.seq, batch = args.batch, input = args.input, hidden = args.hidden, GH = args.GH;
+  const std::vector<int64_t>& lengths = args.lengths;
+  const std::vector<Activation>& acts = args.acts;
+  const float clip = args.clip;
+  const bool linear_before_reset = args.linear_before_reset;
 
   const Device device = ctx.device();
-  const size_t num_outputs = std::min<size_t>(ctx.num_outputs(), cell == Cell::LSTM ? 3 : 2);
+  const size_t num_outputs = args.num_outputs;
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < num_outputs; ++i) {
-    Shape shape = i > 0         ? state_shape
-                  : layout == 0 ? Shape{seq, num_dirs, batch, hidden}
-                                : Shape{batch, seq, num_dirs, hidden};
-    outputs.push_back(ctx.allocate(i, dtype, shape));
-    if (i == 0 && padded && outputs[0].nbytes() > 0) {
+    outputs.push_back(ctx.allocate(i, dtype, args.output_shape(i)));
+    if (i == 0 && args.padded && outputs[0].nbytes() > 0) {
       INGOT_CUDA_CHECK(cudaMemsetAsync(outputs[0].raw_data(), 0, outputs[0].nbytes(), stream()));
     }
   }
@@ -475,9 +328,9 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
 
       StepArgs<T, A> a{};
       a.seq = seq, a.batch = batch, a.H = hidden, a.GH = GH;
-      a.reverse = direction == "reverse" || dir == 1;
+      a.reverse = args.is_reverse(dir);
       a.batch_major = layout == 1;
-      a.input_forget = input_forget;
+      a.input_forget = args.input_forget;
       a.xw = ptr<const A>(xw);
       a.bias = bias ? bias + dir * 2 * GH : nullptr;
       a.peephole = peep ? peep + dir * 3 * hidden : nullptr;
@@ -495,7 +348,7 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
           a.y = y + dir * hidden, a.y_t = num_dirs * hidden, a.y_b = seq * num_dirs * hidden;
         }
       }
-      const Activation* da = acts.data() + dir * int64_t(defaults.size());
+      const Activation* da = acts.data() + dir * int64_t(args.acts_per_direction);
       a.f = da[0];
       a.g = da[cell == Cell::RNN ? 0 : 1];
       a.hact = da[cell == Cell::LSTM ? 2 : 0];

@@ -1,0 +1,88 @@
+#include "ops/semantics/reduce_axes.h"
+
+#include <algorithm>
+
+namespace ingot::nn {
+
+ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x) {
+  std::vector<int64_t> axes;
+  if (ctx.has_input(1)) {
+    const Tensor& a = ctx.input(1);
+    INGOT_CHECK(a.dtype() == DType::Int64, "input 1 (axes): expected int64, got {}", dtype_name(a.dtype()));
+    INGOT_CHECK(a.rank() <= 1, "input 1 (axes): expected rank 1, got {}", shape_str(a.shape()));
+    axes = a.to_int64_vector();
+  } else if (ctx.has_attr("axes")) {
+    axes = ctx.attr_ints("axes");
+  }
+  const int64_t rank = x.rank();
+  const bool keepdims = ctx.attr_int("keepdims") != 0;
+  ReduceAxes r;
+  r.reduced.assign(size_t(rank), false);
+  if (axes.empty()) {
+    // Empty axes means "all axes" unless noop_with_empty_axes asks for the identity.
+    if (ctx.attr_int("noop_with_empty_axes") != 0) {
+      r.identity = true;
+      r.out_shape = x.shape();
+      return r;
+    }
+    r.reduced.assign(size_t(rank), true);
+  }
+  for (int64_t a : axes) {
+    int64_t n = normalize_axis(a, rank, "axes");
+    INGOT_CHECK(!r.reduced[size_t(n)], "attribute axes: axis {} given twice", a);
+    r.reduced[size_t(n)] = true;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!r.reduced[size_t(d)])
+      r.out_shape.push_back(x.shape()[size_t(d)]);
+    else if (keepdims)
+      r.out_shape.push_back(1);
+  }
+  return r;
+}
+
+ArgAxis resolve_arg_axis(const KernelContext& ctx, const Tensor& x) {
+  ArgAxis a;
+  const int64_t rank = std::max<int64_t>(x.rank(), 1);
+  a.axis = normalize_axis(ctx.attr_int("axis"), rank, "attribute axis");
+  const bool keepdims = ctx.attr_int("keepdims") != 0;
+  a.last = ctx.attr_int("select_last_index") != 0;
+  Shape shape = x.shape();
+  if (shape.empty()) shape = {1};  // a scalar behaves as [1]
+  a.n = shape[size_t(a.axis)];
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < a.axis) a.outer *= shape[size_t(d)];
+    if (d > a.axis) a.inner *= shape[size_t(d)];
+    if (d != a.axis)
+      a.out_shape.push_back(shape[size_t(d)]);
+    else if (keepdims)
+      a.out_shape.push_back(1);
+  }
+  return a;
+}
+
+AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x) {
+  const bool coerce_2d = ctx.opset() < 13;
+  const int64_t default_axis = coerce_2d ? 1 : -1;
+  const int64_t rank = std::max<int64_t>(x.rank(), 1);
+  // Opset < 13 allows axis == rank (everything in `outer`), as numpy reshape would.
+  int64_t axis = ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis;
+  if (coerce_2d && axis == rank) {
+    return {x.numel(), 1, 1};
+  }
+  axis = normalize_axis(axis, rank);
+  const Shape& s = x.shape();
+  AxisView v;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < axis) {
+      v.outer *= s[size_t(d)];
+    } else if (d == axis || coerce_2d) {
+      v.dim *= s[size_t(d)];
+    } else {
+      v.inner *= s[size_t(d)];
+    }
+  }
+  return v;
+}
+
+}  // namespace ingot::nn

@@ -1,0 +1,36 @@
+// Backend-neutral axis handling of the reductions: ReduceX axes (input 1 or attribute, keepdims,
+// noop_with_empty_axes) with the output shape, ArgMax/ArgMin's [outer, axis, inner] view and output
+// shape, and Softmax/LogSoftmax/Hardmax's [outer, dim, inner] view (opset < 13 coerces to 2-D).
+// Used by the CPU and CUDA kernels.
+#pragma once
+#include <ingot/tensor.h>
+
+#include <vector>
+
+#include "ops/kernel.h"
+
+namespace ingot::nn {
+
+// Axis bookkeeping shared by ReduceX: which axes are reduced and the output shape.
+struct ReduceAxes {
+  std::vector<bool> reduced;  // per input axis
+  Shape out_shape;
+  bool identity = false;  // noop_with_empty_axes with empty axes: output = input
+};
+ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x);
+
+// ArgMax/ArgMin over `axis` as [outer, n, inner] (a scalar behaves as [1]).
+struct ArgAxis {
+  int64_t axis = 0, n = 1, outer = 1, inner = 1;
+  bool last = false;  // select_last_index
+  Shape out_shape;
+};
+ArgAxis resolve_arg_axis(const KernelContext& ctx, const Tensor& x);
+
+// Softmax, LogSoftmax and Hardmax as [outer, dim, inner].
+struct AxisView {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x);
+
+}  // namespace ingot::nn
