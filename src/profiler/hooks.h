@@ -4,7 +4,9 @@
 #pragma once
 #include <ingot/profiler.h>
 
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ingot {
@@ -13,6 +15,39 @@ struct Node;   // graph/graph.h
 }  // namespace ingot
 
 namespace ingot::profiler::detail {
+
+// The executor's per-op hooks are on: a profile is being recorded, or NVTX ranges are wanted without
+// one (INGOT_NVTX=1 in a CUDA build). The one relaxed load and branch per op when off.
+extern std::atomic<bool> g_op_hooks;
+inline bool op_hooks() noexcept { return g_op_hooks.load(std::memory_order_relaxed); }
+
+// The profiler's clock (time-stamp counter ticks or steady-clock ns; converted at stop()).
+int64_t clock_ticks();
+
+// What an accelerator backend registers at static initialization (the CUDA backend:
+// src/backends/cuda/profiler_cuda.cpp) so that the profiler and the executor stay backend-neutral.
+// Every function may be called from the thread running a session while a profile is on; none throws.
+struct DeviceTimer {
+  const char* backend;  // static: the backend name of device events ("cuda")
+  // Marks the start of device work on the current device's stream (e.g. a pooled CUDA event
+  // recorded there) and returns a token, or -1 when it cannot. The first call of a profile on a
+  // device also records that device's reference marker (waiting for the stream once).
+  int64_t (*begin)();
+  // Marks the end of the device work begun with `token` (on the same stream).
+  void (*end)(int64_t token);
+  // At stop(): waits for the token's markers and gives their times as ns after its device's
+  // reference marker, whose host time (clock_ticks()) was *ref_ticks. False when unresolvable.
+  bool (*resolve)(int64_t token, int64_t* ref_ticks, int64_t* start_ns, int64_t* end_ns, int* device);
+  // At start() and at the end of stop(): forgets the tokens and references (markers go back to the pool).
+  void (*reset)();
+  // NVTX-style named ranges around each op (null when the backend has none).
+  void (*push_range)(const char* name);
+  void (*pop_range)();
+};
+// `nvtx_always`: push ranges around ops even when not profiling (INGOT_NVTX=1).
+void register_device_timer(const DeviceTimer* timer, bool nvtx_always);
+
+enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // One timed range on the calling thread (an op, a session run). Trivial to construct, so the
 // executor keeps one on the stack and calls begin() only when profiling; a range left by an
@@ -25,23 +60,38 @@ class Range {
   Range& operator=(const Range&) = delete;
 
   void begin();
+  // An op's range, begun when op_hooks() is on: records it when profiling (with device markers
+  // around it when `on_device`), pushes an NVTX range when the backend has them.
+  void begin_op(const Node& node, bool on_device);
+  // A copy's range (no nesting depth), begun when enabled(): device markers when `on_device`.
+  void begin_copy(bool on_device);
   bool active() const { return active_; }
   // Records the node by pointer: its name and op type are copied the first time a profile sees it
   // (forget_nodes() drops those pointers before they can dangle). `backend` must be a string with
   // static storage ("cpu"): it is kept as a view until stop().
-  void end_op(const Node& node, std::string_view backend, const std::vector<const Value*>& inputs);
+  // `fallback`: the node belongs on an accelerator but ran on the CPU (also recorded as a Fallback).
+  void end_op(const Node& node, std::string_view backend, const std::vector<const Value*>& inputs,
+              bool fallback = false);
   void end_session(const std::string& model_name);
+  // A copy made for a node's input: the value is slot `slot` of the graph whose name -> slot table is
+  // `slots` (slot < 0: not known); `for_fallback`: the reader is a fallback node; `from_fallback`:
+  // the value was written by one.
+  void end_copy(CopyKind kind, int64_t bytes, int device, const std::unordered_map<std::string, int>* slots, int slot,
+                bool for_fallback, bool from_fallback);
 
  private:
   int64_t start_ticks_ = 0;  // profiler clock (profiler.cpp)
+  int64_t device_token_ = -1;
   int depth_ = 0;
   bool active_ = false;
+  bool recording_ = false;  // a profile is being recorded (not only NVTX)
+  bool nvtx_ = false;       // pushed an NVTX range
 };
 
 // Called before Nodes that a profile may have seen are destroyed (Executor's destructor: the Executor
 // holds the model, so no Node it ran dies before it), so that a new Node at a reused address is not
 // taken for the old one.
-void forget_nodes();
+void forget_nodes();  // (also the executor's name -> slot tables)
 
 void record_alloc(const void* ptr, size_t bytes, int device);
 void record_free(const void* ptr);

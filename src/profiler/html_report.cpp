@@ -1,6 +1,7 @@
 // A self-contained HTML report: the data as inline JSON, a canvas timeline (one lane per thread,
-// a row per nesting depth, boxes colored by op type, hover for details, wheel zoom, drag to pan)
-// and the summary table.
+// a row per nesting depth, boxes colored by op type, hover for details, wheel zoom, drag to pan;
+// in accelerator sessions also lanes for CPU fallbacks in red, copies in orange and each GPU
+// stream's device-timed kernels) and the summary table with copy and fallback totals.
 // No network access: everything is inline.
 #include <fmt/format.h>
 #include <ingot/error.h>
@@ -17,6 +18,10 @@ namespace {
 // counts these exact colors in the screenshot: keep the two lists in sync.
 constexpr const char* kPalette[] = {"#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4",
                                     "#f032e6", "#bfef45", "#ffe119", "#469990", "#9a6324", "#800000"};
+// Fallbacks and copies: colours outside the palette.
+constexpr const char* kFallbackColor = "#ff0000";
+constexpr const char* kCopyColor = "#ff8c00";
+constexpr int kFallbackLane = -1;  // the lane of Fallback events (they share their thread's tid)
 
 std::string escape_html(const std::string& s) {
   std::string out;
@@ -57,11 +62,14 @@ td:first-child, th:first-child {{ text-align: left; }}
 <div class="note">{note}</div>
 <canvas id="timeline"></canvas>
 <div id="tip"></div>
-<table id="summary"><tr><th>op type</th><th>count</th><th>total ms</th><th>mean ms</th><th>share</th></tr></table>
+<table id="summary"><tr><th>op type</th><th>count</th><th>total ms</th><th>mean ms</th><th>share</th>{gpu_th}</tr></table>
 <div class="note">{alloc}</div>
+<div class="note" id="copies">{copies}</div>
+<div class="note" id="fallbacks">{fallbacks}</div>
 <script>
 const DATA = {data};
 const PALETTE = {palette};
+const FALLBACK = '{fallback_color}', COPY = '{copy_color}';
 const color = {{}};
 DATA.ops.forEach((o, i) => color[o.type] = PALETTE[i % PALETTE.length]);
 const table = document.getElementById('summary');
@@ -69,7 +77,8 @@ for (const o of DATA.ops) {{
   const tr = table.insertRow();
   tr.innerHTML = `<td><span class="sw" style="background:${{color[o.type]}}"></span>${{o.type}}</td>` +
     `<td>${{o.count}}</td><td>${{o.total.toFixed(3)}}</td><td>${{o.mean.toFixed(4)}}</td>` +
-    `<td>${{(o.share * 100).toFixed(1)}}%</td>`;
+    `<td>${{(o.share * 100).toFixed(1)}}%</td>` +
+    (DATA.gpu ? `<td>${{o.dcount ? o.dtotal.toFixed(3) : '-'}}</td>` : '');
 }}
 // Layout: a label column, then per thread one row per nesting depth, then the live-bytes graph.
 const canvas = document.getElementById('timeline');
@@ -105,7 +114,7 @@ function draw() {{
       if (e[0] !== lane.tid || e[2] > v1 || e[2] + e[3] < v0) continue;
       const x0 = xOf(e[2]), x1 = Math.max(xOf(e[2] + e[3]), x0 + 1);
       const by = lane.y + e[1] * ROW;
-      ctx.fillStyle = e[6] === 'op' ? color[e[5]] : '#7f849c';
+      ctx.fillStyle = e[6] === 'op' ? color[e[5]] : e[6] === 'fallback' ? FALLBACK : e[6] === 'copy' ? COPY : '#7f849c';
       ctx.fillRect(x0, by + 1, x1 - x0, ROW - 2);
       if (x1 - x0 > 40) {{
         ctx.fillStyle = '#000';
@@ -156,7 +165,7 @@ canvas.addEventListener('mousemove', ev => {{
   if (!hit) {{ tip.style.display = 'none'; return; }}
   const e = hit.e;
   tip.textContent = `${{e[4]}}  (${{e[6] === 'op' ? e[5] : e[6]}})\nstart ${{(e[2] - t0).toFixed(1)}} us, ` +
-    `duration ${{e[3].toFixed(1)}} us\n` + (e[7] ? 'inputs: ' + e[7] : '');
+    `duration ${{e[3].toFixed(1)}} us\n` + (e[7] ? 'inputs: ' + e[7] : '') + (e[8] ? '\n' + e[8] : '');
   tip.style.left = (ev.clientX + 12) + 'px';
   tip.style.top = (ev.clientY + 12) + 'px';
   tip.style.display = 'block';
@@ -179,19 +188,46 @@ std::string Trace::html_report(const std::string& title) const {
       mem.push_back({start, e.live_bytes});
       continue;
     }
-    std::string inputs;
+    std::string inputs, extra;
     for (size_t i = 0; i < e.inputs.size(); ++i) inputs += (i ? ", " : "") + e.inputs[i].str();
-    evs.push_back({e.tid, e.depth, start, dur, e.name, e.op_type, std::string(kind_name(e.kind)), inputs});
+    int64_t lane = e.tid, row = e.depth;
+    std::string name = e.name;
+    if (e.kind == EventKind::Fallback) {
+      lane = kFallbackLane;
+      row = 0;
+      extra = fmt::format("ran on the CPU: {}; {} bytes copied for it", e.op_type, e.bytes);
+    } else if (e.kind == EventKind::Copy) {
+      if (!e.value.empty()) name += " " + e.value;
+      extra = fmt::format("{} bytes{}{}", e.bytes, e.blocking ? ", blocking" : "",
+                          e.fallback.empty() ? "" : "; for fallback " + e.fallback);
+    }
+    if (e.on_device()) extra += (extra.empty() ? "" : "; ") + std::string("timed on the device");
+    evs.push_back({lane, row, start, dur, name, e.op_type, std::string(kind_name(e.kind)), inputs, extra});
     if (first || start < t0) t0 = start;
     if (first || start + dur > t1) t1 = start + dur;
     first = false;
   }
   for (const OpStats& o : summary.ops) {
-    ops.push_back(
-        {{"type", o.op_type}, {"count", o.count}, {"total", o.total_ms}, {"mean", o.mean_ms}, {"share", o.share}});
+    ops.push_back({{"type", o.op_type},
+                   {"count", o.count},
+                   {"total", o.total_ms},
+                   {"mean", o.mean_ms},
+                   {"share", o.share},
+                   {"dcount", o.device_count},
+                   {"dtotal", o.device_ms}});
   }
-  for (const auto& [tid, name] : threads) ths.push_back({tid, name});
-  json data = {{"events", evs}, {"mem", mem}, {"ops", ops}, {"threads", ths}, {"t0", t0}, {"t1", t1}};
+  // Lanes: the host threads, then CPU fallbacks, then the copies and each GPU stream.
+  bool fallback_lane = summary.fallback_count > 0;
+  for (const auto& [tid, name] : threads) {
+    if (fallback_lane && tid >= kCopiesTrack) {
+      ths.push_back({kFallbackLane, "CPU fallbacks"});
+      fallback_lane = false;
+    }
+    ths.push_back({tid, name});
+  }
+  if (fallback_lane) ths.push_back({kFallbackLane, "CPU fallbacks"});
+  bool gpu = summary.device_events > 0;
+  json data = {{"events", evs}, {"mem", mem}, {"ops", ops}, {"threads", ths}, {"t0", t0}, {"t1", t1}, {"gpu", gpu}};
   json palette = json::array();
   for (const char* c : kPalette) palette.push_back(c);
   const Summary& s = summary;
@@ -199,9 +235,33 @@ std::string Trace::html_report(const std::string& title) const {
                                  s.session_runs, s.session_ms);
   std::string alloc = fmt::format("allocations: {} ({} bytes), frees: {} ({} bytes), peak live: {} bytes",
                                   s.alloc_count, s.alloc_bytes, s.free_count, s.freed_bytes, s.peak_live_bytes);
+  if (gpu) note += fmt::format("; GPU: {} kernels, {:.3f} ms of device time", s.device_events, s.device_ms);
+  std::string copies, fallbacks;
+  if (gpu || s.copy_count > 0 || s.fallback_count > 0) {
+    copies = fmt::format(
+        "<span class=\"sw\" style=\"background:{}\"></span>copies: {} ({} bytes; H2D {}, D2H {}, D2D {} bytes), "
+        "{:.3f} ms host, {:.3f} ms device",
+        kCopyColor, s.copy_count, s.copy_bytes, s.h2d_bytes, s.d2h_bytes, s.d2d_bytes, s.copy_ms, s.copy_device_ms);
+    fallbacks = fmt::format("<span class=\"sw\" style=\"background:{}\"></span>fallbacks (ran on the CPU): ",
+                            kFallbackColor);
+    if (s.fallbacks.empty()) fallbacks += "none";
+    for (size_t i = 0; i < s.fallbacks.size(); ++i) {
+      const FallbackStats& f = s.fallbacks[i];
+      std::string nodes;
+      for (const std::string& n : f.nodes) nodes += (nodes.empty() ? "" : " ") + n;
+      fallbacks += escape_html(fmt::format("{}{} x{} ({:.3f} ms, {} bytes copied; nodes: {})", i ? ", " : "",
+                                           f.op_type, f.count, f.total_ms, f.bytes, nodes));
+    }
+    if (!s.fallbacks.empty()) {
+      fallbacks += fmt::format("; total {} ({} op type{}), {:.3f} ms, {} bytes copied for them", s.fallback_count,
+                               s.fallbacks.size(), s.fallbacks.size() == 1 ? "" : "s", s.fallback_ms, s.fallback_bytes);
+    }
+  }
   return fmt::format(fmt::runtime(kPage), fmt::arg("title", escape_html(title)), fmt::arg("note", note),
-                     fmt::arg("alloc", alloc), fmt::arg("data", script_safe(data.dump())),
-                     fmt::arg("palette", palette.dump()));
+                     fmt::arg("alloc", alloc), fmt::arg("copies", copies), fmt::arg("fallbacks", fallbacks),
+                     fmt::arg("gpu_th", gpu ? "<th>gpu ms</th>" : ""), fmt::arg("data", script_safe(data.dump())),
+                     fmt::arg("palette", palette.dump()), fmt::arg("fallback_color", kFallbackColor),
+                     fmt::arg("copy_color", kCopyColor));
 }
 
 void Trace::write_html(const std::string& path, const std::string& title) const {

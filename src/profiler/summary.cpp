@@ -1,6 +1,9 @@
-// The terminal summary: op types by total time, then allocation totals.
+// The terminal summary: op types by total time (and their device time in accelerator sessions),
+// then allocation totals, then copies and CPU fallbacks when there were any.
 #include <fmt/format.h>
 #include <ingot/profiler.h>
+
+#include "core/strings.h"
 
 namespace ingot::profiler {
 
@@ -20,12 +23,20 @@ std::string Trace::summary_table(size_t top) const {
   std::string out;
   size_t width = 7;  // "op type"
   for (size_t i = 0; i < s.ops.size() && i < top; ++i) width = std::max(width, s.ops[i].op_type.size());
-  out +=
-      fmt::format("{:<{}}  {:>7}  {:>10}  {:>9}  {:>7}\n", "op type", width, "count", "total ms", "mean ms", "share");
+  bool device = s.device_events > 0;
+  out += fmt::format("{:<{}}  {:>7}  {:>10}  {:>9}  {:>7}", "op type", width, "count", "total ms", "mean ms", "share");
+  out += device ? fmt::format("  {:>10}\n", "gpu ms") : "\n";
   for (size_t i = 0; i < s.ops.size() && i < top; ++i) {
     const OpStats& op = s.ops[i];
-    out += fmt::format("{:<{}}  {:>7}  {:>10.3f}  {:>9.4f}  {:>6.1f}%\n", op.op_type, width, op.count, op.total_ms,
+    out += fmt::format("{:<{}}  {:>7}  {:>10.3f}  {:>9.4f}  {:>6.1f}%", op.op_type, width, op.count, op.total_ms,
                        op.mean_ms, op.share * 100);
+    if (!device) {
+      out += "\n";
+    } else if (op.device_count > 0) {
+      out += fmt::format("  {:>10.3f}\n", op.device_ms);
+    } else {
+      out += fmt::format("  {:>10}\n", "-");
+    }
   }
   if (s.ops.size() > top) out += fmt::format("({} more op types)\n", s.ops.size() - top);
   out += fmt::format("ops: {} events, {:.3f} ms", s.op_events, s.op_ms);
@@ -36,6 +47,23 @@ std::string Trace::summary_table(size_t top) const {
   out += "\n";
   out += fmt::format("allocations: {} ({}), frees: {} ({}), peak live: {}\n", s.alloc_count, bytes_str(s.alloc_bytes),
                      s.free_count, bytes_str(s.freed_bytes), bytes_str(s.peak_live_bytes));
+  if (device) out += fmt::format("gpu: {} kernels, {:.3f} ms of device time\n", s.device_events, s.device_ms);
+  if (device || s.copy_count > 0 || s.fallback_count > 0) {
+    out += fmt::format("copies: {} ({}; H2D {}, D2H {}, D2D {}), {:.3f} ms host", s.copy_count, bytes_str(s.copy_bytes),
+                       bytes_str(s.h2d_bytes), bytes_str(s.d2h_bytes), bytes_str(s.d2d_bytes), s.copy_ms);
+    out += s.copy_device_ms > 0 ? fmt::format(", {:.3f} ms device\n", s.copy_device_ms) : "\n";
+    if (s.fallbacks.empty()) {
+      out += "fallbacks: none\n";
+    } else {
+      std::string ops = join(s.fallbacks, ", ", [](const FallbackStats& f) {
+        return fmt::format("{} x{} ({:.3f} ms, {} copied; nodes: {})", f.op_type, f.count, f.total_ms,
+                           bytes_str(f.bytes), join(f.nodes, " "));
+      });
+      out += fmt::format("fallbacks (ran on the CPU): {}; total {} ({} op type{}), {:.3f} ms, {} copied for them\n", ops,
+                         s.fallback_count, s.fallbacks.size(), s.fallbacks.size() == 1 ? "" : "s", s.fallback_ms,
+                         bytes_str(s.fallback_bytes));
+    }
+  }
   return out;
 }
 

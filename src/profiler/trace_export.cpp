@@ -1,6 +1,9 @@
 // Chrome trace-event JSON (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU):
-// "X" complete events for ranges, "C" counters for live bytes, "M" metadata naming the threads.
-// chrome://tracing and https://ui.perfetto.dev open it as is.
+// "X" complete events for ranges, "C" counters for live bytes, "M" metadata naming the threads and
+// the tracks that are not threads (Copies, one per GPU stream: sorted after the threads).
+// chrome://tracing and https://ui.perfetto.dev open it as is. Fallbacks and copies carry a "cname"
+// (chrome://tracing's reserved colours: "terrible" is red, "yellow") so they stand out; Perfetto
+// colours by name, and its track names say the rest.
 #include <ingot/error.h>
 #include <ingot/profiler.h>
 
@@ -13,6 +16,13 @@ namespace {
 
 double us(int64_t ns) { return double(ns) * 1e-3; }
 
+// chrome://tracing's reserved colour names.
+const char* cname(const Event& e) {
+  if (e.kind == EventKind::Fallback) return "terrible";  // red
+  if (e.kind == EventKind::Copy) return "yellow";
+  return nullptr;
+}
+
 }  // namespace
 
 std::string Trace::chrome_json() const {
@@ -22,6 +32,13 @@ std::string Trace::chrome_json() const {
   list.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "ingot"}}}});
   for (const auto& [tid, name] : threads) {
     list.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    if (tid >= kCopiesTrack) {  // tracks after the host threads, in tid order (Copies, GPU 0 stream, ...)
+      list.push_back({{"ph", "M"},
+                      {"name", "thread_sort_index"},
+                      {"pid", pid},
+                      {"tid", tid},
+                      {"args", {{"name", name}, {"sort_index", int64_t(tid)}}}});
+    }
   }
   for (const Event& e : events) {
     switch (e.kind) {
@@ -30,7 +47,22 @@ std::string Trace::chrome_json() const {
       case EventKind::Copy:
       case EventKind::Fallback: {
         json args = {{"backend", e.backend}, {"depth", e.depth}};
-        if (e.kind == EventKind::Op) {
+        if (e.on_device()) {
+          args["device"] = e.device;
+          args["stream"] = e.stream;
+          args["timed_on"] = "device";
+        }
+        if (e.kind == EventKind::Copy) {
+          args["bytes"] = e.bytes;
+          args["value"] = e.value;
+          args["blocking"] = e.blocking;
+          if (!e.fallback.empty()) args["fallback"] = e.fallback;
+        }
+        if (e.kind == EventKind::Fallback) {
+          args["op_type"] = e.op_type;
+          args["bytes"] = e.bytes;
+        }
+        if (e.kind == EventKind::Op && !e.on_device()) {
           args["op_type"] = e.op_type;
           json shapes = json::array(), dtypes = json::array();
           for (const TensorDesc& d : e.inputs) {
@@ -40,14 +72,20 @@ std::string Trace::chrome_json() const {
           args["input_shapes"] = std::move(shapes);
           args["input_dtypes"] = std::move(dtypes);
         }
-        list.push_back({{"ph", "X"},
-                        {"name", e.name},
-                        {"cat", e.kind == EventKind::Op ? e.op_type : std::string(kind_name(e.kind))},
-                        {"ts", us(e.start_ns)},
-                        {"dur", us(e.end_ns - e.start_ns)},
-                        {"pid", pid},
-                        {"tid", e.tid},
-                        {"args", std::move(args)}});
+        if (e.kind == EventKind::Op && e.on_device()) args["op_type"] = e.op_type;
+        // Copies are named by direction and value ("copy D2H x"); the category says "copy".
+        std::string name = e.kind == EventKind::Copy && !e.value.empty() ? e.name + " " + e.value : e.name;
+        if (e.kind == EventKind::Fallback) name = "fallback " + e.name + " (" + e.op_type + ")";
+        json x = {{"ph", "X"},
+                  {"name", std::move(name)},
+                  {"cat", e.kind == EventKind::Op ? e.op_type : std::string(kind_name(e.kind))},
+                  {"ts", us(e.start_ns)},
+                  {"dur", us(e.end_ns - e.start_ns)},
+                  {"pid", pid},
+                  {"tid", e.tid},
+                  {"args", std::move(args)}};
+        if (const char* c = cname(e)) x["cname"] = c;
+        list.push_back(std::move(x));
         break;
       }
       case EventKind::Alloc:

@@ -316,11 +316,11 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       if (step.fallback) ++stats_.fallback_ops;
       KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state, step.device);
       profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-      if (profiler::enabled()) [[unlikely]]
-        range.begin();
+      if (profiler::detail::op_hooks()) [[unlikely]]
+        range.begin_op(node, step.device.type != DeviceType::CPU);
       step.kernel->fn(ctx);
       if (range.active()) [[unlikely]]
-        range.end_op(node, backend_name(step.device), in_values);
+        range.end_op(node, backend_name(step.device), in_values, step.fallback);
       current_env_ = saved_env;
     } catch (Error& e) {
       current_env_ = saved_env;
@@ -368,15 +368,26 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Va
     if (t.device() == want) return t;
     auto bytes = int64_t(t.nbytes());
     ++stats_.copies;
-    if (fallback || (slot >= 0 && env.from_fallback[size_t(slot)])) stats_.fallback_copy_bytes += bytes;
+    bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
+    if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
+    auto kind = profiler::detail::CopyKind::DeviceToDevice;
     if (want.type == DeviceType::CPU) {
       stats_.device_to_host_bytes += bytes;
+      kind = profiler::detail::CopyKind::DeviceToHost;
     } else if (t.device().type == DeviceType::CPU) {
       stats_.host_to_device_bytes += bytes;
+      kind = profiler::detail::CopyKind::HostToDevice;
     } else {
       stats_.device_to_device_bytes += bytes;
     }
-    return t.to(want);
+    profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+    if (profiler::enabled()) [[unlikely]]
+      range.begin_copy(true);
+    Tensor copied = t.to(want);
+    if (range.active()) [[unlikely]]
+      range.end_copy(kind, bytes, want.type == DeviceType::CPU ? t.device().index : want.index, &plan.slot_of, slot,
+                     fallback, from_fallback);
+    return copied;
   };
   Value copy;
   if (v->kind == Value::Kind::Tensor) {

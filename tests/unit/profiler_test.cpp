@@ -276,3 +276,157 @@ TEST(Profiler, AnOpThatThrowsLeavesTheNestingDepthIntact) {
   EXPECT_EQ(ops[0]->depth, 1);
   EXPECT_EQ(ops[1]->depth, 1);
 }
+
+namespace {
+
+profiler::Event make_event(profiler::EventKind kind, std::string name, std::string op_type, int64_t start_us,
+                           int64_t end_us, uint32_t tid, int depth = 1) {
+  profiler::Event e;
+  e.kind = kind;
+  e.name = std::move(name);
+  e.op_type = std::move(op_type);
+  e.backend = "cuda";
+  e.start_ns = start_us * 1000;
+  e.end_ns = end_us * 1000;
+  e.tid = tid;
+  e.depth = depth;
+  return e;
+}
+
+// What a GPU session with one CPU fallback records (built by hand: CI has no GPU): Conv on the
+// GPU, its output copied down for a Relu that runs on the CPU, the Relu's output copied back up
+// for a Sigmoid on the GPU.
+profiler::Trace gpu_trace_by_hand() {
+  using profiler::EventKind;
+  const uint32_t gpu = profiler::device_track(0);
+  std::vector<profiler::Event> ev;
+  ev.push_back(make_event(EventKind::SessionRun, "m", "", 0, 400, 0, 0));
+  ev.push_back(make_event(EventKind::Op, "conv", "Conv", 10, 20, 0));
+  auto conv_gpu = make_event(EventKind::Op, "conv", "Conv", 15, 90, gpu, 0);
+  conv_gpu.stream = 1;
+  ev.push_back(conv_gpu);
+  auto fb = make_event(EventKind::Fallback, "relu", "Relu", 25, 200, 0);
+  fb.backend = "cpu";
+  fb.bytes = 2048;
+  ev.push_back(fb);
+  auto down = make_event(EventKind::Copy, "copy D2H", "", 25, 100, profiler::kCopiesTrack, 0);
+  down.bytes = 1024;
+  down.value = "c";
+  down.blocking = true;
+  down.fallback = "relu";
+  ev.push_back(down);
+  auto down_gpu = down;
+  down_gpu.start_ns = 90'000;
+  down_gpu.end_ns = 98'000;
+  down_gpu.tid = gpu;
+  down_gpu.stream = 1;
+  ev.push_back(down_gpu);
+  auto relu = make_event(EventKind::Op, "relu", "Relu", 110, 200, 0);
+  relu.backend = "cpu";
+  ev.push_back(relu);
+  auto up = make_event(EventKind::Copy, "copy H2D", "", 210, 230, profiler::kCopiesTrack, 0);
+  up.bytes = 1024;
+  up.value = "r";
+  up.fallback = "relu";
+  ev.push_back(up);
+  ev.push_back(make_event(EventKind::Op, "sigmoid", "Sigmoid", 240, 250, 0));
+  auto sig_gpu = make_event(EventKind::Op, "sigmoid", "Sigmoid", 245, 260, gpu, 0);
+  sig_gpu.stream = 1;
+  ev.push_back(sig_gpu);
+  profiler::Trace t;
+  t.events = std::move(ev);
+  t.threads = {{0, "main"}, {profiler::kCopiesTrack, "Copies"}, {gpu, "GPU 0 stream"}};
+  t.summary = profiler::summarize(t.events);
+  return t;
+}
+
+}  // namespace
+
+TEST(Profiler, GpuEventsSummarizeCopiesAndFallbacks) {
+  profiler::Trace t = gpu_trace_by_hand();
+  const profiler::Summary& s = t.summary;
+  EXPECT_EQ(s.op_events, 3);  // host ranges only
+  EXPECT_EQ(s.device_events, 2);
+  EXPECT_NEAR(s.device_ms, 0.075 + 0.015, 1e-9);
+  EXPECT_EQ(s.copy_count, 2);
+  EXPECT_EQ(s.copy_bytes, 2048);
+  EXPECT_EQ(s.h2d_bytes, 1024);
+  EXPECT_EQ(s.d2h_bytes, 1024);
+  EXPECT_NEAR(s.copy_device_ms, 0.008, 1e-9);
+  ASSERT_EQ(s.fallbacks.size(), 1u);
+  EXPECT_EQ(s.fallbacks[0].op_type, "Relu");
+  EXPECT_EQ(s.fallbacks[0].count, 1);
+  EXPECT_EQ(s.fallbacks[0].bytes, 2048);
+  EXPECT_EQ(s.fallbacks[0].nodes, std::vector<std::string>{"relu"});
+  EXPECT_EQ(s.fallback_count, 1);
+  auto conv = std::find_if(s.ops.begin(), s.ops.end(), [](const auto& o) { return o.op_type == "Conv"; });
+  ASSERT_NE(conv, s.ops.end());
+  EXPECT_EQ(conv->count, 1);
+  EXPECT_EQ(conv->device_count, 1);
+  EXPECT_NEAR(conv->device_ms, 0.075, 1e-9);
+
+  std::string table = t.summary_table();
+  EXPECT_NE(table.find("gpu ms"), std::string::npos) << table;
+  EXPECT_NE(table.find("gpu: 2 kernels"), std::string::npos) << table;
+  EXPECT_NE(table.find("copies: 2 (2.0 KiB; H2D 1.0 KiB, D2H 1.0 KiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("fallbacks (ran on the CPU): Relu x1"), std::string::npos) << table;
+  EXPECT_NE(table.find("nodes: relu"), std::string::npos) << table;
+}
+
+TEST(Profiler, GpuTraceFollowsTheFormatWithTracksAndColours) {
+  profiler::Trace t = gpu_trace_by_hand();
+  auto doc = nlohmann::json::parse(t.chrome_json());
+  EXPECT_EQ(trace_format_violation(doc), "");
+  std::map<int64_t, std::string> track_names;
+  int fallbacks = 0, copies = 0, gpu_kernels = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") track_names[e["tid"].get<int64_t>()] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "fallback") {
+      ++fallbacks;
+      EXPECT_EQ(e["cname"], "terrible");
+      EXPECT_EQ(e["name"], "fallback relu (Relu)");
+      EXPECT_EQ(e["args"]["bytes"], 2048);
+      EXPECT_EQ(e["args"]["op_type"], "Relu");
+      EXPECT_EQ(e["tid"], 0);  // on its thread, around its op
+    } else if (e["cat"] == "copy") {
+      ++copies;
+      EXPECT_EQ(e["cname"], "yellow");
+      EXPECT_EQ(e["args"]["fallback"], "relu");
+      EXPECT_TRUE(e["name"] == "copy D2H c" || e["name"] == "copy H2D r") << e.dump();
+      EXPECT_EQ(e["args"]["blocking"], e["name"] == "copy D2H c");
+    } else if (e["tid"] == profiler::device_track(0)) {
+      ++gpu_kernels;
+      EXPECT_EQ(e["args"]["timed_on"], "device");
+      EXPECT_EQ(e["args"]["backend"], "cuda");
+      EXPECT_FALSE(e.contains("cname"));
+    }
+  }
+  EXPECT_EQ(fallbacks, 1);
+  EXPECT_EQ(copies, 3);  // two host-side, one also on the device
+  EXPECT_EQ(gpu_kernels, 2);
+  EXPECT_EQ(track_names[int64_t(profiler::kCopiesTrack)], "Copies");
+  EXPECT_EQ(track_names[int64_t(profiler::device_track(0))], "GPU 0 stream");
+
+  std::string html = t.html_report("gpu");
+  EXPECT_NE(html.find("CPU fallbacks"), std::string::npos);
+  EXPECT_NE(html.find("#ff0000"), std::string::npos);
+  EXPECT_NE(html.find("#ff8c00"), std::string::npos);
+  EXPECT_NE(html.find("copies: 2 (2048 bytes"), std::string::npos);
+  EXPECT_NE(html.find("Relu x1"), std::string::npos);
+  EXPECT_NE(html.find("<th>gpu ms</th>"), std::string::npos);
+}
+
+TEST(Profiler, CpuSessionsHaveNoGpuLines) {
+  Session session = Session::load(three_op_model());
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  profiler::ScopedProfile profile;
+  session.run({x});
+  profiler::Trace t = profile.stop();
+  EXPECT_TRUE(of_kind(t, profiler::EventKind::Copy).empty());
+  EXPECT_TRUE(of_kind(t, profiler::EventKind::Fallback).empty());
+  std::string table = t.summary_table();
+  EXPECT_EQ(table.find("copies:"), std::string::npos) << table;
+  EXPECT_EQ(table.find("gpu ms"), std::string::npos) << table;
+  for (const auto& [tid, name] : t.threads) EXPECT_LT(tid, profiler::kCopiesTrack) << name;
+}

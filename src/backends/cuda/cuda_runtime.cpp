@@ -131,8 +131,6 @@ std::array<DeviceState, kMaxDevices>& states() {
   return *s;
 }
 
-bool g_allow_tf32 = false;
-
 int current_device() {
   int d = 0;
   INGOT_CUDA_CHECK(cudaGetDevice(&d));
@@ -286,9 +284,6 @@ void* workspace(size_t nbytes) {
   }
   return s.workspace;
 }
-
-void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
-bool allow_tf32() { return g_allow_tf32; }
 
 MemoryStats memory_stats() {
   std::lock_guard<std::mutex> lock(allocator().mu);

@@ -12,6 +12,8 @@
 #include <cudnn.h>
 #include <ingot/error.h>
 
+#include "core/math_mode.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,9 +34,10 @@ cudnnHandle_t cudnn();  // bound to stream()
 // that asks for a workspace. Grows on demand.
 void* workspace(size_t nbytes);
 
-// TF32 for float32 matrix products and convolutions: off by default (exact float32), opt-in.
-void set_allow_tf32(bool allow);
-bool allow_tf32();
+// TF32 for float32 matrix products and convolutions: ingot::allow_tf32() (core/math_mode.h),
+// off by default (exact float32); SessionOptions::allow_tf32 turns it on.
+using ingot::allow_tf32;
+using ingot::set_allow_tf32;
 
 // Caching allocator statistics (bytes).
 struct MemoryStats {

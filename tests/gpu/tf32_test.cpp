@@ -1,0 +1,34 @@
+// TF32 is opt-in: float32 products are exact float32 by default and within TF32's error when allowed.
+#include "core/math_mode.h"
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+double max_relative_error(const Tensor& expected, const Tensor& actual) {
+  std::vector<double> a = as_doubles(expected), b = as_doubles(actual);
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::abs(a[i]));
+    err = std::max(err, std::abs(a[i] - b[i]));
+  }
+  return err / scale;
+}
+
+TEST(CudaTf32, OffByDefaultAndBoundedWhenAllowed) {
+  INGOT_REQUIRE_GPU();
+  Tensor a = random_tensor(DType::Float32, {512, 512}, 1), b = random_tensor(DType::Float32, {512, 512}, 2);
+  Tensor expected = ops::matmul(a, b);
+  const Device gpu{DeviceType::CUDA, 0};
+  ASSERT_FALSE(allow_tf32());
+  double exact = max_relative_error(expected, ops::matmul(a.to(gpu), b.to(gpu)));
+  EXPECT_LT(exact, 1e-5);
+  set_allow_tf32(true);
+  double tf32 = max_relative_error(expected, ops::matmul(a.to(gpu), b.to(gpu)));
+  set_allow_tf32(false);
+  EXPECT_LT(tf32, 5e-3);
+  std::printf("max relative error: exact float32 %.2e, TF32 %.2e\n", exact, tf32);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
