@@ -9,6 +9,8 @@ PACKAGES=(
   # libraries Ingot links
   libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev libopenblas-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
+  # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
+  libflatbuffers-dev flatbuffers-compiler
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
   python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata

@@ -7,7 +7,8 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models bench memcheck all.
+#                                     summary. WHAT is any of: unit node models fp16 profile bench
+#                                     memcheck all.
 #                                     Logs go to $OUT (or ./gpu-results) when set.
 #
 # The GPU machine needs only the NVIDIA driver, CUDA's cuBLAS and cuDNN 9 (found wherever they are
@@ -105,6 +106,29 @@ run() {
     cat "$out/models-cuda.log"
     summary+=("real models on cuda vs onnxruntime: exit $rc")
   fi
+  if want fp16; then
+    # Reduced precision on the GPU against the float32 onnxruntime references: the tolerance is
+    # reported per model (docs/MODELS.md says what is expected).
+    local p
+    for p in fp16 bf16; do
+      python3 "$ROOT/tests/models/run_model_tests.py" --ingot "$ingot" --models "$dir/data/models" \
+        --inputs "$dir/data/inputs" --device cuda --precision "$p" --atol 2 --rtol 2 >"$out/models-cuda-$p.log" 2>&1 || true
+      grep -E "^[a-z_0-9]+( step 0)?:|worst" "$out/models-cuda-$p.log" | head -n 40
+    done
+    summary+=("reduced precision on cuda: see models-cuda-fp16.log / models-cuda-bf16.log")
+  fi
+  if want profile; then
+    # The PROFILING.md walkthrough: PP-OCR det with its Resize kernel hidden (a forced fallback),
+    # then as shipped.
+    local det="$dir/data/models/ch_PP-OCRv4_det_infer.onnx"
+    INGOT_HIDE_CUDA_KERNELS=Resize "$ingot" profile "$det" --device cuda --runs 3 --warmup 2 \
+      -i "x=$dir/data/inputs/det_x.npy" --trace "$out/det-fallback.json" --html "$out/det-fallback.html" \
+      >"$out/det-fallback.txt" 2>&1 || true
+    "$ingot" profile "$det" --device cuda --runs 3 --warmup 2 -i "x=$dir/data/inputs/det_x.npy" \
+      --trace "$out/det-fixed.json" --html "$out/det-fixed.html" >"$out/det-fixed.txt" 2>&1 || true
+    cat "$out/det-fallback.txt" "$out/det-fixed.txt"
+    summary+=("profile: det-fallback.* and det-fixed.*")
+  fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
     "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true
     if [ -f "$ROOT/bench/gpu_torch.py" ]; then
@@ -133,5 +157,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models bench memcheck all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile bench memcheck all]" >&2; exit 2 ;;
 esac

@@ -10,9 +10,10 @@
 
 namespace ingot::ops {
 
-// Runs any catalogue op. `inputs` may hold undefined tensors for omitted optional inputs.
+// Runs any catalogue op. `inputs` may hold undefined tensors for omitted optional inputs. `opset` is the
+// version of the op's domain to run with (a model's, as constant folding does); 0: the newest.
 std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs = {},
-                         int num_outputs = -1, const std::string& domain = "");
+                         int num_outputs = -1, const std::string& domain = "", int opset = 0);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

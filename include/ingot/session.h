@@ -22,6 +22,9 @@ struct SessionOptions {
   // from Session::fallbacks()).
   bool report_fallbacks = true;
   Precision precision = Precision::FP32;  // reduced precision: the to_half_precision pass, after the pipeline
+  // Let float32 matrix products and convolutions on the GPU use TF32 tensor cores (about 1e-3
+  // relative error, several times faster). Process-wide, like `threads`. Off: exact float32.
+  bool allow_tf32 = false;
 };
 
 // A node that runs on the CPU although the session's device is an accelerator.

@@ -6,7 +6,7 @@
 namespace ingot::ops {
 
 std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
-                         int num_outputs, const std::string& domain) {
+                         int num_outputs, const std::string& domain, int requested_opset) {
   try {
     const OpDef* def = OpCatalogue::instance().find(domain, op);
     if (!def) fail("unsupported op {} (not in Ingot's op catalogue)", op);
@@ -14,14 +14,15 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     for (const Tensor& t : inputs) {
       if (t.defined() && t.device().type != DeviceType::CPU) device = t.device();
     }
-    // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply.
-    int opset = def->until_version == INT_MAX ? 21 : def->until_version;
+    // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply,
+    // unless the caller runs a model's node (constant folding) and names the model's opset.
+    int opset = requested_opset > 0 ? requested_opset : def->until_version == INT_MAX ? 21 : def->until_version;
     const KernelDef* kernel = KernelRegistry::instance().find(domain, op, device.type, opset);
     if (!kernel) {
       for (const KernelDef* k : KernelRegistry::instance().all()) {
         if (k->op == op && k->domain == domain && k->backend == device.type) kernel = k;
       }
-      if (!kernel) fail("no {} kernel for op {}", device.str(), op);
+      if (!kernel || requested_opset > 0) fail("no {} kernel for op {}", device.str(), op);
       opset = kernel->until_version == INT_MAX ? kernel->since_version : kernel->until_version;
     }
     std::vector<Value> in_values;

@@ -1,6 +1,8 @@
 // Graph passes (XLA-style): each pass has a name and rewrites a model in place, reporting whether it
 // changed anything. The order in which they run is listed in one place, pipeline.cpp.
 #pragma once
+#include <functional>
+#include <span>
 #include <string_view>
 
 #include "graph/graph.h"
@@ -12,11 +14,25 @@ struct Pass {
   bool (*run)(Model& model);  // true when the model changed
 };
 
+// Nodes whose inputs are all constant (and Shape of a static shape) become initializers.
+bool constant_folding(Model& model);
+// Identity, inference Dropout, Cast to the same dtype, Reshape to the same static shape: removed.
+bool remove_identity(Model& model);
+// Inference BatchNormalization after a Conv with constant weights: folded into the weights and bias.
+bool fold_batchnorm(Model& model);
 // Conv [-> Add(residual)] [-> Relu] into one FusedConv node (domain "ai.ingot").
 bool fuse_conv_add_relu(Model& model);
+// MatMul [-> Add(bias)] [-> Relu] and Gemm -> Relu into one FusedMatMul node (domain "ai.ingot").
+bool fuse_matmul_bias_act(Model& model);
+// Nodes whose outputs nothing reads, and unread initializers: removed.
+bool dead_code(Model& model);
 
-// Runs every pass of the pipeline once, in order; true when any changed the model.
-bool run_pipeline(Model& model);
+// The optimization pipeline, in the order it runs.
+std::span<const Pass> pipeline_passes();
+
+// Runs every pass of the pipeline once, in order; true when any changed the model. `after_each`, when
+// given, is called after every pass with whether it changed the model (`ingot inspect --dump-after`).
+bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each = {});
 
 // Reduced precision (not in the pipeline; Session::load runs it when SessionOptions::precision is
 // FP16 or BF16): float32 computation moves to `dtype` (float16 or bfloat16) like autocast, with

@@ -4,8 +4,16 @@
 namespace ingot {
 
 namespace {
+// Folding first (it exposes constant weights and shapes to the rest), then the no-op removal that
+// lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
+// Conv -> BN -> Relu becomes one FusedConv), and dead code last to drop what the others orphaned.
 constexpr Pass kPipeline[] = {
+    {"constant-folding", constant_folding},
+    {"remove-identity", remove_identity},
+    {"fold-batchnorm", fold_batchnorm},
     {"fuse-conv-add-relu", fuse_conv_add_relu},
+    {"fuse-matmul-bias-act", fuse_matmul_bias_act},
+    {"dead-code", dead_code},
 };
 constexpr Pass kLowering[] = {
     {"lower-gradient", lower_gradient},
@@ -18,9 +26,15 @@ bool run_lowering(Model& model) {
   return changed;
 }
 
-bool run_pipeline(Model& model) {
+std::span<const Pass> pipeline_passes() { return kPipeline; }
+
+bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
   bool changed = false;
-  for (const Pass& pass : kPipeline) changed |= pass.run(model);
+  for (const Pass& pass : kPipeline) {
+    const bool pass_changed = pass.run(model);
+    changed |= pass_changed;
+    if (after_each) after_each(pass, pass_changed);
+  }
   return changed;
 }
 

@@ -3,7 +3,7 @@
 // Session::load runs it after the pipeline when the precision is not FP32, then verifies.
 //
 // Every node of the main graph gets one of three precisions:
-//   half   - convolutions and matrix products (Conv, ConvTranspose, MatMul, Gemm, ai.ingot.FusedConv):
+//   half   - convolutions and matrix products (Conv, ConvTranspose, MatMul, Gemm, ai.ingot.FusedConv/FusedMatMul):
 //            always, as autocast's lower-precision list;
 //   follow - elementwise and data-movement ops (kFollowOps): half when one of their float32 data
 //            inputs is a half activation, else float32 (so shape arithmetic done in float, like
@@ -79,7 +79,9 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
     auto it = dtypes.find(n.inputs[k]);
     return it == dtypes.end() ? DType::Undefined : it->second;
   };
-  if (!is_default_domain(n.domain)) return n.op_type == "FusedConv" ? input_dtype(0) : DType::Undefined;
+  if (!is_default_domain(n.domain)) {
+    return n.op_type == "FusedConv" || n.op_type == "FusedMatMul" ? input_dtype(0) : DType::Undefined;
+  }
   const std::string& op = n.op_type;
   if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin") return DType::Int64;
   if ((op == "TopK" || op == "MaxPool") && i == 1) return DType::Int64;
@@ -308,7 +310,8 @@ class Converter {
     };
     if (has_subgraph(n)) {
       half = false;
-    } else if ((default_domain && kHalfOps.count(n.op_type)) || (n.domain == "ai.ingot" && n.op_type == "FusedConv")) {
+    } else if ((default_domain && kHalfOps.count(n.op_type)) ||
+               (n.domain == "ai.ingot" && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul"))) {
       half = true;
     } else if (default_domain && n.op_type == "Cast") {
       // Cast(to=float32) of a half activation stays in half; other Casts read their input as it is.

@@ -6,8 +6,10 @@
 #include <map>
 
 #include "core/strings.h"
+#include "core/math_mode.h"
 #include "core/thread_pool.h"
 #include "onnx/onnx_import.h"
+#include "package/package.h"
 #include "passes/pass.h"
 #include "runtime/executor.h"
 
@@ -66,12 +68,15 @@ Session::~Session() = default;
 
 Session Session::load(const std::string& path, SessionOptions options) {
   set_num_threads(options.threads);
+  set_allow_tf32(options.allow_tf32);
   auto impl = std::make_unique<Impl>();
-  impl->model = import_onnx(path);
+  // A package was optimized (and converted to its precision) by `ingot convert`: no pass runs here.
+  const bool package = is_package_file(path);
+  impl->model = package ? load_package(path, options) : import_onnx(path);
   // A pass that breaks the graph must fail here, naming the node, not at run time.
-  bool lowered = run_lowering(*impl->model);
-  if ((options.optimize && run_pipeline(*impl->model)) || lowered) verify(*impl->model);
-  if (options.precision != Precision::FP32) {
+  bool lowered = !package && run_lowering(*impl->model);
+  if (!package && ((options.optimize && run_pipeline(*impl->model)) || lowered)) verify(*impl->model);
+  if (!package && options.precision != Precision::FP32) {
     to_half_precision(*impl->model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
     verify(*impl->model);
   }

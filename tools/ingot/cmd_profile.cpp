@@ -44,7 +44,7 @@ Tensor random_input(const TensorInfo& info, std::mt19937& rng) {
 
 Runner add_profile_command(CLI::App& app) {
   struct Options {
-    std::string model, device = "cpu", trace, html;
+    std::string model, device = "cpu", precision = "fp32", trace, html;
     std::vector<std::string> inputs;
     int runs = 10, warmup = 2, threads = 0, top = 20;
   };
@@ -58,11 +58,16 @@ Runner add_profile_command(CLI::App& app) {
   app.add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (JSON) here");
   app.add_option("--html", o->html, "Write a self-contained HTML report here");
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--top", o->top, "Op types shown in the summary")->check(CLI::PositiveNumber);
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.precision = o->precision == "fp16"   ? Precision::FP16
+                        : o->precision == "bf16" ? Precision::BF16
+                                                 : Precision::FP32;
     Session session = Session::load(o->model, options);
     std::vector<std::string> names;
     for (const auto& in : session.inputs()) names.push_back(in.name);
@@ -78,7 +83,8 @@ Runner add_profile_command(CLI::App& app) {
       profiler::ScopedProfile profile(&trace);
       for (int i = 0; i < o->runs; ++i) session.run(feeds);
     }
-    std::cout << "model: " << o->model << " (" << o->runs << " profiled runs after " << o->warmup << " warm-up runs)\n";
+    std::cout << "model: " << o->model << " on " << options.device.str() << " (" << o->runs << " profiled runs after "
+              << o->warmup << " warm-up runs)\n";
     std::cout << trace.summary_table(size_t(o->top));
     if (!o->trace.empty()) {
       trace.write_chrome_json(o->trace);

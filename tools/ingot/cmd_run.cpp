@@ -75,6 +75,7 @@ Runner add_run_command(CLI::App& app) {
     std::string model, device = "cpu", precision = "fp32", output_dir, profile;
     std::vector<std::string> inputs;
     int threads = 0;
+    bool tf32 = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "Model file (.onnx)")->required();
@@ -86,10 +87,12 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--profile", o->profile, "Write a Chrome/Perfetto trace (JSON) of the run here");
+  app.add_flag("--tf32", o->tf32, "Let float32 matrix products and convolutions on the GPU use TF32");
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.allow_tf32 = o->tf32;
     options.precision = o->precision == "fp16"   ? Precision::FP16
                         : o->precision == "bf16" ? Precision::BF16
                                                  : Precision::FP32;

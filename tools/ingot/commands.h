@@ -12,5 +12,7 @@ Runner add_test_onnx_command(CLI::App& app);
 Runner add_inspect_command(CLI::App& app);
 Runner add_ops_command(CLI::App& app);
 Runner add_profile_command(CLI::App& app);
+Runner add_convert_command(CLI::App& app);
+Runner add_bench_command(CLI::App& app);
 
 }  // namespace ingot::cli

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   add("ops", "List the op catalogue and the kernels each backend has", ingot::cli::add_ops_command);
   add("profile", "Run a model under the profiler: time per op type, allocations, trace and HTML report",
       ingot::cli::add_profile_command);
+  add("convert", "Optimize a model once and save it as an .ingot package that loads without passes",
+      ingot::cli::add_convert_command);
+  add("bench", "Measure a model's steady-state latency (median, p90, min) and throughput",
+      ingot::cli::add_bench_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,4 +1,5 @@
-// MatMul (numpy batch broadcasting, 1-D operands) and Gemm on cuBLASLt through cuda::gemm.
+// MatMul (numpy batch broadcasting, 1-D operands), Gemm and ai.ingot FusedMatMul (bias and Relu in
+// cuBLASLt's epilogue) on cuBLASLt through cuda::gemm.
 // Semantics and validation mirror src/backends/cpu/kernels/matmul.cpp. Floating types only; the
 // integer types stay on the CPU kernel.
 //
@@ -19,7 +20,9 @@ using cuda::GemmArgs;
 
 #define INGOT_CUDA_GEMM_TYPES DType::Float32, DType::Float16, DType::BFloat16, DType::Float64
 
-void matmul_kernel(KernelContext& ctx) {
+// MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b) with its bias (N
+// elements, or nullptr) and activation in cuBLASLt's epilogue.
+void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epilogue epilogue) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -28,13 +31,23 @@ void matmul_kernel(KernelContext& ctx) {
   if (a.rank() == 0 || b.rank() == 0) {
     fail("MatMul operands must have rank >= 1, got A {} and B {}", shape_str(a.shape()), shape_str(b.shape()));
   }
+  if (trans_b && b.rank() < 2) fail("input 1 (B): transB needs rank >= 2, got {}", shape_str(b.shape()));
   Shape as = a.shape(), bs = b.shape();
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
+  if (trans_b) std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
   const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
   if (bs[bs.size() - 2] != k) {
     fail("MatMul: A {} has {} columns but B {} has {} rows", shape_str(a.shape()), k, shape_str(b.shape()),
          bs[bs.size() - 2]);
+  }
+  if (bias) {
+    if (bias->dtype() != a.dtype()) {
+      fail("input 2 (bias): expected {} like A, got {}", dtype_name(a.dtype()), dtype_name(bias->dtype()));
+    }
+    if (bias->numel() != n || (bias->rank() > 0 && bias->dim(-1) != n)) {
+      fail("input 2 (bias): expected {} elements, got {}", n, shape_str(bias->shape()));
+    }
   }
   Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   Shape batch = broadcast_shapes({a_batch, b_batch});
@@ -49,13 +62,16 @@ void matmul_kernel(KernelContext& ctx) {
   const size_t elem = dtype_size(a.dtype());
   GemmArgs g;
   g.dtype = a.dtype();
+  g.trans_b = trans_b;
   g.n = n;
   g.k = k;
   g.lda = k;
-  g.ldb = n;
+  g.ldb = trans_b ? k : n;
   g.ldc = n;
   g.alpha = 1.0f;
   g.beta = 0.0f;
+  g.bias = bias ? bias->raw_data() : nullptr;
+  g.epilogue = epilogue;
   if (nb == 1 && na == batches) {
     // One B for every batch: A's batches stack into the rows of one product.
     g.m = batches * m;
@@ -102,6 +118,15 @@ void matmul_kernel(KernelContext& ctx) {
     cuda::gemm(g);
     for (int64_t d = int64_t(rank) - 2; d >= 0 && ++index[size_t(d)] == batch[size_t(d)]; --d) index[size_t(d)] = 0;
   }
+}
+
+void matmul_kernel(KernelContext& ctx) { matmul_impl(ctx, false, nullptr, cuda::Epilogue::None); }
+
+void fused_matmul_kernel(KernelContext& ctx) {
+  const std::string& activation = ctx.attr_string("activation");
+  if (!activation.empty() && activation != "Relu") fail("activation: expected '' or 'Relu', got '{}'", activation);
+  matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr,
+              activation == "Relu" ? cuda::Epilogue::Relu : cuda::Epilogue::None);
 }
 
 // y[i, j] = c[i * s0 + j * s1]: C broadcast to [M, N].
@@ -184,5 +209,6 @@ void gemm_kernel(KernelContext& ctx) {
 
 INGOT_CUDA_KERNEL(MatMul, matmul_kernel).versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
 INGOT_CUDA_KERNEL(Gemm, gemm_kernel).versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
+INGOT_CUDA_KERNEL(FusedMatMul, fused_matmul_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
 
 }  // namespace ingot

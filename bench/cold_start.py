@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""Cold start on the CPU: wall time from process start to first output of `ingot run`, for each real
+model from its .onnx file and from the .ingot package `ingot convert` makes of it.
+
+Usage: /usr/bin/python3 bench/cold_start.py --ingot build/tools/ingot/ingot [--reps 7] [--threads 2]
+                                            [--cache DIR] [--markdown]
+
+Each model is converted once (timed too), then every variant runs `--reps` times after one untimed
+run that warms the page cache: the numbers are a fresh process with the files in the OS cache (the
+usual case for an app launch), median of the repetitions. Inputs are the real-model test inputs
+(tests/models/make_inputs.py; Silero VAD: its first step).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def find(cache, file):
+    for dirpath, _, files in os.walk(cache):
+        if file in files:
+            return os.path.join(dirpath, file)
+    return None
+
+
+def timed(cmd, reps):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # warm the page cache
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ingot", required=True)
+    ap.add_argument("--cache", default=os.environ.get("INGOT_MODEL_CACHE", os.path.expanduser("~/.cache/ingot/models")))
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = ap.parse_args()
+    spec = json.load(open(os.path.join(ROOT, "tests/models/models.json")))["models"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests/models/make_inputs.py"), tmp], check=True,
+                       stdout=subprocess.DEVNULL)
+        for m in spec:
+            onnx = find(args.cache, m["file"])
+            if not onnx:
+                print(f"skip {m['name']}: {m['file']} not in {args.cache}", file=sys.stderr)
+                continue
+            pkg = os.path.join(tmp, m["name"] + ".ingot")
+            start = time.perf_counter()
+            subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+            convert_ms = (time.perf_counter() - start) * 1000
+            inputs = []
+            for name, file in m["inputs"].items():
+                inputs += ["--input", f"{name}={os.path.join(tmp, file.replace('{k}', '0'))}"]
+            row = {"model": m["name"], "onnx_mb": os.path.getsize(onnx) / 1e6, "ingot_mb": os.path.getsize(pkg) / 1e6,
+                   "convert_ms": convert_ms}
+            for kind, path in (("onnx", onnx), ("ingot", pkg)):
+                cmd = [args.ingot, "run", path, "--threads", str(args.threads)] + inputs
+                row[kind + "_ms"], row[kind + "_min_ms"] = timed(cmd, args.reps)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+        baseline, _ = timed([args.ingot, "ops"], args.reps)
+    if args.markdown:
+        print(f"| model | .onnx MB | .ingot MB | convert ms | from .onnx ms | from .ingot ms | speed-up |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['model']} | {r['onnx_mb']:.1f} | {r['ingot_mb']:.1f} | {r['convert_ms']:.0f} | "
+                  f"{r['onnx_ms']:.1f} | {r['ingot_ms']:.1f} | {r['onnx_ms'] / r['ingot_ms']:.2f}x |")
+        print(f"\n`ingot ops` (process start, library loading, exit; no model): {baseline:.1f} ms")
+    else:
+        print(json.dumps({"rows": rows, "process_baseline_ms": baseline, "reps": args.reps, "threads": args.threads}))
+
+
+if __name__ == "__main__":
+    main()

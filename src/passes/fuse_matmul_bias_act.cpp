@@ -1,0 +1,115 @@
+// Fuses matrix products with what follows them into one ai.ingot FusedMatMul (inputs A, B, optional
+// bias of N elements; attributes activation "" or "Relu", transB), so the bias and the activation
+// are applied while the product is in cache (CPU) or in cuBLASLt's epilogue (CUDA):
+//   MatMul(A, B) [-> Add(., bias) or Add(bias, .)] [-> Relu]   (at least one of the two)
+//   Gemm(A, B, C) -> Relu     with alpha = beta = 1, transA = 0, C of shape [N] or [1, N] (or no C)
+// B must have a static shape of rank >= 2 (N known), the bias a static shape [N] (or [1, N] when A
+// has rank >= 2), and every operand the same floating dtype. Anything else stays as it is.
+#include "passes/pass.h"
+#include "passes/pass_util.h"
+
+namespace ingot {
+namespace {
+
+using namespace passes;
+
+constexpr const char* kDomain = "ai.ingot";
+
+bool float_dtype(DType dt) {
+  return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float64;
+}
+
+float attr_float(const Node& n, const char* name, float dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.f;
+}
+int64_t attr_int(const Node& n, const char* name, int64_t dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.i;
+}
+
+// Whether `bias` can be the N-element bias of a product with output rank `out_rank` (-1 unknown).
+bool bias_fits(const Graph& g, const std::string& bias, int64_t n, int64_t a_rank, DType dtype) {
+  auto shape = static_shape(g, bias);
+  if (!shape || value_dtype(g, bias) != dtype) return false;
+  if (shape->size() == 1) return (*shape)[0] == n;
+  return shape->size() == 2 && (*shape)[0] == 1 && (*shape)[1] == n && a_rank >= 2;
+}
+
+}  // namespace
+
+bool fuse_matmul_bias_act(Model& model) {
+  Graph& g = *model.graph;
+  const Readers readers(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  std::map<size_t, Node> replacements;  // index of the last absorbed node -> fused node
+  for (size_t mi = 0; mi < g.nodes.size(); ++mi) {
+    const Node& mm = g.nodes[mi];
+    const bool is_matmul = is_op(mm, "MatMul"), is_gemm = is_op(mm, "Gemm");
+    if ((!is_matmul && !is_gemm) || mm.outputs.size() != 1 || mm.inputs.size() < 2 || removed[mi]) continue;
+    const DType dtype = value_dtype(g, mm.inputs[0]);
+    if (!float_dtype(dtype) || value_dtype(g, mm.inputs[1]) != dtype) continue;
+    auto b_shape = static_shape(g, mm.inputs[1]);
+    if (!b_shape || b_shape->size() < 2) continue;
+    auto a_type = value_type(g, mm.inputs[0]);
+    const int64_t a_rank = a_type && a_type->shape ? int64_t(a_type->shape->size()) : -1;
+    if (a_rank == 0) continue;
+
+    Node fused;
+    fused.op_type = "FusedMatMul";
+    fused.domain = kDomain;
+    fused.inputs = {mm.inputs[0], mm.inputs[1], ""};
+    std::string out = mm.outputs[0];
+    std::vector<size_t> absorbed;
+    int64_t n = b_shape->back();
+    if (is_gemm) {
+      const bool trans_b = attr_int(mm, "transB", 0) != 0;
+      if (b_shape->size() != 2 || attr_int(mm, "transA", 0) != 0 || attr_float(mm, "alpha", 1.0f) != 1.0f) continue;
+      n = trans_b ? (*b_shape)[0] : (*b_shape)[1];
+      const bool has_c = mm.inputs.size() > 2 && !mm.inputs[2].empty();
+      if (has_c && (attr_float(mm, "beta", 1.0f) != 1.0f || !bias_fits(g, mm.inputs[2], n, 2, dtype))) continue;
+      if (has_c) fused.inputs[2] = mm.inputs[2];
+      fused.attrs["transB"] = int64_t(trans_b);
+    } else if (auto r = readers.single(out); r && !removed[*r] && is_op(g.nodes[*r], "Add") &&
+                                             g.nodes[*r].inputs.size() == 2 && g.nodes[*r].outputs.size() == 1) {
+      const Node& add = g.nodes[*r];
+      const std::string& bias = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      if (add.inputs[0] != add.inputs[1] && bias_fits(g, bias, n, a_rank, dtype)) {
+        fused.inputs[2] = bias;
+        absorbed.push_back(*r);
+        out = add.outputs[0];
+      }
+    }
+    std::string activation;
+    if (auto r = readers.single(out);
+        r && !removed[*r] && is_op(g.nodes[*r], "Relu") && g.nodes[*r].outputs.size() == 1) {
+      activation = "Relu";
+      absorbed.push_back(*r);
+      out = g.nodes[*r].outputs[0];
+    }
+    // A Gemm alone is already one kernel; a Gemm is worth rewriting only for its activation.
+    if (absorbed.empty() || (is_gemm && activation.empty())) continue;
+    fused.attrs["activation"] = activation;
+    fused.name = mm.name.empty() ? out : mm.name;
+    fused.outputs = {out};
+    removed[mi] = true;
+    for (size_t a : absorbed) removed[a] = true;
+    // Placed where the last absorbed node was: the bias may be computed after the product.
+    replacements.emplace(absorbed.back(), std::move(fused));
+  }
+  if (replacements.empty()) return false;
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (auto it = replacements.find(i); it != replacements.end()) {
+      nodes.push_back(std::move(it->second));
+    } else if (!removed[i]) {
+      nodes.push_back(std::move(g.nodes[i]));
+    }
+  }
+  g.nodes = std::move(nodes);
+  model.opsets[kDomain] = 1;
+  return true;
+}
+
+}  // namespace ingot

@@ -1,0 +1,141 @@
+// Small queries over a graph shared by the passes: static shapes and dtypes of values, who reads a
+// value (subgraph reads included), and building new node lists.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ingot::passes {
+
+inline bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+inline bool is_op(const Node& n, const char* op) { return n.op_type == op && is_default_domain(n.domain); }
+
+inline bool has_subgraph(const Node& n) {
+  for (const auto& [key, attr] : n.attrs) {
+    if (attr.kind == AttrKind::Graph || attr.kind == AttrKind::Graphs) return true;
+  }
+  return false;
+}
+
+// Every name read inside a graph and its nested graphs (node inputs and graph outputs), which may
+// name values of enclosing graphs.
+inline void collect_graph_reads(const Graph& g, std::set<std::string>& names) {
+  for (const Node& n : g.nodes) {
+    for (const auto& in : n.inputs) names.insert(in);
+    for (const auto& [key, attr] : n.attrs) {
+      if (attr.kind == AttrKind::Graph && attr.g) collect_graph_reads(*attr.g, names);
+      if (attr.kind == AttrKind::Graphs) {
+        for (const auto& sub : attr.graphs) collect_graph_reads(*sub, names);
+      }
+    }
+  }
+  for (const ValueInfo& out : g.outputs) names.insert(out.name);
+}
+
+// Names a node's subgraphs read (conservatively: every name read anywhere inside them).
+inline std::set<std::string> subgraph_reads(const Node& n) {
+  std::set<std::string> names;
+  for (const auto& [key, attr] : n.attrs) {
+    if (attr.kind == AttrKind::Graph && attr.g) collect_graph_reads(*attr.g, names);
+    if (attr.kind == AttrKind::Graphs) {
+      for (const auto& sub : attr.graphs) collect_graph_reads(*sub, names);
+    }
+  }
+  return names;
+}
+
+inline bool is_graph_input(const Graph& g, const std::string& name) {
+  for (const ValueInfo& in : g.inputs) {
+    if (in.name == name) return true;
+  }
+  return false;
+}
+
+inline bool is_graph_output(const Graph& g, const std::string& name) {
+  for (const ValueInfo& out : g.outputs) {
+    if (out.name == name) return true;
+  }
+  return false;
+}
+
+// An initializer that no feed can override (not also listed as a graph input).
+inline const Tensor* constant_initializer(const Graph& g, const std::string& name) {
+  auto it = g.initializers.find(name);
+  if (it == g.initializers.end() || is_graph_input(g, name)) return nullptr;
+  return &it->second;
+}
+
+// The type of a value: initializer, graph input/output or recorded intermediate; nullptr when unknown.
+inline std::optional<ValueType> value_type(const Graph& g, const std::string& name) {
+  if (auto it = g.initializers.find(name); it != g.initializers.end()) {
+    ValueType t;
+    t.dtype = it->second.dtype();
+    std::vector<Dim> dims;
+    for (int64_t d : it->second.shape()) dims.push_back(Dim{d, {}});
+    t.shape = dims;
+    return t;
+  }
+  if (const ValueInfo* info = g.find_value_info(name)) return info->type;
+  return std::nullopt;
+}
+
+inline DType value_dtype(const Graph& g, const std::string& name) {
+  auto t = value_type(g, name);
+  return t && t->kind == ValueKind::Tensor ? t->dtype : DType::Undefined;
+}
+
+// Static shape of a value; nullopt when the rank or any dim is unknown.
+inline std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& name) {
+  auto t = value_type(g, name);
+  if (!t || t->kind != ValueKind::Tensor || !t->shape) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& d : *t->shape) {
+    if (!d.is_static()) return std::nullopt;
+    dims.push_back(d.value);
+  }
+  return dims;
+}
+
+// Readers of every value of the main graph: node indices, with SIZE_MAX for a read from inside a
+// subgraph (such a value is never rewritten away) and for graph outputs.
+struct Readers {
+  std::map<std::string, std::vector<size_t>> of;
+
+  explicit Readers(const Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (const auto& in : g.nodes[i].inputs) {
+        if (!in.empty()) of[in].push_back(i);
+      }
+      if (has_subgraph(g.nodes[i])) {
+        for (const auto& name : subgraph_reads(g.nodes[i])) of[name].push_back(SIZE_MAX);
+      }
+    }
+    for (const ValueInfo& out : g.outputs) of[out.name].push_back(SIZE_MAX);
+  }
+  // The one node reading `value` (exactly once, not from a subgraph, not a graph output).
+  std::optional<size_t> single(const std::string& value) const {
+    auto it = of.find(value);
+    if (it == of.end() || it->second.size() != 1 || it->second[0] == SIZE_MAX) return std::nullopt;
+    return it->second[0];
+  }
+  bool unread(const std::string& value) const { return !of.count(value); }
+};
+
+// A name not yet used by any value or initializer of the model's main graph.
+inline std::string fresh_name(const Graph& g, const std::string& base) {
+  std::set<std::string> used;
+  for (const auto& [name, t] : g.initializers) used.insert(name);
+  for (const Node& n : g.nodes) {
+    for (const auto& o : n.outputs) used.insert(o);
+  }
+  for (const ValueInfo& v : g.inputs) used.insert(v.name);
+  std::string name = base;
+  for (int i = 1; used.count(name) || g.value_info.count(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+}  // namespace ingot::passes

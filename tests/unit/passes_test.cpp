@@ -1,0 +1,362 @@
+// The graph passes of src/passes/pipeline.cpp (other than fuse_conv_add_relu: fusion_test.cpp): each
+// test checks the rewrite (which nodes remain) and that a session with the passes (optimize=true)
+// computes what the unoptimized graph computes on random inputs.
+#include <gtest/gtest.h>
+#include <ingot/session.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <random>
+
+#include "graph/graph.h"
+#include "onnx/onnx_import.h"
+#include "passes/pass.h"
+#include "test_util.h"
+
+using namespace ingot;
+
+using ingot::testing::make_node;
+
+namespace {
+
+onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64_t>& dims) {
+  return ingot::testing::static_tensor_info(name, onnx::TensorProto::FLOAT, dims);
+}
+
+void add_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims, std::mt19937& rng,
+                     float lo = -1.0f, float hi = 1.0f) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
+}
+
+void add_int64_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& values) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(int64_t(values.size()));
+  for (int64_t v : values) t->add_int64_data(v);
+}
+
+void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void set_attr(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+void set_ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+std::string save(onnx::GraphProto g, const std::string& file) {
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g)), file);
+}
+
+std::vector<std::string> op_types(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
+std::vector<std::string> ops_after(const std::string& path, bool (*pass)(Model&)) {
+  auto model = import_onnx(path);
+  pass(*model);
+  verify(*model);
+  return op_types(*model->graph);
+}
+
+std::vector<std::string> ops_after_pipeline(const std::string& path) {
+  auto model = import_onnx(path);
+  run_pipeline(*model);
+  verify(*model);
+  return op_types(*model->graph);
+}
+
+// Runs the model with and without the passes on the same random inputs and compares every output.
+void expect_optimized_matches_plain(const std::string& path, float tolerance = 1e-5f) {
+  SessionOptions optimized_options, plain_options;
+  plain_options.optimize = false;
+  Session optimized = Session::load(path, optimized_options);
+  Session plain = Session::load(path, plain_options);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<Tensor> inputs;
+  for (const TensorInfo& in : plain.inputs()) {
+    Shape shape;
+    for (const auto& d : in.dims) shape.push_back(std::stoll(d));
+    std::vector<float> v(size_t(shape_numel(shape)));
+    for (float& x : v) x = dist(rng);
+    inputs.push_back(Tensor::from_vector(v, shape));
+  }
+  for (int run = 0; run < 2; ++run) {
+    std::vector<Tensor> a = optimized.run(inputs), b = plain.run(inputs);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t o = 0; o < a.size(); ++o) {
+      ASSERT_EQ(a[o].shape(), b[o].shape()) << "output " << o;
+      std::vector<float> av = a[o].to_vector<float>(), bv = b[o].to_vector<float>();
+      for (size_t i = 0; i < av.size(); ++i) {
+        ASSERT_NEAR(av[i], bv[i], tolerance * std::max(1.0f, std::fabs(bv[i]))) << "output " << o << " element " << i;
+      }
+    }
+  }
+}
+
+// x [2,3] -> Reshape(x, Shape(x)) + (c1 + c2) * c2 (+ a Constant), and a RandomUniform that must stay.
+std::string constant_model() {
+  std::mt19937 rng(3);
+  onnx::GraphProto g;
+  g.set_name("constants");
+  *g.add_input() = float_info("x", {2, 3});
+  add_initializer(g, "c1", {3}, rng);
+  add_initializer(g, "c2", {3}, rng);
+  *g.add_node() = make_node("Add", {"c1", "c2"}, {"s"});
+  *g.add_node() = make_node("Mul", {"s", "c2"}, {"t"});
+  onnx::NodeProto k = make_node("Constant", {}, {"k"});
+  auto* value = k.add_attribute();
+  value->set_name("value_float");
+  value->set_type(onnx::AttributeProto::FLOAT);
+  value->set_f(0.5f);
+  *g.add_node() = k;
+  *g.add_node() = make_node("Mul", {"t", "k"}, {"tk"});
+  *g.add_node() = make_node("Shape", {"x"}, {"shape"});
+  *g.add_node() = make_node("Reshape", {"x", "shape"}, {"xr"});
+  *g.add_node() = make_node("Add", {"xr", "tk"}, {"y"});
+  onnx::NodeProto random = make_node("RandomUniform", {}, {"noise"});
+  set_ints(random, "shape", {2, 3});
+  set_attr(random, "seed", 1.0f);
+  *g.add_node() = random;
+  *g.add_node() = make_node("Mul", {"noise", "c1"}, {"z"});
+  *g.add_output() = float_info("y", {2, 3});
+  *g.add_output() = float_info("z", {2, 3});
+  return save(std::move(g), "constants.onnx");
+}
+
+}  // namespace
+
+TEST(ConstantFolding, FoldsConstantSubgraphsAndStaticShapes) {
+  const std::string path = constant_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(constant_folding(*model));
+  verify(*model);
+  EXPECT_EQ(op_types(*model->graph), (std::vector<std::string>{"Reshape", "Add", "RandomUniform", "Mul"}));
+  const auto& inits = model->graph->initializers;
+  ASSERT_TRUE(inits.count("shape"));
+  EXPECT_EQ(inits.at("shape").to_int64_vector(), (std::vector<int64_t>{2, 3}));
+  ASSERT_TRUE(inits.count("tk"));
+  const std::vector<float> c1 = inits.at("c1").to_vector<float>(), c2 = inits.at("c2").to_vector<float>();
+  const std::vector<float> tk = inits.at("tk").to_vector<float>();
+  for (size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(tk[i], (c1[i] + c2[i]) * c2[i] * 0.5f);
+  EXPECT_FALSE(constant_folding(*model));  // nothing constant left
+  // The whole pipeline also drops the no-op Reshape and the initializers nothing reads any more.
+  EXPECT_EQ(ops_after_pipeline(path), (std::vector<std::string>{"Add", "RandomUniform", "Mul"}));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(DeadCode, RemovesUnreadNodesAndInitializers) {
+  std::mt19937 rng(5);
+  onnx::GraphProto g;
+  g.set_name("dead");
+  *g.add_input() = float_info("x", {4});
+  add_initializer(g, "unused", {4}, rng);
+  add_initializer(g, "w", {4}, rng);
+  *g.add_node() = make_node("Neg", {"x"}, {"a"});
+  *g.add_node() = make_node("Exp", {"a"}, {"b"});  // a chain nobody reads
+  *g.add_node() = make_node("Mul", {"x", "w"}, {"y"});
+  *g.add_output() = float_info("y", {4});
+  const std::string path = save(std::move(g), "dead.onnx");
+  auto model = import_onnx(path);
+  EXPECT_TRUE(dead_code(*model));
+  verify(*model);
+  EXPECT_EQ(op_types(*model->graph), (std::vector<std::string>{"Mul"}));
+  EXPECT_FALSE(model->graph->initializers.count("unused"));
+  EXPECT_TRUE(model->graph->initializers.count("w"));
+  EXPECT_FALSE(dead_code(*model));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(RemoveIdentity, RemovesPassThroughNodesAndKeepsOutputNames) {
+  onnx::GraphProto g;
+  g.set_name("identities");
+  *g.add_input() = float_info("x", {2, 3});
+  add_int64_initializer(g, "same_shape", {2, 3});
+  *g.add_node() = make_node("Identity", {"x"}, {"a"});
+  *g.add_node() = make_node("Relu", {"a"}, {"b"});
+  *g.add_node() = make_node("Dropout", {"b"}, {"c"});
+  onnx::NodeProto cast = make_node("Cast", {"c"}, {"d"});
+  set_attr(cast, "to", int64_t(onnx::TensorProto::FLOAT));
+  *g.add_node() = cast;
+  *g.add_node() = make_node("Reshape", {"d", "same_shape"}, {"e"});
+  *g.add_node() = make_node("Identity", {"e"}, {"y"});
+  *g.add_node() = make_node("Identity", {"x"}, {"passthrough"});  // input -> output: must stay
+  *g.add_output() = float_info("y", {2, 3});
+  *g.add_output() = float_info("passthrough", {2, 3});
+  const std::string path = save(std::move(g), "identities.onnx");
+  auto model = import_onnx(path);
+  EXPECT_TRUE(remove_identity(*model));
+  verify(*model);
+  ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Relu", "Identity"}));
+  EXPECT_EQ(model->graph->nodes[0].inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(model->graph->nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_FALSE(remove_identity(*model));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(RemoveIdentity, KeepsRealCastsAndReshapes) {
+  onnx::GraphProto g;
+  g.set_name("real");
+  *g.add_input() = float_info("x", {2, 3});
+  add_int64_initializer(g, "flat", {6});
+  onnx::NodeProto cast = make_node("Cast", {"x"}, {"h"});
+  set_attr(cast, "to", int64_t(onnx::TensorProto::FLOAT16));
+  *g.add_node() = cast;
+  onnx::NodeProto back = make_node("Cast", {"h"}, {"f"});
+  set_attr(back, "to", int64_t(onnx::TensorProto::FLOAT));
+  *g.add_node() = back;
+  *g.add_node() = make_node("Reshape", {"f", "flat"}, {"y"});
+  *g.add_output() = float_info("y", {6});
+  const std::string path = save(std::move(g), "real_casts.onnx");
+  EXPECT_EQ(ops_after(path, remove_identity), (std::vector<std::string>{"Cast", "Cast", "Reshape"}));
+}
+
+namespace {
+
+// x [1,3,8,8] -> Conv(w, b?) -> BatchNormalization -> Relu -> y
+std::string conv_bn_model(bool bias, bool conv_output_exposed = false) {
+  std::mt19937 rng(9);
+  onnx::GraphProto g;
+  g.set_name("conv_bn");
+  *g.add_input() = float_info("x", {1, 3, 8, 8});
+  add_initializer(g, "w", {4, 3, 3, 3}, rng);
+  std::vector<std::string> conv_in{"x", "w"};
+  if (bias) {
+    add_initializer(g, "b", {4}, rng);
+    conv_in.push_back("b");
+  }
+  add_initializer(g, "scale", {4}, rng, 0.5f, 2.0f);
+  add_initializer(g, "shift", {4}, rng);
+  add_initializer(g, "mean", {4}, rng);
+  add_initializer(g, "var", {4}, rng, 0.1f, 3.0f);
+  onnx::NodeProto conv = make_node("Conv", conv_in, {"c"});
+  set_ints(conv, "kernel_shape", {3, 3});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  *g.add_node() = conv;
+  onnx::NodeProto bn = make_node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"n"});
+  set_attr(bn, "epsilon", 1e-3f);
+  *g.add_node() = bn;
+  *g.add_node() = make_node("Relu", {"n"}, {"y"});
+  *g.add_output() = float_info("y", {1, 4, 8, 8});
+  if (conv_output_exposed) *g.add_output() = float_info("c", {1, 4, 8, 8});
+  return save(std::move(g), bias ? "conv_bn_bias.onnx" : "conv_bn.onnx");
+}
+
+}  // namespace
+
+TEST(FoldBatchNorm, FoldsIntoConvWeightsAndBias) {
+  for (bool bias : {true, false}) {
+    const std::string path = conv_bn_model(bias);
+    auto model = import_onnx(path);
+    EXPECT_TRUE(fold_batchnorm(*model));
+    verify(*model);
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Conv", "Relu"}));
+    const Node& conv = model->graph->nodes[0];
+    ASSERT_EQ(conv.inputs.size(), 3u);
+    EXPECT_NE(conv.inputs[1], "w");  // new weights: the originals may be shared
+    EXPECT_EQ(conv.outputs, (std::vector<std::string>{"n"}));
+    // With the fusion after it the whole chain is one FusedConv, and the old weights are gone.
+    auto full = import_onnx(path);
+    run_pipeline(*full);
+    EXPECT_EQ(op_types(*full->graph), (std::vector<std::string>{"FusedConv"}));
+    EXPECT_FALSE(full->graph->initializers.count("w"));
+    EXPECT_FALSE(full->graph->initializers.count("mean"));
+    expect_optimized_matches_plain(path, 1e-4f);
+  }
+}
+
+TEST(FoldBatchNorm, LeavesExposedConvOutputAlone) {
+  auto model = import_onnx(conv_bn_model(true, true));
+  EXPECT_FALSE(fold_batchnorm(*model));
+}
+
+namespace {
+
+// MatMul(x [2,5,8], w [8,6]) + b [6] -> Relu -> y; Gemm(x2 [4,8], w2 [6,8]^T, c [6]) -> Relu -> y2;
+// MatMul(x, w) + m [5,6] (not a bias vector) -> y3; MatMul(x, w) -> Relu -> y4 (no bias).
+std::string matmul_model() {
+  std::mt19937 rng(13);
+  onnx::GraphProto g;
+  g.set_name("matmuls");
+  *g.add_input() = float_info("x", {2, 5, 8});
+  *g.add_input() = float_info("x2", {4, 8});
+  add_initializer(g, "w", {8, 6}, rng);
+  add_initializer(g, "b", {6}, rng);
+  add_initializer(g, "w2", {6, 8}, rng);
+  add_initializer(g, "c", {6}, rng);
+  add_initializer(g, "m", {5, 6}, rng);
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"p"});
+  *g.add_node() = make_node("Add", {"b", "p"}, {"pb"});
+  *g.add_node() = make_node("Relu", {"pb"}, {"y"});
+  onnx::NodeProto gemm = make_node("Gemm", {"x2", "w2", "c"}, {"q"});
+  set_attr(gemm, "transB", int64_t(1));
+  *g.add_node() = gemm;
+  *g.add_node() = make_node("Relu", {"q"}, {"y2"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"r"});
+  *g.add_node() = make_node("Add", {"r", "m"}, {"y3"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"s"});
+  *g.add_node() = make_node("Relu", {"s"}, {"y4"});
+  *g.add_output() = float_info("y", {2, 5, 6});
+  *g.add_output() = float_info("y2", {4, 6});
+  *g.add_output() = float_info("y3", {2, 5, 6});
+  *g.add_output() = float_info("y4", {2, 5, 6});
+  return save(std::move(g), "matmuls.onnx");
+}
+
+}  // namespace
+
+TEST(FuseMatMulBiasAct, FusesBiasAndRelu) {
+  const std::string path = matmul_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(fuse_matmul_bias_act(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"FusedMatMul", "FusedMatMul", "MatMul", "Add", "FusedMatMul"}));
+  EXPECT_EQ(g.nodes[0].domain, "ai.ingot");
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "w", "b"}));
+  EXPECT_EQ(g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(g.nodes[0].attrs.at("activation").s, "Relu");
+  EXPECT_EQ(g.nodes[1].inputs, (std::vector<std::string>{"x2", "w2", "c"}));
+  EXPECT_EQ(g.nodes[1].attrs.at("transB").i, 1);
+  EXPECT_EQ(g.nodes[4].inputs, (std::vector<std::string>{"x", "w", ""}));
+  EXPECT_EQ(model->opset("ai.ingot"), 1);
+  EXPECT_FALSE(fuse_matmul_bias_act(*model));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(Pipeline, ListsPassesAndReportsEachRun) {
+  std::vector<std::string> names;
+  for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);
+  EXPECT_EQ(names.front(), "constant-folding");
+  EXPECT_EQ(names.back(), "dead-code");
+  auto model = import_onnx(conv_bn_model(true));
+  std::vector<std::string> ran;
+  bool changed = run_pipeline(*model, [&](const Pass& p, bool) { ran.emplace_back(p.name); });
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(ran, names);
+}

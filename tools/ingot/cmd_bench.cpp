@@ -1,0 +1,130 @@
+// `ingot bench`: steady-state latency of one model (.onnx or .ingot) in this process.
+#include <ingot/session.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "commands.h"
+#include "core/dispatch.h"
+#include "core/strings.h"
+#include "core/thread_pool.h"
+#include "inputs.h"
+
+namespace ingot::cli {
+
+namespace {
+
+// A random input for `info`: a symbolic or unknown first dim is `batch`, any other one 1.
+// Floats are uniform in [-1, 1); integers and bools are 0 (safe as indices and sizes).
+Tensor random_input(const TensorInfo& info, int64_t batch, std::mt19937& rng) {
+  Shape shape;
+  for (size_t d = 0; d < info.dims.size(); ++d) {
+    const std::string& text = info.dims[d];
+    bool number = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(c); });
+    shape.push_back(number ? std::stoll(text) : d == 0 ? batch : 1);
+  }
+  DType dtype = info.dtype == DType::Undefined ? DType::Float32 : info.dtype;
+  if (dtype == DType::String) fail("input '{}' is a string tensor: give it with --input", info.name);
+  Tensor t = Tensor::zeros(dtype, shape);
+  if (is_floating(dtype)) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    Tensor f = Tensor::empty(DType::Float32, shape);
+    for (float& v : f.span<float>()) v = dist(rng);
+    t = f.cast(dtype);
+  }
+  return t;
+}
+
+double percentile(const std::vector<double>& sorted, double p) {
+  double pos = p * double(sorted.size() - 1);
+  size_t lo = size_t(std::floor(pos)), hi = size_t(std::ceil(pos));
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - double(lo));
+}
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  struct Options {
+    std::string model, device = "cpu", json;
+    std::vector<std::string> inputs;
+    int threads = 0, batch = 1, warmup = 5, iterations = 50;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("MODEL", o->model, "Model file (.onnx or .ingot)")->required();
+  app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--input,-i", o->inputs, "NAME=FILE (.npy or .pb); inputs not given are random")
+      ->allow_extra_args(false);
+  app.add_option("--batch", o->batch, "Size of a symbolic first dim of random inputs")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
+  app.add_option("--iterations", o->iterations, "Timed runs")->check(CLI::PositiveNumber);
+  app.add_option("--json", o->json, "Also write the results as JSON here");
+  return [o] {
+    using Clock = std::chrono::steady_clock;
+    auto ms_since = [](Clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    };
+    SessionOptions options;
+    options.device = Device::parse(o->device);
+    options.threads = o->threads;
+    auto load_start = Clock::now();
+    Session session = Session::load(o->model, options);
+    double load_ms = ms_since(load_start);
+
+    std::vector<std::string> names;
+    for (const auto& in : session.inputs()) names.push_back(in.name);
+    auto given = load_inputs(o->inputs, names);
+    std::mt19937 rng(42);
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    for (const auto& info : session.inputs()) {
+      auto it = std::find_if(given.begin(), given.end(), [&](const auto& f) { return f.first == info.name; });
+      feeds.emplace_back(info.name, it != given.end() ? it->second : random_input(info, o->batch, rng));
+    }
+
+    for (int i = 0; i < o->warmup; ++i) session.run(feeds);
+    std::vector<double> times;
+    for (int i = 0; i < o->iterations; ++i) {
+      auto start = Clock::now();
+      session.run(feeds);
+      times.push_back(ms_since(start));
+    }
+    std::sort(times.begin(), times.end());
+    double median = percentile(times, 0.5), p90 = percentile(times, 0.9), min = times.front();
+    double throughput = double(o->batch) * 1000.0 / median;
+    int threads = num_threads();
+    std::string device = session.device().str();
+
+    std::cout << fmt::format("model: {}  device: {}  threads: {}  batch: {}\n", session.model_name(), device,
+                             threads, o->batch);
+    std::cout << "inputs: "
+              << join(feeds, ", ", [](const auto& f) { return f.first + " " + f.second.describe(); }) << "\n";
+    std::cout << fmt::format("load: {:.1f} ms\n", load_ms);
+    std::cout << fmt::format("latency ({} iterations, {} warmup): median {:.3f} ms  p90 {:.3f} ms  min {:.3f} ms\n",
+                             o->iterations, o->warmup, median, p90, min);
+    std::cout << fmt::format("throughput: {:.1f} samples/s (batch {} / median)\n", throughput, o->batch);
+    if (!o->json.empty()) {
+      nlohmann::json j = {{"model", session.model_name()},
+                          {"median_ms", median},
+                          {"p90_ms", p90},
+                          {"min_ms", min},
+                          {"throughput_per_s", throughput},
+                          {"device", device},
+                          {"threads", threads},
+                          {"batch", o->batch},
+                          {"iterations", o->iterations},
+                          {"warmup", o->warmup},
+                          {"load_ms", load_ms}};
+      std::ofstream out(o->json);
+      if (!out) fail("cannot write '{}'", o->json);
+      out << j.dump(2) << "\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace ingot::cli

@@ -1,0 +1,120 @@
+// `ingot convert`: runs the load-time pipeline (import, lowering, optimization passes, precision)
+// once and saves the result as an .ingot package that loads without running any of it.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "core/strings.h"
+#include "package/package.h"
+
+namespace ingot::cli {
+
+namespace {
+
+// "x=1,3,224,224" -> {"x", {1,3,224,224}}
+std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string& spec) {
+  size_t eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    fail("--input-shape {}: expected NAME=DIMS, e.g. x=1,3,224,224", spec);
+  std::vector<int64_t> dims;
+  std::string text = spec.substr(eq + 1);
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    char* stop = nullptr;
+    long long v = std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0)
+      fail("--input-shape {}: '{}' is not a dimension (a non-negative integer)", spec, item);
+    dims.push_back(v);
+    begin = end + 1;
+  }
+  return {spec.substr(0, eq), dims};
+}
+
+// One line per step on stderr: "[2/4] passes ......... 12.3 ms".
+class Progress {
+ public:
+  explicit Progress(int steps) : steps_(steps), tty_(isatty(STDERR_FILENO)) {}
+  void start(const std::string& step, const std::string& detail = "") {
+    ++index_;
+    started_ = Clock::now();
+    std::fprintf(stderr, "[%d/%d] %-10s%s", index_, steps_, step.c_str(), detail.c_str());
+    if (tty_) std::fprintf(stderr, " ...");
+    std::fflush(stderr);
+  }
+  void done(const std::string& note = "") {
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+    if (tty_) std::fprintf(stderr, "\b\b\b\b    \b\b\b\b");
+    std::fprintf(stderr, " %.1f ms%s\n", ms, note.c_str());
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int steps_, index_ = 0;
+  bool tty_;
+  Clock::time_point started_;
+};
+
+}  // namespace
+
+Runner add_convert_command(CLI::App& app) {
+  struct Options {
+    std::string model, output, device = "cpu", precision = "fp32";
+    std::vector<std::string> input_shapes;
+    bool quiet = false, no_optimize = false;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("MODEL", o->model, "ONNX model to convert (.onnx)")->required();
+  app.add_option("--output,-o", o->output, "Package to write (.ingot)")->required();
+  app.add_option("--device", o->device, "Device the package is built for")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--input-shape", o->input_shapes, "NAME=DIMS: fix an input's symbolic dims, e.g. x=1,3,224,224")
+      ->allow_extra_args(false);
+  app.add_flag("--no-optimize", o->no_optimize, "Skip the optimization passes (lowerings still run)");
+  app.add_flag("--quiet,-q", o->quiet, "No progress display");
+  return [o] {
+    ConvertOptions options;
+    options.device = Device::parse(o->device);
+    options.precision = o->precision == "fp16"   ? Precision::FP16
+                        : o->precision == "bf16" ? Precision::BF16
+                                                 : Precision::FP32;
+    options.optimize = !o->no_optimize;
+    for (const auto& spec : o->input_shapes) options.input_shapes.push_back(parse_input_shape(spec));
+    // The target is checked first: a conversion for a GPU this machine lacks would only fail at load.
+    PackageMetadata meta;
+    meta.device = o->device;
+    meta.arch = current_arch(options.device);
+    if (meta.arch.empty()) fail("--device {}: no CUDA device on this machine to build the package for", o->device);
+    meta.precision = o->precision;
+    meta.source_model = std::filesystem::path(o->model).filename().string();
+
+    Progress progress(4);
+    if (!o->quiet) {
+      options.progress = [&](const std::string& step, bool done) {
+        if (done) {
+          progress.done(step == "precision" && options.precision == Precision::FP32 ? " (fp32: nothing to do)" : "");
+        } else {
+          progress.start(step, step == "import" ? " " + meta.source_model : "");
+        }
+      };
+    }
+    auto model = convert_model(o->model, options);
+    if (!o->quiet) progress.start("writing", " " + o->output);
+    save_package(*model, meta, o->output);
+    if (!o->quiet) {
+      auto bytes = std::filesystem::file_size(o->output);
+      progress.done(fmt::format(" ({:.1f} MB)", double(bytes) / 1e6));
+    }
+    std::cout << "wrote " << o->output << " (" << meta.device << " " << meta.arch << ", " << meta.precision << ")\n";
+    return 0;
+  };
+}
+
+}  // namespace ingot::cli
