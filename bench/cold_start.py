@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cold start on the CPU: wall time from process start to first output of `ingot run`, for each real
+"""Cold start (CPU, or --device cuda): wall time from process start to first output of `ingot run`, for each real
 model from its .onnx file and from the .ingot package `ingot convert` makes of it.
 
 Usage: /usr/bin/python3 bench/cold_start.py --ingot build/tools/ingot/ingot [--reps 7] [--threads 2]
@@ -47,12 +47,16 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the package is converted for it)")
+    ap.add_argument("--inputs", help="inputs made earlier by tests/models/make_inputs.py (GPU machine)")
     args = ap.parse_args()
     spec = json.load(open(os.path.join(ROOT, "tests/models/models.json")))["models"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests/models/make_inputs.py"), tmp], check=True,
-                       stdout=subprocess.DEVNULL)
+        input_dir = args.inputs or tmp
+        if not args.inputs:
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests/models/make_inputs.py"), tmp], check=True,
+                           stdout=subprocess.DEVNULL)
         for m in spec:
             onnx = find(args.cache, m["file"])
             if not onnx:
@@ -60,15 +64,16 @@ def main():
                 continue
             pkg = os.path.join(tmp, m["name"] + ".ingot")
             start = time.perf_counter()
-            subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet", "--device", args.device], check=True,
+                           stdout=subprocess.DEVNULL)
             convert_ms = (time.perf_counter() - start) * 1000
             inputs = []
             for name, file in m["inputs"].items():
-                inputs += ["--input", f"{name}={os.path.join(tmp, file.replace('{k}', '0'))}"]
+                inputs += ["--input", f"{name}={os.path.join(input_dir, file.replace('{k}', '0'))}"]
             row = {"model": m["name"], "onnx_mb": os.path.getsize(onnx) / 1e6, "ingot_mb": os.path.getsize(pkg) / 1e6,
                    "convert_ms": convert_ms}
             for kind, path in (("onnx", onnx), ("ingot", pkg)):
-                cmd = [args.ingot, "run", path, "--threads", str(args.threads)] + inputs
+                cmd = [args.ingot, "run", path, "--threads", str(args.threads), "--device", args.device] + inputs
                 row[kind + "_ms"], row[kind + "_min_ms"] = timed(cmd, args.reps)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
