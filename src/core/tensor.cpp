@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/dispatch.h"
+#include "core/half_convert.h"
 #include "core/strings.h"
 #include "profiler/hooks.h"
 
@@ -192,6 +193,23 @@ Tensor Tensor::cast(DType dtype) const {
     fail("cast between string and {} is not supported here", dtype_name(dtype == DType::String ? dtype_ : dtype));
   Tensor src = to(Device::cpu());
   Tensor out = empty(dtype, shape_);
+  // float32 <-> float16/bfloat16: the vectorized bulk conversions (same rounding as the loop below).
+  if (dtype_ == DType::Float32 && dtype == DType::Float16) {
+    from_float(src.data<float>(), out.data<Half>(), numel());
+    return out;
+  }
+  if (dtype_ == DType::Float32 && dtype == DType::BFloat16) {
+    from_float(src.data<float>(), out.data<BFloat16>(), numel());
+    return out;
+  }
+  if (dtype_ == DType::Float16 && dtype == DType::Float32) {
+    to_float(src.data<Half>(), out.data<float>(), numel());
+    return out;
+  }
+  if (dtype_ == DType::BFloat16 && dtype == DType::Float32) {
+    to_float(src.data<BFloat16>(), out.data<float>(), numel());
+    return out;
+  }
   dispatch_numeric_bool(dtype_, [&]<class From>() {
     dispatch_numeric_bool(dtype, [&]<class To>() {
       const From* s = src.data<From>();

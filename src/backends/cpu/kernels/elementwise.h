@@ -13,6 +13,7 @@
 
 #include "core/broadcast.h"
 #include "core/dispatch.h"
+#include "core/half_convert.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
 
@@ -41,12 +42,53 @@ C wrapping_neg(C x) {
   return C(U(0) - U(x));
 }
 
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// 16-bit float tensors are computed in float32 chunks of this many elements: one vectorized
+// conversion in, the float loop, one vectorized conversion out (core/half_convert.h).
+inline constexpr int64_t kHalfChunk = 512;
+
+// dst[i] = compute_t<T>(src[i]) for i < n.
+template <class T>
+void load_compute(const T* src, compute_t<T>* dst, int64_t n) {
+  if constexpr (is_16bit_float_v<T>) {
+    to_float(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+// dst[i] = T(src[i]) for i < n.
+template <class T, class C>
+void store_result(const C* src, T* dst, int64_t n) {
+  if constexpr (is_16bit_float_v<T> && std::is_same_v<C, float>) {
+    from_float(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+  }
+}
+
 // y[i] = f(x[i]) for same-sized contiguous tensors; TI/TO are element types.
 template <class TI, class TO, class F>
 void map_elements(const TI* x, TO* y, int64_t n, F f) {
-  parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = TO(f(compute_t<TI>(x[i])));
-  });
+  if constexpr (is_16bit_float_v<TI> || is_16bit_float_v<TO>) {
+    using CI = compute_t<TI>;
+    using R = decltype(f(CI{}));
+    parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
+      CI in[kHalfChunk];
+      R out[kHalfChunk];
+      for (int64_t i = begin; i < end; i += kHalfChunk) {
+        const int64_t len = std::min(kHalfChunk, end - i);
+        load_compute(x + i, in, len);
+        for (int64_t j = 0; j < len; ++j) out[j] = f(in[j]);
+        store_result(out, y + i, len);
+      }
+    });
+  } else {
+    parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = TO(f(compute_t<TI>(x[i])));
+    });
+  }
 }
 
 // Output 0 = f(input 0), same dtype and shape, for the input dtypes Ds.
@@ -65,6 +107,22 @@ template <class TA, class TB, class TO, class F>
 void binary_run(const TA* pa, int64_t sa, const TB* pb, int64_t sb, TO* po, int64_t len, F& f) {
   using CA = compute_t<TA>;
   using CB = compute_t<TB>;
+  if constexpr (is_16bit_float_v<TA> || is_16bit_float_v<TB> || is_16bit_float_v<TO>) {
+    using R = decltype(f(CA{}, CB{}));
+    CA a[kHalfChunk];
+    CB b[kHalfChunk];
+    R out[kHalfChunk];
+    if (sa == 0) std::fill_n(a, kHalfChunk, CA(pa[0]));
+    if (sb == 0) std::fill_n(b, kHalfChunk, CB(pb[0]));
+    for (int64_t j = 0; j < len; j += kHalfChunk) {
+      const int64_t n = std::min(kHalfChunk, len - j);
+      if (sa == 1) load_compute(pa + j, a, n);
+      if (sb == 1) load_compute(pb + j, b, n);
+      for (int64_t k = 0; k < n; ++k) out[k] = f(a[k], b[k]);
+      store_result(out, po + j, n);
+    }
+    return;
+  }
   if (sa == 1 && sb == 1) {
     for (int64_t j = 0; j < len; ++j) po[j] = TO(f(CA(pa[j]), CB(pb[j])));
   } else if (sa == 1) {
