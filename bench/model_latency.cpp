@@ -1,7 +1,7 @@
 // Latency of one model in process: load once, warm up, then time Session::run repeatedly.
 //
 //   ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] [--warmup W] [--runs R]
-//                       [--profile] [--no-optimize]
+//                       [--profile] [--no-optimize] [--device cpu|cuda]
 //
 // --no-optimize skips the graph passes (to measure what they gain).
 // --profile records the timed runs with the profiler (docs/PROFILING.md measures its overhead so).
@@ -44,7 +44,7 @@ int parse_count(const char* text, const char* flag, int minimum) {
 int usage() {
   std::fprintf(stderr,
                "usage: ingot-bench-latency MODEL --input NAME=FILE.npy [--input ...] [--threads N] "
-               "[--warmup W] [--runs R] [--profile] [--no-optimize]\n");
+               "[--warmup W] [--runs R] [--profile] [--no-optimize] [--device cpu|cuda]\n");
   return 2;
 }
 
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> input_files;
   int threads = 2, warmup = 3, runs = 20;
   bool profile = false, optimize = true;
+  std::string device = "cpu";
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
         runs = parse_count(argv[++i], "--runs", 1);
       } else if (arg == "--profile") {
         profile = true;
+      } else if (arg == "--device" && has_value) {
+        device = argv[++i];
       } else if (arg == "--no-optimize") {
         optimize = false;
       } else if (model_path.empty() && !arg.starts_with("--")) {
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
     ingot::SessionOptions options;
     options.threads = threads;
     options.optimize = optimize;
+    options.device = ingot::Device::parse(device);
+    options.report_fallbacks = false;
     auto load_start = Clock::now();
     ingot::Session session = ingot::Session::load(model_path, options);
     double load_ms = elapsed_ms(load_start);

@@ -7,8 +7,8 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models fp16 profile bench
-#                                     memcheck all.
+#                                     summary. WHAT is any of: unit node models fp16 profile latency
+#                                     bench memcheck all.
 #                                     Logs go to $OUT (or ./gpu-results) when set.
 #
 # The GPU machine needs only the NVIDIA driver, CUDA's cuBLAS and cuDNN 9 (found wherever they are
@@ -129,6 +129,12 @@ run() {
     cat "$out/det-fallback.txt" "$out/det-fixed.txt"
     summary+=("profile: det-fallback.* and det-fixed.*")
   fi
+  if want latency; then
+    # Steady-state latency of the real models on the GPU with the profiler off and on (its overhead).
+    python3 "$ROOT/tests/profiler/measure_overhead.py" --bench "$dir/bin/ingot-bench-latency" --device cuda \
+      --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 3 --runs 20 2>&1 | tee "$out/latency-cuda.md"
+    summary+=("latency and profiler overhead on cuda: latency-cuda.md")
+  fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
     "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true
     if [ -f "$ROOT/bench/gpu_torch.py" ]; then
@@ -157,5 +163,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile bench memcheck all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all]" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@ rounds so that load from other processes hits every variant alike. Prints a mark
 
 Usage: /usr/bin/python3 tests/profiler/measure_overhead.py --bench build/bench/ingot-bench-latency
            [--baseline OTHER/ingot-bench-latency] [--models ~/.cache/ingot/models] [--rounds 3] [--runs 10]
+           [--device cpu|cuda] [--inputs DIR (made by tests/models/make_inputs.py)]
 """
 import argparse
 import json
@@ -39,6 +40,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--inputs", help="inputs made earlier by make_inputs.py (GPU machine)")
     args = parser.parse_args()
     with open(os.path.join(TESTS, "models.json")) as f:
         models = json.load(f)["models"]
@@ -47,9 +50,11 @@ def main():
         variants = {"baseline": [args.baseline], **variants}
     print("| model | " + " | ".join(f"{v} median ms" for v in variants) + " | on/off (median) | on/off (min) |")
     print("|---|" + "---|" * (len(variants) + 2))
-    with tempfile.TemporaryDirectory(prefix="ingot-overhead-") as inputs:
-        subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), inputs], check=True,
-                       stdout=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="ingot-overhead-") as temp:
+        inputs = args.inputs or temp
+        if not args.inputs:
+            subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), inputs], check=True,
+                           stdout=subprocess.DEVNULL)
         for model in models:
             path = find_file(args.models, model["file"])
             if path is None:
@@ -58,7 +63,8 @@ def main():
             feeds = []
             for name, file in model["inputs"].items():
                 feeds += ["--input", f"{name}={os.path.join(inputs, file.replace('{k}', '0'))}"]
-            common = [path, *feeds, "--threads", str(args.threads), "--warmup", "3", "--runs", str(args.runs)]
+            common = [path, *feeds, "--threads", str(args.threads), "--warmup", "3", "--runs", str(args.runs),
+                      "--device", args.device]
             times = {v: [] for v in variants}
             for _ in range(args.rounds):
                 for v, command in variants.items():

@@ -271,18 +271,5 @@ void transpose_into(DType dtype, void* dst, const void* src, const Shape& shape,
   copy_strided(dtype, dst, contiguous_strides(out_shape), src, src_strides, out_shape);
 }
 
-std::vector<int64_t> read_ints(const Tensor& t, std::string_view what) {
-  if (!is_integral(t.dtype())) fail("{}: expected an integer tensor, got {}", what, t.describe());
-  if (t.dtype() == DType::Int64) {
-    const int64_t* p = t.data<int64_t>();
-    return {p, p + t.numel()};
-  }
-  return t.to_int64_vector();
-}
-
-int64_t read_scalar_int(const Tensor& t, std::string_view what) {
-  if (t.numel() != 1) fail("{}: expected one element, got {}", what, t.describe());
-  return read_ints(t, what)[0];
-}
 
 }  // namespace ingot::cpu

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/semantics/layout_args.h"
+
 namespace ingot::cpu {
 
 using Strides = std::vector<int64_t>;
@@ -36,9 +38,8 @@ inline const void* elem_ptr(const void* base, DType dtype, int64_t offset) {
   return static_cast<const char*>(base) + offset * int64_t(dtype_size(dtype));
 }
 
-// Reads an integer tensor of any integer dtype as int64 values (exact, unlike item_int's double).
-std::vector<int64_t> read_ints(const Tensor& t, std::string_view what);
-// Reads a one-element integer tensor.
-int64_t read_scalar_int(const Tensor& t, std::string_view what);
+// Integer host inputs as int64 values (src/ops/semantics/layout_args.h).
+using nn::read_ints;
+using nn::read_scalar_int;
 
 }  // namespace ingot::cpu

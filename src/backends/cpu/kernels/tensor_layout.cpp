@@ -103,97 +103,15 @@ INGOT_CPU_KERNEL(Concat, concat).versions(4);
 
 void split(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() == 0) fail("input 0: a scalar cannot be split");
-  int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "axis");
-  int64_t dim = x.shape()[size_t(axis)];
-  int64_t parts = int64_t(ctx.num_outputs());
-  std::vector<int64_t> sizes;
-  if (ctx.opset() >= 13 && ctx.has_input(1)) {
-    sizes = read_ints(ctx.input(1), "input 1 (split)");
-  } else if (ctx.opset() < 13 && ctx.has_attr("split")) {
-    sizes = ctx.attr_ints("split");
-  } else if (ctx.opset() >= 18 && ctx.has_attr("num_outputs")) {
-    int64_t n = ctx.attr_int("num_outputs");
-    if (n != parts) fail("attribute 'num_outputs' is {} but the node has {} outputs", n, parts);
-    int64_t chunk = (dim + n - 1) / n;
-    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
-  } else {
-    if (dim % parts != 0) fail("axis {} of size {} cannot be split into {} equal parts", axis, dim, parts);
-    sizes.assign(size_t(parts), dim / parts);
-  }
-  if (int64_t(sizes.size()) != parts) {
-    fail("split: {} sizes {} for {} outputs", sizes.size(), shape_str(sizes), parts);
-  }
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 0) fail("split: negative size in {}", shape_str(sizes));
-    total += s;
-  }
-  if (total != dim) fail("split: sizes {} sum to {}, but axis {} has size {}", shape_str(sizes), total, axis, dim);
-  Strides strides = contiguous_strides(x.shape());
-  int64_t begin = 0;
-  for (int64_t i = 0; i < parts; ++i) {
-    Shape piece = x.shape();
-    piece[size_t(axis)] = sizes[size_t(i)];
-    ctx.set_output(size_t(i), take_block(x, begin * strides[size_t(axis)], piece, strides));
-    begin += sizes[size_t(i)];
-  }
+  std::vector<nn::SliceView> views = nn::split_views(ctx, x);
+  for (size_t i = 0; i < views.size(); ++i) ctx.set_output(i, take_block(x, views[i].offset, views[i].shape, views[i].strides));
 }
 INGOT_CPU_KERNEL(Split, split).versions(2);
 
 void slice(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  int64_t r = x.rank();
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (ctx.opset() < 10) {
-    starts = ctx.attr_ints("starts");
-    ends = ctx.attr_ints("ends");
-    if (ctx.has_attr("axes")) axes = ctx.attr_ints("axes");
-  } else {
-    starts = read_ints(ctx.input(1), "input 1 (starts)");
-    ends = read_ints(ctx.input(2), "input 2 (ends)");
-    if (ctx.has_input(3)) axes = read_ints(ctx.input(3), "input 3 (axes)");
-    if (ctx.has_input(4)) steps = read_ints(ctx.input(4), "input 4 (steps)");
-  }
-  size_t n = starts.size();
-  if (axes.empty()) {
-    axes.resize(n);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  if (steps.empty()) steps.assign(n, 1);
-  if (ends.size() != n || axes.size() != n || steps.size() != n) {
-    fail("starts, ends, axes and steps must have the same length, got {}, {}, {}, {}", n, ends.size(), axes.size(),
-         steps.size());
-  }
-  Strides in_strides = contiguous_strides(x.shape());
-  Shape out_shape = x.shape();
-  Strides strides = in_strides;
-  int64_t base = 0;
-  std::vector<bool> seen(size_t(r), false);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t axis = normalize_axis(axes[i], r, "axes");
-    if (seen[size_t(axis)]) fail("axes: axis {} appears twice", axes[i]);
-    seen[size_t(axis)] = true;
-    int64_t dim = x.shape()[size_t(axis)], step = steps[i];
-    if (step == 0) fail("steps: step for axis {} is 0", axes[i]);
-    int64_t start = starts[i], end = ends[i];
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    int64_t len = 0;
-    if (dim > 0 && step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      len = end > start ? (end - start + step - 1) / step : 0;
-    } else if (dim > 0) {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      len = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    out_shape[size_t(axis)] = len;
-    if (len > 0) base += start * in_strides[size_t(axis)];
-    strides[size_t(axis)] = in_strides[size_t(axis)] * step;
-  }
-  ctx.set_output(0, take_block(x, base, out_shape, strides));
+  nn::SliceView v = nn::slice_view(ctx, x);
+  ctx.set_output(0, take_block(x, v.offset, v.shape, v.strides));
 }
 INGOT_CPU_KERNEL(Slice, slice).versions(1);
 

@@ -1,0 +1,32 @@
+// Arguments of the layout ops, resolved the same way for every backend: integer host inputs read
+// as int64, and Slice's starts/ends/axes/steps turned into a strided view of its input.
+#pragma once
+#include <ingot/tensor.h>
+
+#include <string_view>
+#include <vector>
+
+#include "ops/kernel.h"
+
+namespace ingot::nn {
+
+// An integer tensor of any integer dtype as int64 values (exact, unlike item_int's double); `what`
+// names it in errors ("input 1 (starts)").
+std::vector<int64_t> read_ints(const Tensor& t, std::string_view what);
+// A one-element integer tensor.
+int64_t read_scalar_int(const Tensor& t, std::string_view what);
+
+// Slice's result as a view of its (contiguous) input: output shape, the element offset of its
+// first element, and element strides with the steps folded in.
+struct SliceView {
+  Shape shape;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+// Opset < 10: attributes starts/ends/axes; from 10: inputs 1-4 (host inputs).
+SliceView slice_view(const KernelContext& ctx, const Tensor& x);
+// Split's outputs as views of its input, one per output: sizes from the 'split' attribute (opset
+// < 13) or input 1, 'num_outputs' (opset 18), or equal parts.
+std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x);
+
+}  // namespace ingot::nn
