@@ -79,6 +79,36 @@ SliceView slice_view(const KernelContext& ctx, const Tensor& x) {
   return v;
 }
 
+TransposePlan transpose_plan(const KernelContext& ctx, const Tensor& x) {
+  const int64_t r = x.rank();
+  TransposePlan plan;
+  plan.perm.resize(size_t(r));
+  if (ctx.has_attr("perm")) {
+    plan.perm = ctx.attr_ints("perm");
+    if (int64_t(plan.perm.size()) != r) {
+      fail("attribute 'perm': {} has {} entries for an input of rank {}", shape_str(plan.perm), plan.perm.size(), r);
+    }
+    std::vector<bool> seen(size_t(r), false);
+    for (int64_t& p : plan.perm) {
+      p = normalize_axis(p, r, "perm");
+      if (seen[size_t(p)]) fail("attribute 'perm': {} is not a permutation", shape_str(ctx.attr_ints("perm")));
+      seen[size_t(p)] = true;
+    }
+  } else {
+    for (int64_t k = 0; k < r; ++k) plan.perm[size_t(k)] = r - 1 - k;
+  }
+  plan.shape.resize(size_t(r));
+  for (int64_t k = 0; k < r; ++k) plan.shape[size_t(k)] = x.shape()[size_t(plan.perm[size_t(k)])];
+  int64_t last = -1;
+  plan.is_view = true;
+  for (int64_t p : plan.perm) {
+    if (x.shape()[size_t(p)] == 1) continue;
+    plan.is_view = plan.is_view && p > last;
+    last = p;
+  }
+  return plan;
+}
+
 std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x) {
   if (x.rank() == 0) fail("input 0: a scalar cannot be split");
   int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "axis");

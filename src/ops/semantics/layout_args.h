@@ -25,6 +25,15 @@ struct SliceView {
 };
 // Opset < 10: attributes starts/ends/axes; from 10: inputs 1-4 (host inputs).
 SliceView slice_view(const KernelContext& ctx, const Tensor& x);
+// Transpose's permutation (attribute 'perm', default: reversed), validated, and the output shape;
+// `is_view` when only size-1 axes move, which keeps the element order (a reshape, no copy).
+struct TransposePlan {
+  std::vector<int64_t> perm;
+  Shape shape;
+  bool is_view = false;
+};
+TransposePlan transpose_plan(const KernelContext& ctx, const Tensor& x);
+
 // Split's outputs as views of its input, one per output: sizes from the 'split' attribute (opset
 // < 13) or input 1, 'num_outputs' (opset 18), or equal parts.
 std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x);

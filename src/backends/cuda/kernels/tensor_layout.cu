@@ -294,35 +294,10 @@ void output_block(KernelContext& ctx, size_t i, const Tensor& x, int64_t base, c
 
 void transpose(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  int64_t r = x.rank();
-  std::vector<int64_t> perm(static_cast<size_t>(r));
-  if (ctx.has_attr("perm")) {
-    perm = ctx.attr_ints("perm");
-    if (int64_t(perm.size()) != r) {
-      fail("attribute 'perm': {} has {} entries for an input of rank {}", shape_str(perm), perm.size(), r);
-    }
-    std::vector<bool> seen(size_t(r), false);
-    for (int64_t& p : perm) {
-      p = normalize_axis(p, r, "perm");
-      if (seen[size_t(p)]) fail("attribute 'perm': {} is not a permutation", shape_str(ctx.attr_ints("perm")));
-      seen[size_t(p)] = true;
-    }
-  } else {
-    for (int64_t k = 0; k < r; ++k) perm[size_t(k)] = r - 1 - k;
-  }
-  Shape out_shape(static_cast<size_t>(r));
-  for (int64_t k = 0; k < r; ++k) out_shape[size_t(k)] = x.shape()[size_t(perm[size_t(k)])];
-  // Moving only size-1 axes keeps the element order: that is a reshape.
-  int64_t last = -1;
-  bool order_kept = true;
-  for (int64_t p : perm) {
-    if (x.shape()[size_t(p)] == 1) continue;
-    order_kept = order_kept && p > last;
-    last = p;
-  }
-  if (order_kept) return ctx.set_output(0, x.reshape(out_shape));
-  Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
-  transpose_into(x.dtype(), y.raw_data(), x.raw_data(), x.shape(), perm);
+  nn::TransposePlan plan = nn::transpose_plan(ctx, x);
+  if (plan.is_view) return ctx.set_output(0, x.reshape(plan.shape));
+  Tensor& y = ctx.allocate(0, x.dtype(), plan.shape);
+  transpose_into(x.dtype(), y.raw_data(), x.raw_data(), x.shape(), plan.perm);
 }
 
 void concat(KernelContext& ctx) {
