@@ -266,10 +266,7 @@ std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<
   // A host kernel (Loop, Scan, SequenceMap on the CPU) reads its bodies' results as host memory.
   if (device_.type != DeviceType::CPU && caller && caller->device.type == DeviceType::CPU &&
       !caller->kernel->any_device) {
-    for (Value& v : outputs) {
-      Env scratch{nullptr, nullptr, {}, {}};
-      v = *move_input(*plans_.begin()->second, scratch, -1, &v, Device::cpu(), caller->fallback);
-    }
+    for (Value& v : outputs) v = copy_value(v, Device::cpu(), nullptr, -1, caller->fallback, false);
   }
   return outputs;
 }
@@ -347,6 +344,41 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
   return outputs;
 }
 
+// `v` copied to device `want` (tensors already there are shared), counted in the run's stats and
+// recorded by the profiler; `slot` (with its plan's name table) names the value, -1 when it has none.
+Value Executor::copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names,
+                           int slot, bool fallback, bool from_fallback) {
+  auto move = [&](const Tensor& t) {
+    if (t.device() == want) return t;
+    auto bytes = int64_t(t.nbytes());
+    ++stats_.copies;
+    if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
+    auto kind = profiler::detail::CopyKind::DeviceToDevice;
+    if (want.type == DeviceType::CPU) {
+      stats_.device_to_host_bytes += bytes;
+      kind = profiler::detail::CopyKind::DeviceToHost;
+    } else if (t.device().type == DeviceType::CPU) {
+      stats_.host_to_device_bytes += bytes;
+      kind = profiler::detail::CopyKind::HostToDevice;
+    } else {
+      stats_.device_to_device_bytes += bytes;
+    }
+    profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+    if (profiler::enabled()) [[unlikely]]
+      range.begin_copy(true);
+    Tensor copied = t.to(want);
+    if (range.active()) [[unlikely]]
+      range.end_copy(kind, bytes, want.type == DeviceType::CPU ? t.device().index : want.index, slot_names, slot,
+                     fallback, from_fallback);
+    return copied;
+  };
+  if (v.kind == Value::Kind::Tensor) return Value(move(v.tensor));
+  if (v.kind == Value::Kind::None) return v;
+  std::vector<Tensor> items;
+  for (const Tensor& t : v.sequence) items.push_back(move(t));
+  return Value::make_sequence(std::move(items));
+}
+
 // Returns `v` on device `want`, copying it there when needed. A copy of a slot's value is kept in
 // env.moved (and, for weights, in the plan) so that later readers on that device reuse it.
 const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want,
@@ -364,39 +396,8 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Va
   if (slot >= 0 && !env.moved.empty() && on(env.moved[size_t(slot)]) && env.moved[size_t(slot)].kind == v->kind) {
     return &env.moved[size_t(slot)];
   }
-  auto move = [&](const Tensor& t) {
-    if (t.device() == want) return t;
-    auto bytes = int64_t(t.nbytes());
-    ++stats_.copies;
-    bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
-    if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
-    auto kind = profiler::detail::CopyKind::DeviceToDevice;
-    if (want.type == DeviceType::CPU) {
-      stats_.device_to_host_bytes += bytes;
-      kind = profiler::detail::CopyKind::DeviceToHost;
-    } else if (t.device().type == DeviceType::CPU) {
-      stats_.host_to_device_bytes += bytes;
-      kind = profiler::detail::CopyKind::HostToDevice;
-    } else {
-      stats_.device_to_device_bytes += bytes;
-    }
-    profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-    if (profiler::enabled()) [[unlikely]]
-      range.begin_copy(true);
-    Tensor copied = t.to(want);
-    if (range.active()) [[unlikely]]
-      range.end_copy(kind, bytes, want.type == DeviceType::CPU ? t.device().index : want.index, &plan.slot_of, slot,
-                     fallback, from_fallback);
-    return copied;
-  };
-  Value copy;
-  if (v->kind == Value::Kind::Tensor) {
-    copy = Value(move(v->tensor));
-  } else {
-    std::vector<Tensor> items;
-    for (const Tensor& t : v->sequence) items.push_back(move(t));
-    copy = Value::make_sequence(std::move(items));
-  }
+  const bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
+  Value copy = copy_value(*v, want, &plan.slot_of, slot, fallback, from_fallback);
   if (slot < 0) {
     env.outer_copies.push_back(std::move(copy));
     return &env.outer_copies.back();

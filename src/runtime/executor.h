@@ -57,6 +57,8 @@ class Executor final : public SubgraphRunner {
   const Plan& plan_for(const Graph& graph) const;
   std::vector<Value> run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent);
   const Value* move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want, bool fallback);
+  Value copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names, int slot,
+                   bool fallback, bool from_fallback);
 
   std::shared_ptr<const Model> model_;
   Device device_;

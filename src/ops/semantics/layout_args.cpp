@@ -109,6 +109,54 @@ TransposePlan transpose_plan(const KernelContext& ctx, const Tensor& x) {
   return plan;
 }
 
+PadPlan pad_plan(const KernelContext& ctx, const Tensor& x) {
+  const size_t r = size_t(x.rank());
+  PadPlan p;
+  p.mode = ctx.attr_string("mode");
+  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge" && p.mode != "wrap") {
+    fail("attribute 'mode': unknown mode '{}' (constant, reflect, edge or wrap)", p.mode);
+  }
+  if (ctx.opset() < 11) {
+    p.pads = ctx.attr_ints("pads");
+  } else {
+    std::vector<int64_t> given = read_ints(ctx.input(1), "input 1 (pads)");
+    if (ctx.has_input(2)) {
+      const Tensor& value = ctx.input(2);
+      if (value.dtype() != x.dtype() || value.numel() != 1) {
+        fail("input 2 (constant_value): expected one {} element, got {}", dtype_name(x.dtype()), value.describe());
+      }
+    }
+    if (ctx.has_input(3)) {
+      std::vector<int64_t> axes = read_ints(ctx.input(3), "input 3 (axes)");
+      if (given.size() != 2 * axes.size()) {
+        fail("input 1 (pads): {} values for {} axes (expected twice as many)", given.size(), axes.size());
+      }
+      p.pads.assign(2 * r, 0);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        size_t k = size_t(normalize_axis(axes[i], int64_t(r), "axes"));
+        p.pads[k] = given[i];
+        p.pads[k + r] = given[i + axes.size()];
+      }
+    } else {
+      p.pads = std::move(given);
+    }
+  }
+  if (p.pads.size() != 2 * r) fail("pads: {} values for an input of rank {} (expected {})", p.pads.size(), r, 2 * r);
+  p.shape.resize(r);
+  p.inner.resize(r);
+  p.src_begin.resize(r);
+  p.dst_begin.resize(r);
+  for (size_t k = 0; k < r; ++k) {
+    int64_t d = x.shape()[k], before = p.pads[k], after = p.pads[k + r];
+    p.shape[k] = d + before + after;
+    if (p.shape[k] < 0) fail("pads: axis {} of size {} padded by ({}, {}) is negative", k, d, before, after);
+    p.src_begin[k] = std::max<int64_t>(0, -before);
+    p.dst_begin[k] = std::max<int64_t>(0, before);
+    p.inner[k] = std::max<int64_t>(0, d - p.src_begin[k] - std::max<int64_t>(0, -after));
+  }
+  return p;
+}
+
 std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x) {
   if (x.rank() == 0) fail("input 0: a scalar cannot be split");
   int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "axis");

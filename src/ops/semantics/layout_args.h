@@ -34,6 +34,19 @@ struct TransposePlan {
 };
 TransposePlan transpose_plan(const KernelContext& ctx, const Tensor& x);
 
+// Pad's arguments and geometry: the mode (checked), the 2*rank pads (attribute before opset 11;
+// input 1 from 11, placed by the optional axes input 3), and per axis the output size, the part of
+// the input that survives (negative pads crop: `inner` elements from `src_begin`) and where it lands
+// (`dst_begin`). Input 2 (constant_value), when given, is checked to be one element of x's dtype;
+// the backends read it where they need it.
+struct PadPlan {
+  std::string mode;
+  std::vector<int64_t> pads;
+  Shape shape, inner;
+  std::vector<int64_t> src_begin, dst_begin;
+};
+PadPlan pad_plan(const KernelContext& ctx, const Tensor& x);
+
 // Split's outputs as views of its input, one per output: sizes from the 'split' attribute (opset
 // < 13) or input 1, 'num_outputs' (opset 18), or equal parts.
 std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x);

@@ -137,50 +137,21 @@ int64_t border_source(const std::string& mode, int64_t rel, int64_t n) {
 
 void pad(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  size_t r = size_t(x.rank());
-  const std::string& mode = ctx.attr_string("mode");
-  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap") {
-    fail("attribute 'mode': unknown mode '{}' (constant, reflect, edge or wrap)", mode);
-  }
-  std::vector<int64_t> pads;
+  const size_t r = size_t(x.rank());
+  const nn::PadPlan plan = nn::pad_plan(ctx, x);
+  const std::string& mode = plan.mode;
+  const Shape& out_shape = plan.shape;
+  const Shape& inner = plan.inner;
+  const std::vector<int64_t>&src_begin = plan.src_begin, &dst_begin = plan.dst_begin;
   Tensor value;
-  Tensor zero = x.dtype() == DType::String ? Tensor::scalar<std::string>("") : Tensor::zeros(x.dtype(), {});
-  if (ctx.opset() < 11) {
-    pads = ctx.attr_ints("pads");
-    value = x.dtype() == DType::String ? zero : Tensor::scalar<float>(ctx.attr_float("value")).cast(x.dtype());
+  if (ctx.opset() >= 11 && ctx.has_input(2)) {
+    value = ctx.input(2);
+  } else if (x.dtype() == DType::String) {
+    value = Tensor::scalar<std::string>("");
+  } else if (ctx.opset() < 11) {
+    value = Tensor::scalar<float>(ctx.attr_float("value")).cast(x.dtype());
   } else {
-    std::vector<int64_t> given = read_ints(ctx.input(1), "input 1 (pads)");
-    value = ctx.has_input(2) ? ctx.input(2) : zero;
-    if (value.dtype() != x.dtype() || value.numel() != 1) {
-      fail("input 2 (constant_value): expected one {} element, got {}", dtype_name(x.dtype()), value.describe());
-    }
-    if (ctx.has_input(3)) {
-      std::vector<int64_t> axes = read_ints(ctx.input(3), "input 3 (axes)");
-      if (given.size() != 2 * axes.size()) {
-        fail("input 1 (pads): {} values for {} axes (expected twice as many)", given.size(), axes.size());
-      }
-      pads.assign(2 * r, 0);
-      for (size_t i = 0; i < axes.size(); ++i) {
-        size_t k = size_t(normalize_axis(axes[i], int64_t(r), "axes"));
-        pads[k] = given[i];
-        pads[k + r] = given[i + axes.size()];
-      }
-    } else {
-      pads = std::move(given);
-    }
-  }
-  if (pads.size() != 2 * r) fail("pads: {} values for an input of rank {} (expected {})", pads.size(), r, 2 * r);
-
-  // Per axis: the part of the input that survives (negative pads crop) and where it lands.
-  Shape out_shape(r), inner(r);
-  std::vector<int64_t> src_begin(r), dst_begin(r);
-  for (size_t k = 0; k < r; ++k) {
-    int64_t d = x.shape()[k], before = pads[k], after = pads[k + r];
-    out_shape[k] = d + before + after;
-    if (out_shape[k] < 0) fail("pads: axis {} of size {} padded by ({}, {}) is negative", k, d, before, after);
-    src_begin[k] = std::max<int64_t>(0, -before);
-    dst_begin[k] = std::max<int64_t>(0, before);
-    inner[k] = std::max<int64_t>(0, d - src_begin[k] - std::max<int64_t>(0, -after));
+    value = Tensor::zeros(x.dtype(), {});
   }
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   if (y.numel() == 0) return;
