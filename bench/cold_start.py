@@ -3,7 +3,13 @@
 model from its .onnx file and from the .ingot package `ingot convert` makes of it.
 
 Usage: /usr/bin/python3 bench/cold_start.py --ingot build/tools/ingot/ingot [--reps 7] [--threads 2]
-                                            [--cache DIR] [--markdown]
+                                            [--cache DIR] [--markdown] [--json FILE]
+                                            [--spec MODELS.json --inputs DIR]
+
+--spec takes another model list in tests/models/models.json's format, e.g. the one
+bench/torch_models.py export writes beside its ONNX files and inputs (then --cache and --inputs
+are that directory); an entry's optional "convert_args" are passed to `ingot convert`. A model
+whose conversion or run fails is reported (its error in the JSON) and the others still run.
 
 Each model is converted once (timed too), then every variant runs `--reps` times after one untimed
 run that warms the page cache: the numbers are a fresh process with the files in the OS cache (the
@@ -48,10 +54,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the package is converted for it)")
-    ap.add_argument("--inputs", help="inputs made earlier by tests/models/make_inputs.py (GPU machine)")
+    ap.add_argument("--inputs", help="inputs made earlier by tests/models/make_inputs.py (GPU machine), or the "
+                                     "directory of --spec's input files")
+    ap.add_argument("--spec", default=os.path.join(ROOT, "tests/models/models.json"),
+                    help="model list (tests/models/models.json's format; default: the real models)")
+    ap.add_argument("--json", help="also write the results as JSON here")
     args = ap.parse_args()
-    spec = json.load(open(os.path.join(ROOT, "tests/models/models.json")))["models"]
-    rows = []
+    spec = json.load(open(args.spec))["models"]
+    rows, errors = [], []
     with tempfile.TemporaryDirectory() as tmp:
         input_dir = args.inputs or tmp
         if not args.inputs:
@@ -63,21 +73,33 @@ def main():
                 print(f"skip {m['name']}: {m['file']} not in {args.cache}", file=sys.stderr)
                 continue
             pkg = os.path.join(tmp, m["name"] + ".ingot")
-            start = time.perf_counter()
-            subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet", "--device", args.device], check=True,
-                           stdout=subprocess.DEVNULL)
-            convert_ms = (time.perf_counter() - start) * 1000
-            inputs = []
-            for name, file in m["inputs"].items():
-                inputs += ["--input", f"{name}={os.path.join(input_dir, file.replace('{k}', '0'))}"]
-            row = {"model": m["name"], "onnx_mb": os.path.getsize(onnx) / 1e6, "ingot_mb": os.path.getsize(pkg) / 1e6,
-                   "convert_ms": convert_ms}
-            for kind, path in (("onnx", onnx), ("ingot", pkg)):
-                cmd = [args.ingot, "run", path, "--threads", str(args.threads), "--device", args.device] + inputs
-                row[kind + "_ms"], row[kind + "_min_ms"] = timed(cmd, args.reps)
+            try:
+                start = time.perf_counter()
+                subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet", "--device", args.device]
+                               + m.get("convert_args", []), check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+                convert_ms = (time.perf_counter() - start) * 1000
+                inputs = []
+                for name, file in m["inputs"].items():
+                    inputs += ["--input", f"{name}={os.path.join(input_dir, file.replace('{k}', '0'))}"]
+                row = {"model": m["name"], "onnx_mb": os.path.getsize(onnx) / 1e6,
+                       "ingot_mb": os.path.getsize(pkg) / 1e6, "convert_ms": convert_ms}
+                for kind, path in (("onnx", onnx), ("ingot", pkg)):
+                    cmd = [args.ingot, "run", path, "--threads", str(args.threads), "--device", args.device] + inputs
+                    row[kind + "_ms"], row[kind + "_min_ms"] = timed(cmd, args.reps)
+            except subprocess.CalledProcessError as e:
+                tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-3:]
+                errors.append({"model": m["name"], "command": " ".join(e.cmd), "error": " | ".join(tail)})
+                print(f"{m['name']}: failed: {errors[-1]}", file=sys.stderr)
+                continue
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
         baseline, _ = timed([args.ingot, "ops"], args.reps)
+    result = {"rows": rows, "errors": errors, "process_baseline_ms": baseline, "reps": args.reps,
+              "threads": args.threads, "device": args.device}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     if args.markdown:
         print(f"| model | .onnx MB | .ingot MB | convert ms | from .onnx ms | from .ingot ms | speed-up |")
         print("|---|---:|---:|---:|---:|---:|---:|")
@@ -85,8 +107,10 @@ def main():
             print(f"| {r['model']} | {r['onnx_mb']:.1f} | {r['ingot_mb']:.1f} | {r['convert_ms']:.0f} | "
                   f"{r['onnx_ms']:.1f} | {r['ingot_ms']:.1f} | {r['onnx_ms'] / r['ingot_ms']:.2f}x |")
         print(f"\n`ingot ops` (process start, library loading, exit; no model): {baseline:.1f} ms")
+        for e in errors:
+            print(f"\n{e['model']}: failed: `{e['command']}`: {e['error']}")
     else:
-        print(json.dumps({"rows": rows, "process_baseline_ms": baseline, "reps": args.reps, "threads": args.threads}))
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

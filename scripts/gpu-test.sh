@@ -8,7 +8,8 @@
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 profile latency
-#                                     bench memcheck all.
+#                                     bench memcheck all, and torch (only when named: ~8 minutes,
+#                                     bench/compare_torch.sh; needs python3 with torch and torchvision).
 #                                     Logs go to $OUT (or ./gpu-results) when set.
 #
 # The GPU machine needs only the NVIDIA driver, CUDA's cuBLAS and cuDNN 9 (found wherever they are
@@ -142,6 +143,16 @@ run() {
     fi
     summary+=("bench: see bench-gpu.log / bench-torch.log")
   fi
+  if [[ " $what " == *" torch "* ]]; then
+    # Ingot against PyTorch eager / torch.compile on models exported here (nothing from the bundle but
+    # the binary): tables in torch/compare.md; models and packages stay in $dir/torch-work.
+    # TORCH_COLD_REAL=1 adds the real models' cold start (~2.5 min more).
+    local real=()
+    [ "${TORCH_COLD_REAL:-0}" = 1 ] && real=(REAL_MODELS="$dir/data/models" REAL_INPUTS="$dir/data/inputs")
+    env ${real[@]+"${real[@]}"} WORK="$dir/torch-work" bash "$ROOT/bench/compare_torch.sh" "$ingot" "$out/torch" 2>&1 |
+      tee "$out/torch.log" || true
+    summary+=("torch: torch/compare.md (Ingot vs PyTorch eager/compile; cold start)")
+  fi
   if want memcheck; then
     local sanitizer
     sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)"
@@ -163,5 +174,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all torch]" >&2; exit 2 ;;
 esac

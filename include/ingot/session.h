@@ -25,6 +25,13 @@ struct SessionOptions {
   // Let float32 matrix products and convolutions on the GPU use TF32 tensor cores (about 1e-3
   // relative error, several times faster). Process-wide, like `threads`. Off: exact float32.
   bool allow_tf32 = false;
+  // Static plans: from the second run with given input shapes on, intermediate tensors live in one
+  // arena laid out from the first run (liveness-based reuse; Session::memory_plan()).
+  bool memory_plan = true;
+  // On a GPU, capture the second run with given input shapes as a CUDA graph and replay it from then
+  // on (one launch per run), when the run has no CPU fallback and no device-to-host copy. Needs
+  // memory_plan. Per-op profiles see one replay event instead of ops: `ingot profile` turns it off.
+  bool cuda_graphs = true;
 };
 
 // A node that runs on the CPU although the session's device is an accelerator.
@@ -38,7 +45,21 @@ struct TransferStats {
   int64_t copies = 0;
   int64_t fallback_ops = 0;         // fallback node executions
   int64_t fallback_copy_bytes = 0;  // bytes copied because of fallbacks
+  bool graph_replay = false;        // the run replayed a captured CUDA graph
 };
+
+// The static memory plan (and CUDA graph) of the last run's input shapes.
+struct MemoryPlanStats {
+  bool planned = false;        // false until a run with these shapes has been recorded
+  int64_t tensors = 0;         // intermediate tensors placed in the arenas
+  int64_t arena_bytes = 0;     // the arenas' sizes, all devices (the plan's peak)
+  int64_t total_bytes = 0;     // the same tensors without reuse
+  int64_t lower_bound = 0;     // the most bytes alive at one step
+  bool cuda_graph = false;     // runs with these shapes replay a CUDA graph
+  int64_t graph_nodes = 0;     // its device operations
+  std::string why_no_graph;    // on a GPU: why they do not ("" when they do, or not tried yet)
+};
+
 
 struct TensorInfo {
   std::string name;
@@ -72,6 +93,7 @@ class Session {
   std::vector<Fallback> fallbacks() const;
   std::string fallback_summary() const;  // one line, "" when there are none
   TransferStats last_run_stats() const;
+  MemoryPlanStats memory_plan() const;
 
   struct Impl;
 

@@ -80,6 +80,9 @@ class Tensor {
   // Wraps external memory without copying.
   static Tensor wrap(DType dtype, Shape shape, void* data, Device device = Device::cpu(),
                      std::function<void()> release = {});
+  // A tensor over part of an existing storage, starting `byte_offset` bytes in (a memory plan's
+  // arena); throws when it would reach past the storage's end.
+  static Tensor view(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype, Shape shape);
 
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, Shape shape) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/device_graph.h"
 #include "core/dispatch.h"
 #include "core/half_convert.h"
 #include "core/strings.h"
@@ -50,6 +51,15 @@ static std::array<DeviceMemory*, 2>& memory_table() {
 void register_device_memory(DeviceType type, DeviceMemory* memory) { memory_table()[size_t(type)] = memory; }
 
 DeviceMemory* device_memory(DeviceType type) { return memory_table()[size_t(type)]; }
+
+static std::array<DeviceGraphs*, 2>& graphs_table() {
+  static std::array<DeviceGraphs*, 2> table{};
+  return table;
+}
+
+void register_device_graphs(DeviceType type, DeviceGraphs* graphs) { graphs_table()[size_t(type)] = graphs; }
+
+DeviceGraphs* device_graphs(DeviceType type) { return graphs_table()[size_t(type)]; }
 
 static DeviceMemory& memory_for(Device device) {
   DeviceMemory* m = device_memory(device.type);
@@ -125,6 +135,19 @@ Tensor Tensor::reshape(Shape shape) const {
   }
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.offset_ = byte_offset;
+  if (!storage || byte_offset + t.nbytes() > storage->nbytes()) {
+    fail("a view of {} bytes at offset {} does not fit its storage ({} bytes)", t.nbytes(), byte_offset,
+         storage ? storage->nbytes() : 0);
+  }
+  t.storage_ = std::move(storage);
   return t;
 }
 

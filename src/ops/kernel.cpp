@@ -31,7 +31,8 @@ const Tensor& KernelContext::input(size_t i) const {
 
 Tensor& KernelContext::allocate(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) fail("output {} does not exist ({} outputs)", i, outputs_.size());
-  outputs_[i] = Value(Tensor::empty(dtype, std::move(shape), device_));
+  outputs_[i] = Value(allocator_ ? allocator_->allocate(i, dtype, std::move(shape), device_)
+                                 : Tensor::empty(dtype, std::move(shape), device_));
   return outputs_[i].tensor;
 }
 

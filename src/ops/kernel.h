@@ -43,6 +43,14 @@ class SubgraphRunner {
   virtual std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) = 0;
 };
 
+// Where a kernel's outputs are allocated. Without one, KernelContext::allocate makes fresh tensors;
+// the executor's memory plan (runtime/memory_plan.h) puts them in one arena instead.
+class OutputAllocator {
+ public:
+  virtual ~OutputAllocator() = default;
+  virtual Tensor allocate(size_t output, DType dtype, Shape shape, Device device) = 0;
+};
+
 class KernelContext {
  public:
   KernelContext(const OpDef& def, const Attributes& attrs, int opset, std::vector<const Value*> inputs,
@@ -71,6 +79,7 @@ class KernelContext {
   // Outputs.
   size_t num_outputs() const { return outputs_.size(); }
   Tensor& allocate(size_t i, DType dtype, Shape shape);  // on device()
+  void set_output_allocator(OutputAllocator* a) { allocator_ = a; }
   void set_output(size_t i, Tensor t);
   void set_output_value(size_t i, Value v);
 
@@ -108,6 +117,7 @@ class KernelContext {
   SubgraphRunner* subgraphs_;
   std::shared_ptr<void>* state_;
   Device device_;
+  OutputAllocator* allocator_ = nullptr;
 };
 
 using KernelFn = void (*)(KernelContext&);

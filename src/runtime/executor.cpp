@@ -5,9 +5,11 @@
 #include <map>
 #include <set>
 
+#include "core/device_graph.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
 #include "profiler/hooks.h"
+#include "runtime/memory_plan.h"
 
 namespace ingot {
 
@@ -47,6 +49,153 @@ struct Executor::Env {
     if (auto it = plan->slot_of.find(name); it != plan->slot_of.end()) return &slots[size_t(it->second)];
     return parent ? parent->find(name) : nullptr;
   }
+};
+
+// The static plan of one set of input shapes (runtime/memory_plan.h, core/device_graph.h).
+struct Executor::ShapePlan {
+  struct Buffer {
+    int step, output;
+    size_t bytes;
+    Device device;
+    size_t offset = 0;
+  };
+  std::vector<std::tuple<DType, Shape, Device>> key;
+  bool planned = false;
+  std::vector<Buffer> buffers;
+  std::unordered_map<int64_t, int> buffer_of;  // step << 16 | output -> buffers index
+  MemoryPlanStats stats;
+  std::shared_ptr<Storage> host_arena, device_arena;
+  // CUDA graph: decided by the recording run, tried once at the next.
+  bool capturable = false, capture_tried = false;
+  std::unordered_map<int, Value> uploads;  // host-computed values the recording run copied to the device
+  std::vector<Tensor> input_buffers;
+  std::vector<Value> outputs;  // where the graph leaves the outputs
+  Node replay_node;            // names the replays in a profile
+  std::unique_ptr<DeviceGraph> graph;  // last: destroyed before the memory it uses
+
+  static int64_t id(int step, size_t output) { return int64_t(step) << 16 | int64_t(output); }
+};
+
+// Output allocation of the top-level graph's steps during a planned run. Recording (first run of
+// a shape): fresh tensors, noting each buffer, the slots that hold it (views alias their input's
+// buffer) and the last step that reads one of them. Arena: the plan's slices, or a fresh tensor
+// when a request does not fit (data-dependent shapes).
+class Executor::StepAllocator final : public OutputAllocator {
+ public:
+  StepAllocator(ShapePlan& sp, int num_slots, bool recording) : sp_(sp), recording_(recording) {
+    if (recording) slot_buffer_.assign(size_t(num_slots), -1);
+  }
+  void begin_step(int step) { step_ = step; }
+  // The capture starts from the device copies of host-computed values the recording run made
+  // (static for these shapes in a capturable run; see run_planned).
+  void use_uploads() { use_uploads_ = true; }
+  const std::unordered_map<int, Value>& uploads() const {
+    static const std::unordered_map<int, Value> none;
+    return use_uploads_ ? sp_.uploads : none;
+  }
+
+  Tensor allocate(size_t output, DType dtype, Shape shape, Device device) override {
+    if (!recording_) {
+      auto it = sp_.buffer_of.find(ShapePlan::id(step_, output));
+      if (it != sp_.buffer_of.end()) {
+        const ShapePlan::Buffer& b = sp_.buffers[size_t(it->second)];
+        size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+        if (b.device == device && bytes <= b.bytes && dtype != DType::String) {
+          return Tensor::view(device.type == DeviceType::CPU ? sp_.host_arena : sp_.device_arena, b.offset, dtype,
+                              std::move(shape));
+        }
+      }
+      return Tensor::empty(dtype, std::move(shape), device);
+    }
+    Tensor t = Tensor::empty(dtype, std::move(shape), device);
+    if (t.nbytes() > 0 && dtype != DType::String) {
+      for (Rec& r : recs_) {
+        if (r.step == step_ && r.output == int(output)) r.valid = false;  // allocated twice in one step
+      }
+      recs_.push_back({step_, int(output), t.nbytes(), device, t.storage().get(), step_, true});
+      by_storage_[t.storage().get()] = int(recs_.size() - 1);
+    }
+    return t;
+  }
+
+  // After step `step` stored its outputs: the slots now holding a buffer (or a view of one).
+  void after_step(const std::vector<int>& output_slots, const std::vector<Value>& slots) {
+    if (!recording_) return;
+    for (int s : output_slots) {
+      if (s < 0) continue;
+      const Value& v = slots[size_t(s)];
+      if (v.kind == Value::Kind::Tensor) {
+        auto it = by_storage_.find(v.tensor.storage().get());
+        slot_buffer_[size_t(s)] = it == by_storage_.end() ? -1 : it->second;
+      } else if (v.kind == Value::Kind::Sequence) {
+        for (const Tensor& t : v.sequence) {  // escapes into a sequence: not planned
+          if (auto it = by_storage_.find(t.storage().get()); it != by_storage_.end()) recs_[size_t(it->second)].valid = false;
+        }
+      }
+    }
+  }
+  // Slot `s` is dead after step `step`.
+  void freed(int s, int step) {
+    if (!recording_ || slot_buffer_[size_t(s)] < 0) return;
+    Rec& r = recs_[size_t(slot_buffer_[size_t(s)])];
+    r.last = std::max(r.last, step);
+  }
+  // The graph's outputs leave the run: their buffers are not planned.
+  void outputs(const std::vector<int>& output_slots) {
+    if (!recording_) return;
+    for (int s : output_slots) {
+      if (s >= 0 && slot_buffer_[size_t(s)] >= 0) recs_[size_t(slot_buffer_[size_t(s)])].valid = false;
+    }
+  }
+
+  // Lays the recorded buffers out in one arena per device kind.
+  void finish() {
+    sp_.buffers.clear();
+    sp_.buffer_of.clear();
+    MemoryPlanStats& st = sp_.stats;
+    for (DeviceType kind : {DeviceType::CPU, DeviceType::CUDA}) {
+      std::vector<BufferLife> lives;
+      std::vector<const Rec*> recs;
+      for (const Rec& r : recs_) {
+        if (r.valid && r.device.type == kind) {
+          lives.push_back({r.bytes, r.step, r.last});
+          recs.push_back(&r);
+        }
+      }
+      if (lives.empty()) continue;
+      MemoryPlan plan = plan_memory(lives);
+      Device device = recs[0]->device;
+      for (size_t i = 0; i < recs.size(); ++i) {
+        sp_.buffer_of[ShapePlan::id(recs[i]->step, size_t(recs[i]->output))] = int(sp_.buffers.size());
+        sp_.buffers.push_back({recs[i]->step, recs[i]->output, recs[i]->bytes, recs[i]->device, plan.offsets[i]});
+      }
+      (kind == DeviceType::CPU ? sp_.host_arena : sp_.device_arena) =
+          std::make_shared<Storage>(device, plan.arena_bytes, DType::UInt8);
+      st.tensors += int64_t(recs.size());
+      st.arena_bytes += int64_t(plan.arena_bytes);
+      st.total_bytes += int64_t(plan.total_bytes);
+      st.lower_bound += int64_t(plan.lower_bound);
+    }
+    st.planned = true;
+    sp_.planned = true;
+  }
+
+ private:
+  struct Rec {
+    int step, output;
+    size_t bytes;
+    Device device;
+    const Storage* storage;
+    int last;
+    bool valid;
+  };
+  ShapePlan& sp_;
+  bool recording_;
+  bool use_uploads_ = false;
+  int step_ = 0;
+  std::vector<Rec> recs_;
+  std::unordered_map<const Storage*, int> by_storage_;
+  std::vector<int> slot_buffer_;
 };
 
 namespace {
@@ -122,7 +271,8 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
 
 }  // namespace
 
-Executor::Executor(std::shared_ptr<const Model> model, Device device) : model_(std::move(model)), device_(device) {
+Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options)
+    : model_(std::move(model)), device_(device), options_(options) {
   if (device_.type != DeviceType::CPU && !device_memory(device_.type)) {
     fail("device {} is not available: this build of Ingot has no {} backend", device_.str(), backend_name(device_));
   }
@@ -253,10 +403,132 @@ std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::enabled()) [[unlikely]]
     range.begin();
-  std::vector<Value> outputs = run_graph(*model_->graph, inputs, nullptr);
+  ShapePlan* sp = options_.memory_plan ? shape_plan_for(inputs) : nullptr;
+  std::vector<Value> outputs = sp ? run_planned(*sp, inputs) : run_graph(*model_->graph, inputs, nullptr);
   if (range.active()) [[unlikely]]
     range.end_session(model_->name);
   return outputs;
+}
+
+// The plan of these input shapes (made on first sight), or null when the inputs are not all
+// tensors of the declared count.
+Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs) {
+  constexpr size_t kMaxShapePlans = 8;
+  if (inputs.size() != plan_for(*model_->graph).input_slots.size()) return nullptr;
+  std::vector<std::tuple<DType, Shape, Device>> key;
+  for (const Value& v : inputs) {
+    if (v.kind != Value::Kind::Tensor) return nullptr;
+    key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
+  }
+  auto it = std::find_if(shape_plans_.begin(), shape_plans_.end(), [&](const auto& p) { return p->key == key; });
+  if (it == shape_plans_.end()) {
+    if (shape_plans_.size() == kMaxShapePlans) shape_plans_.pop_back();
+    auto sp = std::make_unique<ShapePlan>();
+    sp->key = std::move(key);
+    shape_plans_.insert(shape_plans_.begin(), std::move(sp));
+  } else {
+    std::rotate(shape_plans_.begin(), it, it + 1);  // most recently used first
+  }
+  return shape_plans_.front().get();
+}
+
+std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>& inputs) {
+  const Graph& top = *model_->graph;
+  if (sp.graph) return replay(sp, inputs);
+  if (!sp.planned) {
+    StepAllocator recorder(sp, plan_for(top).num_slots, true);
+    const bool gpu = device_.type != DeviceType::CPU;
+    upload_sink_ = gpu ? &sp.uploads : nullptr;
+    std::vector<Value> outputs;
+    try {
+      outputs = run_graph(top, inputs, nullptr, &recorder);
+    } catch (...) {
+      upload_sink_ = nullptr;
+      throw;
+    }
+    upload_sink_ = nullptr;
+    recorder.finish();
+    // A graph can replay a run that never waits for the device: no CPU fallback, no copy to the host.
+    if (gpu) {
+      if (!options_.cuda_graphs) {
+        sp.stats.why_no_graph = "CUDA graphs are off (SessionOptions::cuda_graphs)";
+      } else if (!device_graphs(device_.type)) {
+        sp.stats.why_no_graph = "this backend cannot capture graphs";
+      } else if (stats_.fallback_ops > 0) {
+        sp.stats.why_no_graph = fmt::format("{} nodes ran on the CPU", stats_.fallback_ops);
+      } else if (stats_.device_to_host_bytes > 0) {
+        sp.stats.why_no_graph = "the run copies device values to the host";
+      } else {
+        sp.capturable = true;
+      }
+    }
+    return outputs;
+  }
+  if (sp.capturable && !sp.capture_tried && !profiler::enabled()) {
+    if (auto outputs = capture(sp, inputs)) return *outputs;
+  }
+  StepAllocator arena(sp, 0, false);
+  return run_graph(top, inputs, nullptr, &arena);
+}
+
+// Captures a run into a CUDA graph and replays it; nullopt (with the reason kept) when the capture
+// fails, in which case nothing of it ran.
+std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::vector<Value>& inputs) {
+  sp.capture_tried = true;
+  std::vector<Value> device_inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    sp.input_buffers.push_back(Tensor::empty(inputs[i].tensor.dtype(), inputs[i].tensor.shape(), device_));
+    device_inputs.emplace_back(sp.input_buffers.back());
+  }
+  DeviceGraphs& graphs = *device_graphs(device_.type);
+  StepAllocator arena(sp, 0, false);
+  arena.use_uploads();
+  std::string why;
+  std::vector<Value> outputs;
+  graphs.begin_capture(device_.index);
+  try {
+    outputs = run_graph(*model_->graph, device_inputs, nullptr, &arena);
+  } catch (const Error& e) {
+    why = e.what();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  std::string end_why;
+  std::unique_ptr<DeviceGraph> graph = graphs.end_capture(device_.index, &end_why);
+  if (!graph || !why.empty()) {
+    sp.stats.why_no_graph = "capture failed: " + (why.empty() ? end_why : why);
+    sp.input_buffers.clear();
+    sp.capturable = false;
+    stats_ = {};
+    return std::nullopt;
+  }
+  sp.graph = std::move(graph);
+  sp.outputs = std::move(outputs);
+  sp.stats.cuda_graph = true;
+  sp.stats.graph_nodes = int64_t(sp.graph->nodes());
+  sp.replay_node.name = fmt::format("CUDA graph of {} ({} device operations)", model_->name, sp.graph->nodes());
+  sp.replay_node.op_type = "CUDAGraphReplay";
+  stats_ = {};
+  return replay(sp, inputs);
+}
+
+std::vector<Value> Executor::replay(ShapePlan& sp, const std::vector<Value>& inputs) {
+  const Plan& plan = plan_for(*model_->graph);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    transfer(inputs[i].tensor, device_, &sp.input_buffers[i], &plan.slot_of, plan.input_slots[i], false, false);
+  }
+  profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+  if (profiler::detail::op_hooks()) [[unlikely]]
+    range.begin_op(sp.replay_node, true);
+  sp.graph->replay();
+  if (range.active()) [[unlikely]]
+    range.end_op(sp.replay_node, backend_name(device_), {}, false);
+  stats_.graph_replay = true;
+  return sp.outputs;
+}
+
+MemoryPlanStats Executor::memory_plan() const {
+  return shape_plans_.empty() ? MemoryPlanStats{} : shape_plans_.front()->stats;
 }
 
 std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) {
@@ -271,7 +543,8 @@ std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<
   return outputs;
 }
 
-std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent) {
+std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
+                                      StepAllocator* alloc) {
   const Plan& plan = plan_for(graph);
   if (inputs.size() != plan.input_slots.size()) {
     fail("graph '{}' takes {} inputs, {} given", graph.name, plan.input_slots.size(), inputs.size());
@@ -283,12 +556,16 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
   }
   for (const auto& [slot, t] : plan.initializers) env.slots[size_t(slot)] = Value(t);
   for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
+  if (alloc) {
+    for (const auto& [slot, v] : alloc->uploads()) env.moved[size_t(slot)] = v;
+  }
   for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
 
   const Env* saved_env = current_env_;
   std::vector<const Value*> in_values;
   std::vector<Value> out_values;
-  for (const auto& step : plan.steps) {
+  for (size_t index = 0; index < plan.steps.size(); ++index) {
+    const Plan::Step& step = plan.steps[index];
     const Node& node = *step.node;
     try {
       in_values.clear();
@@ -312,6 +589,10 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       current_step_ = &step;
       if (step.fallback) ++stats_.fallback_ops;
       KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state, step.device);
+      if (alloc) {
+        alloc->begin_step(int(index));
+        ctx.set_output_allocator(alloc);
+      }
       profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
       if (profiler::detail::op_hooks()) [[unlikely]]
         range.begin_op(node, step.device.type != DeviceType::CPU);
@@ -329,11 +610,14 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       env.slots[size_t(step.output_slots[i])] = std::move(out_values[i]);
       if (step.fallback) env.from_fallback[size_t(step.output_slots[i])] = true;
     }
+    if (alloc) alloc->after_step(step.output_slots, env.slots);
     for (int s : step.free_after) {
+      if (alloc) alloc->freed(s, int(index));
       env.slots[size_t(s)] = Value();
       if (!env.moved.empty()) env.moved[size_t(s)] = Value();
     }
   }
+  if (alloc) alloc->outputs(plan.output_slots);
   std::vector<Value> outputs;
   for (size_t i = 0; i < plan.output_slots.size(); ++i) {
     int s = plan.output_slots[i];
@@ -348,35 +632,45 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
 // recorded by the profiler; `slot` (with its plan's name table) names the value, -1 when it has none.
 Value Executor::copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names,
                            int slot, bool fallback, bool from_fallback) {
-  auto move = [&](const Tensor& t) {
-    if (t.device() == want) return t;
-    auto bytes = int64_t(t.nbytes());
-    ++stats_.copies;
-    if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
-    auto kind = profiler::detail::CopyKind::DeviceToDevice;
-    if (want.type == DeviceType::CPU) {
-      stats_.device_to_host_bytes += bytes;
-      kind = profiler::detail::CopyKind::DeviceToHost;
-    } else if (t.device().type == DeviceType::CPU) {
-      stats_.host_to_device_bytes += bytes;
-      kind = profiler::detail::CopyKind::HostToDevice;
-    } else {
-      stats_.device_to_device_bytes += bytes;
-    }
-    profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-    if (profiler::enabled()) [[unlikely]]
-      range.begin_copy(true);
-    Tensor copied = t.to(want);
-    if (range.active()) [[unlikely]]
-      range.end_copy(kind, bytes, want.type == DeviceType::CPU ? t.device().index : want.index, slot_names, slot,
-                     fallback, from_fallback);
-    return copied;
-  };
+  auto move = [&](const Tensor& t) { return transfer(t, want, nullptr, slot_names, slot, fallback, from_fallback); };
   if (v.kind == Value::Kind::Tensor) return Value(move(v.tensor));
   if (v.kind == Value::Kind::None) return v;
   std::vector<Tensor> items;
   for (const Tensor& t : v.sequence) items.push_back(move(t));
   return Value::make_sequence(std::move(items));
+}
+
+Tensor Executor::transfer(const Tensor& t, Device want, const Tensor* into,
+                          const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback,
+                          bool from_fallback) {
+  if (t.device() == want && !into) return t;
+  auto bytes = int64_t(t.nbytes());
+  ++stats_.copies;
+  if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
+  auto kind = profiler::detail::CopyKind::DeviceToDevice;
+  if (want.type == DeviceType::CPU && t.device().type != DeviceType::CPU) {
+    stats_.device_to_host_bytes += bytes;
+    kind = profiler::detail::CopyKind::DeviceToHost;
+  } else if (t.device().type == DeviceType::CPU && want.type != DeviceType::CPU) {
+    stats_.host_to_device_bytes += bytes;
+    kind = profiler::detail::CopyKind::HostToDevice;
+  } else {
+    stats_.device_to_device_bytes += bytes;
+  }
+  profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+  if (profiler::enabled()) [[unlikely]]
+    range.begin_copy(true);
+  Tensor copied;
+  if (into) {
+    copy_tensor(t, *into);
+    copied = *into;
+  } else {
+    copied = t.to(want);
+  }
+  if (range.active()) [[unlikely]]
+    range.end_copy(kind, bytes, want.type == DeviceType::CPU ? t.device().index : want.index, slot_names, slot,
+                   fallback, from_fallback);
+  return copied;
 }
 
 // Returns `v` on device `want`, copying it there when needed. A copy of a slot's value is kept in
@@ -405,6 +699,12 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Va
   bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
                             [&](const auto& init) { return init.first == slot; });
   if (weight && want.type != DeviceType::CPU) plan.uploaded[slot] = copy.tensor;
+  // Recording a shape plan: a host-computed value of the top-level graph (shape arithmetic) copied
+  // to the device is kept for the capture, which must make no host copy.
+  if (upload_sink_ && !weight && !env.parent && want.type != DeviceType::CPU &&
+      std::find(plan.input_slots.begin(), plan.input_slots.end(), slot) == plan.input_slots.end()) {
+    (*upload_sink_)[slot] = copy;
+  }
   env.moved[size_t(slot)] = std::move(copy);
   return &env.moved[size_t(slot)];
 }

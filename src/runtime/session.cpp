@@ -80,7 +80,8 @@ Session Session::load(const std::string& path, SessionOptions options) {
     to_half_precision(*impl->model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
     verify(*impl->model);
   }
-  impl->executor = std::make_unique<Executor>(impl->model, options.device);
+  impl->executor =
+      std::make_unique<Executor>(impl->model, options.device, ExecutorOptions{options.memory_plan, options.cuda_graphs});
   if (options.report_fallbacks) {
     if (std::string s = impl->executor->fallback_summary(); !s.empty()) {
       fmt::print(stderr, "ingot: model '{}': {}\n", impl->model->name, s);
@@ -155,8 +156,10 @@ std::string Session::fallback_summary() const { return impl_->executor->fallback
 
 TransferStats Session::last_run_stats() const {
   const RunStats& r = impl_->executor->run_stats();
-  return {r.host_to_device_bytes, r.device_to_host_bytes, r.device_to_device_bytes,
-          r.copies,               r.fallback_ops,         r.fallback_copy_bytes};
+  return {r.host_to_device_bytes, r.device_to_host_bytes, r.device_to_device_bytes, r.copies,
+          r.fallback_ops,         r.fallback_copy_bytes,  r.graph_replay};
 }
+
+MemoryPlanStats Session::memory_plan() const { return impl_->executor->memory_plan(); }
 
 }  // namespace ingot

@@ -25,19 +25,7 @@ onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64
 
 std::string save(const onnx::ModelProto& m, const std::string& file) { return ingot::testing::save_model(m, file); }
 
-void add_random_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims,
-                            std::mt19937& rng) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
-}
+using ingot::testing::add_random_initializer;
 
 void set_ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
   auto* a = n.add_attribute();

@@ -23,27 +23,8 @@ onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64
   return ingot::testing::static_tensor_info(name, onnx::TensorProto::FLOAT, dims);
 }
 
-void add_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims, std::mt19937& rng,
-                     float lo = -1.0f, float hi = 1.0f) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
-}
-
-void add_int64_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& values) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(int64_t(values.size()));
-  for (int64_t v : values) t->add_int64_data(v);
-}
+using ingot::testing::add_int64_initializer;
+using ingot::testing::add_random_initializer;
 
 void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
   auto* a = n.add_attribute();
@@ -125,8 +106,8 @@ std::string constant_model() {
   onnx::GraphProto g;
   g.set_name("constants");
   *g.add_input() = float_info("x", {2, 3});
-  add_initializer(g, "c1", {3}, rng);
-  add_initializer(g, "c2", {3}, rng);
+  add_random_initializer(g, "c1", {3}, rng);
+  add_random_initializer(g, "c2", {3}, rng);
   *g.add_node() = make_node("Add", {"c1", "c2"}, {"s"});
   *g.add_node() = make_node("Mul", {"s", "c2"}, {"t"});
   onnx::NodeProto k = make_node("Constant", {}, {"k"});
@@ -175,8 +156,8 @@ TEST(DeadCode, RemovesUnreadNodesAndInitializers) {
   onnx::GraphProto g;
   g.set_name("dead");
   *g.add_input() = float_info("x", {4});
-  add_initializer(g, "unused", {4}, rng);
-  add_initializer(g, "w", {4}, rng);
+  add_random_initializer(g, "unused", {4}, rng);
+  add_random_initializer(g, "w", {4}, rng);
   *g.add_node() = make_node("Neg", {"x"}, {"a"});
   *g.add_node() = make_node("Exp", {"a"}, {"b"});  // a chain nobody reads
   *g.add_node() = make_node("Mul", {"x", "w"}, {"y"});
@@ -244,16 +225,16 @@ std::string conv_bn_model(bool bias, bool conv_output_exposed = false) {
   onnx::GraphProto g;
   g.set_name("conv_bn");
   *g.add_input() = float_info("x", {1, 3, 8, 8});
-  add_initializer(g, "w", {4, 3, 3, 3}, rng);
+  add_random_initializer(g, "w", {4, 3, 3, 3}, rng);
   std::vector<std::string> conv_in{"x", "w"};
   if (bias) {
-    add_initializer(g, "b", {4}, rng);
+    add_random_initializer(g, "b", {4}, rng);
     conv_in.push_back("b");
   }
-  add_initializer(g, "scale", {4}, rng, 0.5f, 2.0f);
-  add_initializer(g, "shift", {4}, rng);
-  add_initializer(g, "mean", {4}, rng);
-  add_initializer(g, "var", {4}, rng, 0.1f, 3.0f);
+  add_random_initializer(g, "scale", {4}, rng, 0.5f, 2.0f);
+  add_random_initializer(g, "shift", {4}, rng);
+  add_random_initializer(g, "mean", {4}, rng);
+  add_random_initializer(g, "var", {4}, rng, 0.1f, 3.0f);
   onnx::NodeProto conv = make_node("Conv", conv_in, {"c"});
   set_ints(conv, "kernel_shape", {3, 3});
   set_ints(conv, "pads", {1, 1, 1, 1});
@@ -305,11 +286,11 @@ std::string matmul_model() {
   g.set_name("matmuls");
   *g.add_input() = float_info("x", {2, 5, 8});
   *g.add_input() = float_info("x2", {4, 8});
-  add_initializer(g, "w", {8, 6}, rng);
-  add_initializer(g, "b", {6}, rng);
-  add_initializer(g, "w2", {6, 8}, rng);
-  add_initializer(g, "c", {6}, rng);
-  add_initializer(g, "m", {5, 6}, rng);
+  add_random_initializer(g, "w", {8, 6}, rng);
+  add_random_initializer(g, "b", {6}, rng);
+  add_random_initializer(g, "w2", {6, 8}, rng);
+  add_random_initializer(g, "c", {6}, rng);
+  add_random_initializer(g, "m", {5, 6}, rng);
   *g.add_node() = make_node("MatMul", {"x", "w"}, {"p"});
   *g.add_node() = make_node("Add", {"b", "p"}, {"pb"});
   *g.add_node() = make_node("Relu", {"pb"}, {"y"});

@@ -154,11 +154,12 @@ TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
     share += s.share;
   }
   EXPECT_NEAR(share, 1.0, 1e-9);
-  // Each run allocates at least its three 24-byte results; everything freed was allocated here.
-  EXPECT_GE(t.summary.alloc_count, 3 * runs);
-  EXPECT_GE(t.summary.alloc_bytes, 3 * runs * 24);
+  // Each run allocates its 24-byte result (s and r live in the arena the warm-up run planned);
+  // everything freed was allocated here.
+  EXPECT_GE(t.summary.alloc_count, runs);
+  EXPECT_GE(t.summary.alloc_bytes, runs * 24);
   EXPECT_LE(t.summary.freed_bytes, t.summary.alloc_bytes);
-  EXPECT_GE(t.summary.peak_live_bytes, 2 * 24);  // s and r are alive while mul runs
+  EXPECT_GE(t.summary.peak_live_bytes, 24);
   std::string table = t.summary_table();
   EXPECT_NE(table.find("Relu"), std::string::npos);
   EXPECT_NE(table.find("peak live"), std::string::npos);

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,30 @@ inline onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
   op->set_version(opset);
   *m.mutable_graph() = std::move(graph);
   return m;
+}
+
+// A float initializer of uniform random values in [lo, hi).
+inline void add_random_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims,
+                                   std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
+}
+
+// A 1-D int64 initializer.
+inline void add_int64_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& values) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(int64_t(values.size()));
+  for (int64_t v : values) t->add_int64_data(v);
 }
 
 // Writes the model into temp_dir() and returns its path.

@@ -53,6 +53,7 @@ Runner add_bench_command(CLI::App& app) {
     std::string model, device = "cpu", json;
     std::vector<std::string> inputs;
     int threads = 0, batch = 1, warmup = 5, iterations = 50;
+    bool no_cuda_graphs = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "Model file (.onnx or .ingot)")->required();
@@ -64,6 +65,7 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", o->iterations, "Timed runs")->check(CLI::PositiveNumber);
   app.add_option("--json", o->json, "Also write the results as JSON here");
+  app.add_flag("--no-cuda-graphs", o->no_cuda_graphs, "On a GPU, run op by op instead of replaying a CUDA graph");
   return [o] {
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t) {
@@ -72,6 +74,7 @@ Runner add_bench_command(CLI::App& app) {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.cuda_graphs = !o->no_cuda_graphs;
     auto load_start = Clock::now();
     Session session = Session::load(o->model, options);
     double load_ms = ms_since(load_start);
@@ -107,6 +110,17 @@ Runner add_bench_command(CLI::App& app) {
     std::cout << fmt::format("latency ({} iterations, {} warmup): median {:.3f} ms  p90 {:.3f} ms  min {:.3f} ms\n",
                              o->iterations, o->warmup, median, p90, min);
     std::cout << fmt::format("throughput: {:.1f} samples/s (batch {} / median)\n", throughput, o->batch);
+    const MemoryPlanStats plan = session.memory_plan();
+    if (plan.planned) {
+      std::cout << fmt::format("memory plan: {} intermediate tensors in {:.2f} MiB of arena ({:.2f} MiB without reuse, "
+                               "lower bound {:.2f} MiB)\n",
+                               plan.tensors, double(plan.arena_bytes) / 1048576.0, double(plan.total_bytes) / 1048576.0,
+                               double(plan.lower_bound) / 1048576.0);
+    }
+    if (session.device().type != DeviceType::CPU) {
+      std::cout << (plan.cuda_graph ? fmt::format("CUDA graph: replayed ({} device operations)\n", plan.graph_nodes)
+                                    : fmt::format("CUDA graph: none ({})\n", plan.why_no_graph));
+    }
     if (!o->json.empty()) {
       nlohmann::json j = {{"model", session.model_name()},
                           {"median_ms", median},
@@ -118,7 +132,9 @@ Runner add_bench_command(CLI::App& app) {
                           {"batch", o->batch},
                           {"iterations", o->iterations},
                           {"warmup", o->warmup},
-                          {"load_ms", load_ms}};
+                          {"load_ms", load_ms},
+                          {"arena_bytes", plan.arena_bytes},
+                          {"cuda_graph", plan.cuda_graph}};
       std::ofstream out(o->json);
       if (!out) fail("cannot write '{}'", o->json);
       out << j.dump(2) << "\n";

@@ -47,6 +47,7 @@ Runner add_profile_command(CLI::App& app) {
     std::string model, device = "cpu", precision = "fp32", trace, html;
     std::vector<std::string> inputs;
     int runs = 10, warmup = 2, threads = 0, top = 20;
+    bool cuda_graphs = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "Model file (.onnx)")->required();
@@ -60,11 +61,14 @@ Runner add_profile_command(CLI::App& app) {
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_flag("--cuda-graphs", o->cuda_graphs,
+               "On a GPU, profile CUDA graph replays (one event per run) instead of op by op");
   app.add_option("--top", o->top, "Op types shown in the summary")->check(CLI::PositiveNumber);
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.cuda_graphs = o->cuda_graphs;
     options.precision = o->precision == "fp16"   ? Precision::FP16
                         : o->precision == "bf16" ? Precision::BF16
                                                  : Precision::FP32;

@@ -74,7 +74,7 @@ Runner add_run_command(CLI::App& app) {
   struct Options {
     std::string model, device = "cpu", precision = "fp32", output_dir, profile;
     std::vector<std::string> inputs;
-    int threads = 0;
+    int threads = 0, repeat = 1;
     bool tf32 = false;
   };
   auto o = std::make_shared<Options>();
@@ -88,6 +88,10 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--profile", o->profile, "Write a Chrome/Perfetto trace (JSON) of the run here");
   app.add_flag("--tf32", o->tf32, "Let float32 matrix products and convolutions on the GPU use TF32");
+  app.add_option("--repeat", o->repeat,
+                 "Run N times, keeping the last run's outputs; the earlier runs get float32 inputs halved, so the "
+                 "last proves that a planned or replayed run reads its own inputs")
+      ->check(CLI::PositiveNumber);
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
@@ -101,6 +105,15 @@ Runner add_run_command(CLI::App& app) {
     for (const auto& in : session.inputs()) names.push_back(in.name);
     auto feeds = load_inputs(o->inputs, names);
     std::vector<Tensor> outputs;
+    if (o->repeat > 1) {
+      auto other = feeds;
+      for (auto& [name, t] : other) {
+        if (t.dtype() != DType::Float32) continue;
+        t = t.clone();
+        for (float& v : t.span<float>()) v *= 0.5f;
+      }
+      for (int i = 1; i < o->repeat; ++i) session.run(other);
+    }
     if (o->profile.empty()) {
       outputs = session.run(feeds);
     } else {

@@ -2,6 +2,8 @@
 
 #include <ingot/tensor.h>
 
+#include "core/device_graph.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -57,23 +59,39 @@ struct DeviceState {
   size_t pinned_half = 0;
   std::array<cudaEvent_t, 2> pinned_done{};
   int next_half = 0;
+  bool capturing = false;  // a CUDA graph capture is on (core/device_graph.h)
 };
 
+// Blocks belong to the shared cache (pool 0) or to a CUDA graph's pool (core/device_graph.h): a
+// capture takes every block it allocates or frees into its pool, reuses them only within itself,
+// and gives them back when its graph is destroyed.
 struct Allocator {
+  struct Block {
+    size_t size;
+    int pool;
+  };
+  struct Pool {
+    std::map<size_t, std::vector<void*>> free;
+  };
   std::mutex mu;
   std::array<std::map<size_t, std::vector<void*>>, kMaxDevices> cached;
-  std::array<std::unordered_map<void*, size_t>, kMaxDevices> live;
+  std::array<std::unordered_map<void*, Block>, kMaxDevices> live;
+  std::unordered_map<int, Pool> pools;
+  std::array<int, kMaxDevices> capturing{};  // the pool of the capture on each device, 0: none
+  int next_pool = 1;
+  // Workspaces replaced while graphs exist: a graph may still use them, so they are kept until
+  // the last graph is gone.
+  std::array<std::vector<void*>, kMaxDevices> retired;
   MemoryStats stats;
 
   void* allocate(size_t nbytes, int device) {
     size_t n = size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu);
-    auto& bucket = cached[size_t(device)][n];
+    int pool = capturing[size_t(device)];
     void* p = nullptr;
-    if (!bucket.empty()) {
-      p = bucket.back();
-      bucket.pop_back();
-    } else {
+    if (pool) p = take(pools[pool].free[n]);
+    if (!p) p = take(cached[size_t(device)][n]);
+    if (!p) {
       INGOT_CUDA_CHECK(cudaSetDevice(device));
       cudaError_t err = cudaMalloc(&p, n);
       if (err == cudaErrorMemoryAllocation) {
@@ -93,7 +111,7 @@ struct Allocator {
       stats.reserved += n;
       ++stats.cuda_mallocs;
     }
-    live[size_t(device)][p] = n;
+    live[size_t(device)][p] = {n, pool};
     stats.allocated += n;
     stats.peak_allocated = std::max(stats.peak_allocated, stats.allocated);
     return p;
@@ -104,9 +122,69 @@ struct Allocator {
     auto& l = live[size_t(device)];
     auto it = l.find(p);
     if (it == l.end()) return;  // not ours (cannot happen for Storage-owned memory)
-    stats.allocated -= it->second;
-    cached[size_t(device)][it->second].push_back(p);
+    auto [n, pool] = it->second;
+    stats.allocated -= n;
     l.erase(it);
+    if (!pool) pool = capturing[size_t(device)];  // freed while capturing: the graph may use it
+    if (auto pit = pools.find(pool); pool && pit != pools.end()) {
+      pit->second.free[n].push_back(p);
+    } else {
+      cached[size_t(device)][n].push_back(p);
+    }
+  }
+
+  int begin_pool(int device) {
+    std::lock_guard<std::mutex> lock(mu);
+    int id = next_pool++;
+    pools[id];
+    capturing[size_t(device)] = id;
+    return id;
+  }
+  void end_capture(int device) {
+    std::lock_guard<std::mutex> lock(mu);
+    capturing[size_t(device)] = 0;
+  }
+  // The graph of pool `id` is gone: its free blocks go back to the cache, its live ones when freed.
+  void release_pool(int id, int device) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = pools.find(id);
+    if (it == pools.end()) return;
+    for (auto& [n, blocks] : it->second.free) {
+      auto& bucket = cached[size_t(device)][n];
+      bucket.insert(bucket.end(), blocks.begin(), blocks.end());
+    }
+    pools.erase(it);
+    for (auto& [p, b] : live[size_t(device)]) {
+      if (b.pool == id) b.pool = 0;
+    }
+    if (!pools.empty()) return;
+    for (size_t d = 0; d < retired.size(); ++d) {
+      for (void* p : retired[d]) {
+        size_t n = live[d].at(p).size;
+        stats.allocated -= n;
+        live[d].erase(p);
+        cached[d][n].push_back(p);
+      }
+      retired[d].clear();
+    }
+  }
+  // A workspace being replaced: freed now, or kept while a graph may still use it.
+  void retire_workspace(void* p, int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!pools.empty()) {
+        retired[size_t(device)].push_back(p);
+        return;
+      }
+    }
+    deallocate(p, device);
+  }
+
+  static void* take(std::vector<void*>& bucket) {
+    if (bucket.empty()) return nullptr;
+    void* p = bucket.back();
+    bucket.pop_back();
+    return p;
   }
 
   // Caller holds mu.
@@ -154,6 +232,10 @@ DeviceState& current() { return state(current_device()); }
 // Host<->device copy through the pinned staging halves.
 void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int device) {
   DeviceState& s = state(device);
+  if (s.capturing) {
+    fail("a copy between host and cuda:{} was asked for while capturing a CUDA graph (it cannot be replayed)",
+         device);
+  }
   if (!s.pinned) {
     s.pinned_half = size_t(16) << 20;
     INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.pinned), 2 * s.pinned_half, cudaHostAllocDefault));
@@ -214,14 +296,77 @@ class CudaMemory final : public DeviceMemory {
   }
   bool available(int device_index) override { return device_index >= 0 && device_index < device_count(); }
   void synchronize(int device_index) override {
+    if (state(device_index).capturing) {
+      fail("something waited for cuda:{} while a CUDA graph was being captured (it cannot be replayed)",
+           device_index);
+    }
     INGOT_CUDA_CHECK(cudaSetDevice(device_index));
     INGOT_CUDA_CHECK(cudaStreamSynchronize(state(device_index).stream));
   }
 };
 
+class CudaGraph final : public DeviceGraph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, size_t nodes, int pool, int device)
+      : exec_(exec), nodes_(nodes), pool_(pool), device_(device) {}
+  ~CudaGraph() override {
+    cudaGraphExecDestroy(exec_);
+    allocator().release_pool(pool_, device_);
+  }
+  void replay() override {
+    INGOT_CUDA_CHECK(cudaSetDevice(device_));
+    INGOT_CUDA_CHECK(cudaGraphLaunch(exec_, state(device_).stream));
+  }
+  size_t nodes() const override { return nodes_; }
+
+ private:
+  cudaGraphExec_t exec_;
+  size_t nodes_;
+  int pool_, device_;
+};
+
+class CudaGraphs final : public DeviceGraphs {
+ public:
+  void begin_capture(int device) override {
+    DeviceState& s = state(device);
+    if (s.capturing) fail("a CUDA graph capture is already on for cuda:{}", device);
+    INGOT_CUDA_CHECK(cudaSetDevice(device));
+    // Relaxed: library calls inside the capture (cuDNN, cuBLASLt) may query or allocate.
+    INGOT_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeRelaxed));
+    s.capturing = true;
+    pool_[size_t(device)] = allocator().begin_pool(device);
+  }
+  std::unique_ptr<DeviceGraph> end_capture(int device, std::string* why) override {
+    DeviceState& s = state(device);
+    if (!s.capturing) fail("no CUDA graph capture is on for cuda:{}", device);
+    s.capturing = false;
+    allocator().end_capture(device);
+    int pool = pool_[size_t(device)];
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamEndCapture(s.stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    size_t nodes = 0;
+    if (err == cudaSuccess) err = cudaGraphGetNodes(graph, nullptr, &nodes);
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (why) *why = cudaGetErrorString(err);
+      allocator().release_pool(pool, device);
+      return nullptr;
+    }
+    return std::make_unique<CudaGraph>(exec, nodes, pool, device);
+  }
+
+ private:
+  std::array<int, kMaxDevices> pool_{};
+};
+
 const bool g_registered = [] {
   static CudaMemory memory;
   register_device_memory(DeviceType::CUDA, &memory);
+  static CudaGraphs graphs;
+  register_device_graphs(DeviceType::CUDA, &graphs);
   return true;
 }();
 
@@ -257,7 +402,11 @@ int sm_count(int device) {
 
 cudaStream_t stream() { return current().stream; }
 
-void synchronize() { INGOT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+void synchronize() {
+  DeviceState& s = current();
+  if (s.capturing) fail("a kernel waited for the GPU while a CUDA graph was being captured (it cannot be replayed)");
+  INGOT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+}
 
 cublasLtHandle_t cublaslt() {
   DeviceState& s = current();
@@ -278,7 +427,7 @@ void* workspace(size_t nbytes) {
   DeviceState& s = current();
   if (nbytes > s.workspace_bytes) {
     int device = current_device();
-    if (s.workspace) allocator().deallocate(s.workspace, device);  // stream-ordered reuse
+    if (s.workspace) allocator().retire_workspace(s.workspace, device);  // stream-ordered reuse
     s.workspace = allocator().allocate(nbytes, device);
     s.workspace_bytes = nbytes;
   }

@@ -27,6 +27,23 @@ Tensor upload_bytes(const std::vector<uint8_t>& bytes, Device device) {
   return host.to(device);
 }
 
+// Resize's tables depend only on shapes and attributes: uploaded once per node and input shape and
+// kept with the node, so a steady run (and a captured CUDA graph, which keeps using them) makes no
+// host copy for them. Entries are never dropped while the node lives: a graph may point at them.
+struct TableCache {
+  std::vector<std::pair<std::vector<uint8_t>, Tensor>> entries;
+};
+Tensor upload_cached(KernelContext& ctx, std::vector<uint8_t>&& bytes) {
+  constexpr size_t kMaxEntries = 16;  // beyond: many shapes; upload per call
+  TableCache& c = ctx.state<TableCache>();
+  for (const auto& [host, dev] : c.entries) {
+    if (host == bytes && dev.device() == ctx.device()) return dev;
+  }
+  Tensor dev = upload_bytes(bytes, ctx.device());
+  if (c.entries.size() < kMaxEntries) c.entries.emplace_back(std::move(bytes), dev);
+  return dev;
+}
+
 // Appends a vector to a byte buffer at an 8-byte aligned offset; returns the offset.
 template <class V>
 size_t pack(std::vector<uint8_t>& bytes, const std::vector<V>& values) {
@@ -112,8 +129,8 @@ U fill_bits(DType dt, double value) {
   return bits;
 }
 
-void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, const Tensor& x, Tensor& y,
-                    Device device) {
+void gather_nearest(KernelContext& ctx, const ResizeParams& p, const std::vector<AxisTaps>& taps, const Tensor& x,
+                    Tensor& y) {
   const size_t rank = size_t(x.rank());
   GatherArgs g;
   g.rank = int(rank);
@@ -129,7 +146,7 @@ void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, co
   }
   std::vector<uint8_t> bytes;
   pack(bytes, tables);
-  const Tensor dev = upload_bytes(bytes, device);
+  const Tensor dev = upload_cached(ctx, std::move(bytes));
   const int64_t* tp = ptr<const int64_t>(dev);
   const int64_t n = y.numel();
   dispatch_by_size(x.dtype(), [&]<class U>() {
@@ -144,8 +161,9 @@ void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, co
 }
 
 template <class T>
-void interpolate(const ResizeParams& p, const std::vector<AxisTaps>& taps, const Tensor& x, Tensor& y,
-                 Device device) {
+void interpolate(KernelContext& ctx, const ResizeParams& p, const std::vector<AxisTaps>& taps, const Tensor& x,
+                 Tensor& y) {
+  const Device device = ctx.device();
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const DType adt = std::is_same_v<A, double> ? DType::Float64 : DType::Float32;
   const size_t rank = size_t(x.rank());
@@ -175,7 +193,7 @@ void interpolate(const ResizeParams& p, const std::vector<AxisTaps>& taps, const
     o.outside = pack(bytes, t.outside);
     offsets.push_back(o);
   }
-  const Tensor dev = upload_bytes(bytes, device);
+  const Tensor dev = upload_cached(ctx, std::move(bytes));
   const uint8_t* base = ptr<const uint8_t>(dev);
 
   Shape shape = x.shape();
@@ -226,12 +244,12 @@ void run_resize(KernelContext& ctx, ResizeParams& p) {
   std::vector<AxisTaps> taps;
   for (size_t d = 0; d < rank; ++d) taps.push_back(axis_taps(p, d, x.dim(int64_t(d))));
   if (p.mode == Mode::Nearest) {
-    gather_nearest(p, taps, x, y, ctx.device());
+    gather_nearest(ctx, p, taps, x, y);
   } else {
     if (x.dtype() == DType::Bool || x.dtype() == DType::String)
       fail("input 0 (X): linear and cubic modes need a numeric input, got {} (use mode 'nearest')",
            dtype_name(x.dtype()));
-    dispatch_device<INGOT_CUDA_NUMERIC_TYPES>(x.dtype(), [&]<class T>() { interpolate<T>(p, taps, x, y, ctx.device()); });
+    dispatch_device<INGOT_CUDA_NUMERIC_TYPES>(x.dtype(), [&]<class T>() { interpolate<T>(ctx, p, taps, x, y); });
   }
 }
 

@@ -1,0 +1,162 @@
+// CUDA graphs and the static memory plan on the GPU: the second run with given input shapes is
+// captured and later runs replay it; every run matches the CPU session (itself checked against
+// ONNX's references), on new inputs and after a shape change; runs that cannot be replayed (a CPU
+// fallback) are not captured and say why; a profile shows the replays.
+#include <ingot/profiler.h>
+#include <ingot/session.h>
+#include <stdlib.h>
+
+#include "../unit/test_util.h"
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+using ingot::testing::add_int64_initializer;
+using ingot::testing::add_random_initializer;
+using ingot::testing::make_node;
+using ingot::testing::tensor_info;
+
+// x[N,3,8,8] -> Conv(3x3, pad 1) -> Relu -> Resize(x2, linear) -> ReduceMean(H,W) -> MatMul -> y[N,5]:
+// cuDNN, Ingot's kernels with uploaded tables, a reduction and cuBLASLt in one graph; plus
+// z = Reshape(Relu output, Shape) (an output that is a view).
+std::string conv_model() {
+  std::mt19937 rng(5);
+  onnx::GraphProto g;
+  g.set_name("conv_graph");
+  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"N", "3", "8", "8"});
+  add_random_initializer(g, "w", {4, 3, 3, 3}, rng);
+  add_random_initializer(g, "b", {4}, rng);
+  add_random_initializer(g, "w2", {4, 5}, rng);
+  onnx::TensorProto scales;
+  scales.set_name("scales");
+  scales.set_data_type(onnx::TensorProto::FLOAT);
+  scales.add_dims(4);
+  for (float v : {1.f, 1.f, 2.f, 2.f}) scales.add_float_data(v);
+  *g.add_initializer() = scales;
+  add_int64_initializer(g, "axes", {2, 3});
+  onnx::NodeProto conv = make_node("Conv", {"x", "w", "b"}, {"c"});
+  auto* pads = conv.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  *g.add_node() = conv;
+  *g.add_node() = make_node("Relu", {"c"}, {"r"});
+  onnx::NodeProto resize = make_node("Resize", {"r", "", "scales"}, {"up"});
+  auto* mode = resize.add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("linear");
+  *g.add_node() = resize;
+  onnx::NodeProto mean = make_node("ReduceMean", {"up"}, {"m"});
+  auto* keep = mean.add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+  *g.add_node() = mean;
+  *g.add_node() = make_node("MatMul", {"m", "w2"}, {"y"});
+  *g.add_node() = make_node("Shape", {"r"}, {"s"});
+  *g.add_node() = make_node("Reshape", {"r", "s"}, {"z"});
+  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"N", "5"});
+  *g.add_output() = tensor_info("z", onnx::TensorProto::FLOAT, {"N", "4", "8", "8"});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "conv_graph.onnx");
+}
+
+SessionOptions on_gpu() {
+  SessionOptions o;
+  o.device = Device{DeviceType::CUDA, 0};
+  return o;
+}
+
+// Compares a GPU session's (host) outputs with the CPU session's.
+void expect_same(Session& cpu, const std::vector<Tensor>& gpu_out, const Tensor& x, const std::string& what) {
+  std::vector<Tensor> ref = cpu.run({x});
+  ASSERT_EQ(ref.size(), gpu_out.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    expect_close(ref[i], gpu_out[i].to(Device{DeviceType::CUDA, 0}), 1e-4, 1e-4, what + " output " + std::to_string(i));
+  }
+}
+
+TEST(CudaGraph, ReplaysMatchTheCpuAcrossInputsAndShapes) {
+  INGOT_REQUIRE_GPU();
+  std::string path = conv_model();
+  Session cpu = Session::load(path);
+  Session gpu = Session::load(path, on_gpu());
+  Tensor x1 = random_tensor(DType::Float32, {2, 3, 8, 8}, 1), x2 = random_tensor(DType::Float32, {2, 3, 8, 8}, 2);
+  Tensor x3 = random_tensor(DType::Float32, {3, 3, 8, 8}, 3);
+
+  expect_same(cpu, gpu.run({x1}), x1, "run 1 (records)");
+  EXPECT_FALSE(gpu.last_run_stats().graph_replay);
+  ASSERT_TRUE(gpu.memory_plan().planned);
+  EXPECT_FALSE(gpu.memory_plan().cuda_graph);
+
+  std::vector<Tensor> second = gpu.run({x2});
+  expect_same(cpu, second, x2, "run 2 (captured, replayed)");
+  MemoryPlanStats plan = gpu.memory_plan();
+  ASSERT_TRUE(plan.cuda_graph) << plan.why_no_graph;
+  EXPECT_GT(plan.graph_nodes, 4);
+  EXPECT_TRUE(gpu.last_run_stats().graph_replay);
+
+  expect_same(cpu, gpu.run({x1}), x1, "run 3 (replay)");
+  TransferStats stats = gpu.last_run_stats();
+  EXPECT_TRUE(stats.graph_replay);
+  EXPECT_EQ(stats.host_to_device_bytes, int64_t(x1.nbytes()));  // the input, and nothing else
+  EXPECT_EQ(stats.fallback_ops, 0);
+
+  expect_same(cpu, gpu.run({x3}), x3, "run 4 (new shape: records)");
+  EXPECT_FALSE(gpu.last_run_stats().graph_replay);
+  expect_same(cpu, gpu.run({x3}), x3, "run 5 (new shape: captured)");
+  EXPECT_TRUE(gpu.last_run_stats().graph_replay);
+  expect_same(cpu, gpu.run({x2}), x2, "run 6 (first shape: its graph again)");
+  EXPECT_TRUE(gpu.last_run_stats().graph_replay);
+  expect_same(cpu, second, x2, "run 2's outputs after run 6");
+}
+
+TEST(CudaGraph, NotCapturedWhenANodeFallsBack) {
+  INGOT_REQUIRE_GPU();
+  setenv("INGOT_HIDE_CUDA_KERNELS", "Relu", 1);
+  std::string path = conv_model();
+  Session gpu = Session::load(path, on_gpu());
+  unsetenv("INGOT_HIDE_CUDA_KERNELS");
+  Session cpu = Session::load(path);
+  Tensor x = random_tensor(DType::Float32, {2, 3, 8, 8}, 4);
+  for (int i = 0; i < 3; ++i) expect_same(cpu, gpu.run({x}), x, "run " + std::to_string(i + 1));
+  MemoryPlanStats plan = gpu.memory_plan();
+  EXPECT_TRUE(plan.planned);
+  EXPECT_FALSE(plan.cuda_graph);
+  EXPECT_NE(plan.why_no_graph.find("ran on the CPU"), std::string::npos) << plan.why_no_graph;
+  EXPECT_FALSE(gpu.last_run_stats().graph_replay);
+}
+
+TEST(CudaGraph, OffWhenAskedAndReplaysShowInAProfile) {
+  INGOT_REQUIRE_GPU();
+  std::string path = conv_model();
+  Tensor x = random_tensor(DType::Float32, {2, 3, 8, 8}, 6);
+  SessionOptions off = on_gpu();
+  off.cuda_graphs = false;
+  Session plain = Session::load(path, off);
+  for (int i = 0; i < 3; ++i) plain.run({x});
+  EXPECT_FALSE(plain.memory_plan().cuda_graph);
+  EXPECT_NE(plain.memory_plan().why_no_graph.find("off"), std::string::npos);
+
+  Session gpu = Session::load(path, on_gpu());
+  gpu.run({x});
+  gpu.run({x});  // captured
+  profiler::start();
+  gpu.run({x});
+  profiler::Trace trace = profiler::stop();
+  int host = 0, device = 0;
+  for (const auto& e : trace.events) {
+    if (e.kind == profiler::EventKind::Op && e.op_type == "CUDAGraphReplay") (e.on_device() ? device : host)++;
+  }
+  EXPECT_EQ(host, 1);
+  EXPECT_EQ(device, 1);
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
