@@ -48,6 +48,30 @@ __global__ void map2_kernel(const In* __restrict__ a, const In* __restrict__ b, 
   for (int64_t i = nv * V + thread_index(); i < n; i += grid_stride()) y[i] = f(a[i], b[i]);
 }
 
+// y = f(a, b) where one operand, `small`, repeats every `inner` elements of y (a scalar: inner 1;
+// a trailing-axes broadcast such as a bias or a scale row) and the other, `big`, has y's shape.
+// Vectorized over `big` when inner is 1 or a multiple of V; `kSmallFirst`: small is f's first argument.
+template <class Out, class In, int V, bool kSmallFirst, class F>
+__global__ void map2_repeat_kernel(const In* __restrict__ big, const In* __restrict__ small, Out* __restrict__ y,
+                                   int64_t n, int64_t inner, F f) {
+  const int64_t nv = n / V;
+  for (int64_t i = thread_index(); i < nv; i += grid_stride()) {
+    Vec<In, V> x = reinterpret_cast<const Vec<In, V>*>(big)[i];
+    const In* s = inner == 1 ? small : small + (i * V) % inner;
+    Vec<Out, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const In sk = s[inner == 1 ? 0 : k];
+      r.v[k] = kSmallFirst ? f(sk, x.v[k]) : f(x.v[k], sk);
+    }
+    reinterpret_cast<Vec<Out, V>*>(y)[i] = r;
+  }
+  for (int64_t i = nv * V + thread_index(); i < n; i += grid_stride()) {
+    const In sk = small[i % inner];
+    y[i] = kSmallFirst ? f(sk, big[i]) : f(big[i], sk);
+  }
+}
+
 template <class Out, class In, class F>
 __global__ void map2_broadcast_kernel(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ y,
                                       int64_t n, Indexer ia, Indexer ib, F f) {
@@ -63,6 +87,30 @@ __global__ void where_kernel(const bool* __restrict__ c, const T* __restrict__ a
 // ---- launchers -----------------------------------------------------------------------------
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// When `small` broadcast to `y` repeats every k elements of y (its shape, leading 1s aside, is
+// y's trailing dims), k; else 0.
+int64_t repeat_period(const Shape& small, const Shape& y) {
+  size_t lead = 0;
+  while (lead < small.size() && small[lead] == 1) ++lead;
+  const size_t rest = small.size() - lead;
+  if (rest > y.size()) return 0;
+  for (size_t i = 0; i < rest; ++i) {
+    if (small[lead + i] != y[y.size() - rest + i]) return 0;
+  }
+  return std::max<int64_t>(shape_numel(small), 1);
+}
+
+template <class Out, class In, bool kSmallFirst, class F>
+void launch_repeat(const In* big, const In* small, Out* y, int64_t n, int64_t inner, F f) {
+  constexpr int V = 16 / (sizeof(In) > sizeof(Out) ? sizeof(In) : sizeof(Out));
+  if (V > 1 && (inner == 1 || inner % V == 0) && aligned16(big) && aligned16(y)) {
+    map2_repeat_kernel<Out, In, V, kSmallFirst><<<blocks_for((n + V - 1) / V), kThreads, 0, stream()>>>(big, small, y,
+                                                                                                      n, inner, f);
+  } else {
+    map2_repeat_kernel<Out, In, 1, kSmallFirst><<<blocks_for(n), kThreads, 0, stream()>>>(big, small, y, n, inner, f);
+  }
+}
 
 template <class Out, class In, class F>
 void launch_map1(const In* a, Out* y, int64_t n, F f) {
@@ -89,6 +137,10 @@ void launch_map2(const In* a, const Shape& a_shape, const In* b, const Shape& b_
     } else {
       map2_kernel<Out, In, 1><<<blocks_for(n), kThreads, 0, stream()>>>(a, b, y, n, f);
     }
+  } else if (int64_t k = repeat_period(b_shape, y_shape); k > 0 && shape_numel(a_shape) == n) {
+    launch_repeat<Out, In, false>(a, b, y, n, k, f);
+  } else if (int64_t k = repeat_period(a_shape, y_shape); k > 0 && shape_numel(b_shape) == n) {
+    launch_repeat<Out, In, true>(b, a, y, n, k, f);
   } else {
     Indexer ia, ib;
     make_indexers({&a_shape, &b_shape}, y_shape, {&ia, &ib});
