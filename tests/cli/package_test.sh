@@ -58,7 +58,12 @@ assert 0 < j["min_ms"] <= j["median_ms"] <= j["p90_ms"], j
 assert j["device"] == "cpu" and j["threads"] == 1 and j["throughput_per_s"] > 0, j
 print("ok:", j)
 PY
-    done ;;
+    done
+    # A random input's shape for an input the model does not have: one error naming it.
+    "$INGOT" bench "$MODEL" --iterations 1 --input-shape nosuch=1,3 >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [ "$rc" -eq 1 ] && grep -q "no input named 'nosuch'" "$TMP/err" || { cat "$TMP/err"; echo "FAIL: bench --input-shape"; exit 1; }
+    ;;
   corrupt)
     /usr/bin/python3 -c "
 import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-100] ^= 1; open(p, 'wb').write(b)" "$PKG"

@@ -19,11 +19,17 @@ namespace ingot::cli {
 
 namespace {
 
-// A random input for `info`: a symbolic or unknown first dim is `batch`, any other one 1.
-// Floats are uniform in [-1, 1); integers and bools are 0 (safe as indices and sizes).
-Tensor random_input(const TensorInfo& info, int64_t batch, std::mt19937& rng) {
+// A random input for `info`: its shape from --input-shape when given, else a symbolic or unknown
+// first dim is `batch` and any other one 1. Floats are uniform in [-1, 1); integers and bools are 0
+// (safe as indices and sizes).
+Tensor random_input(const TensorInfo& info, int64_t batch, const std::vector<int64_t>* fixed, std::mt19937& rng) {
   Shape shape;
-  for (size_t d = 0; d < info.dims.size(); ++d) {
+  if (fixed) {
+    if (fixed->size() != info.dims.size())
+      fail("--input-shape {}: {} dims given, the input has {}", info.name, fixed->size(), info.dims.size());
+    shape = *fixed;
+  }
+  for (size_t d = 0; d < info.dims.size() && !fixed; ++d) {
     const std::string& text = info.dims[d];
     bool number = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(c); });
     shape.push_back(number ? std::stoll(text) : d == 0 ? batch : 1);
@@ -51,7 +57,7 @@ double percentile(const std::vector<double>& sorted, double p) {
 Runner add_bench_command(CLI::App& app) {
   struct Options {
     std::string model, device = "cpu", json;
-    std::vector<std::string> inputs;
+    std::vector<std::string> inputs, input_shapes;
     int threads = 0, batch = 1, warmup = 5, iterations = 50;
     bool no_cuda_graphs = false;
   };
@@ -61,8 +67,9 @@ Runner add_bench_command(CLI::App& app) {
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--input,-i", o->inputs, "NAME=FILE (.npy or .pb); inputs not given are random")
       ->allow_extra_args(false);
+  app.add_option("--input-shape", o->input_shapes, "NAME=DIMS: the shape of a random input, e.g. x=1,512");
   app.add_option("--batch", o->batch, "Size of a symbolic first dim of random inputs")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", o->warmup, "Untimed runs first (at least one)")->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", o->iterations, "Timed runs")->check(CLI::PositiveNumber);
   app.add_option("--json", o->json, "Also write the results as JSON here");
   app.add_flag("--no-cuda-graphs", o->no_cuda_graphs, "On a GPU, run op by op instead of replaying a CUDA graph");
@@ -82,14 +89,34 @@ Runner add_bench_command(CLI::App& app) {
     std::vector<std::string> names;
     for (const auto& in : session.inputs()) names.push_back(in.name);
     auto given = load_inputs(o->inputs, names);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+    for (const auto& spec : o->input_shapes) {
+      shapes.push_back(parse_input_shape(spec));
+      if (std::find(names.begin(), names.end(), shapes.back().first) == names.end())
+        fail("--input-shape {}: the model has no input named '{}'", spec, shapes.back().first);
+    }
     std::mt19937 rng(42);
     std::vector<std::pair<std::string, Tensor>> feeds;
+    bool random = false;
     for (const auto& info : session.inputs()) {
       auto it = std::find_if(given.begin(), given.end(), [&](const auto& f) { return f.first == info.name; });
-      feeds.emplace_back(info.name, it != given.end() ? it->second : random_input(info, o->batch, rng));
+      if (it != given.end()) {
+        feeds.emplace_back(info.name, it->second);
+        continue;
+      }
+      auto fixed = std::find_if(shapes.begin(), shapes.end(), [&](const auto& s) { return s.first == info.name; });
+      feeds.emplace_back(info.name, random_input(info, o->batch, fixed == shapes.end() ? nullptr : &fixed->second, rng));
+      random = true;
     }
 
-    for (int i = 0; i < o->warmup; ++i) session.run(feeds);
+    try {
+      session.run(feeds);
+    } catch (Error& e) {
+      // Random inputs can be meaningless to a model (a sample rate of 0, a sequence of length 1).
+      if (random) e.add_context("with random inputs (give real ones with --input NAME=FILE, or shapes with --input-shape)");
+      throw;
+    }
+    for (int i = 1; i < o->warmup; ++i) session.run(feeds);
     std::vector<double> times;
     for (int i = 0; i < o->iterations; ++i) {
       auto start = Clock::now();

@@ -15,6 +15,28 @@
 
 namespace ingot::cli {
 
+// "x=1,3,224,224" -> {"x", {1,3,224,224}}
+std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string& spec) {
+  size_t eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    fail("--input-shape {}: expected NAME=DIMS, e.g. x=1,3,224,224", spec);
+  std::vector<int64_t> dims;
+  std::string text = spec.substr(eq + 1);
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    char* stop = nullptr;
+    long long v = std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0)
+      fail("--input-shape {}: '{}' is not a dimension (a non-negative integer)", spec, item);
+    dims.push_back(v);
+    begin = end + 1;
+  }
+  return {spec.substr(0, eq), dims};
+}
+
 Tensor load_tensor_file(const std::string& path) {
   if (path.ends_with(".npy")) return load_npy(path);
   if (path.ends_with(".pb")) return load_tensor_pb(path);

@@ -10,6 +10,9 @@ namespace ingot::cli {
 
 Tensor load_tensor_file(const std::string& path);
 
+// "--input-shape x=1,3,224,224" -> {"x", {1,3,224,224}}; a malformed spec is an error naming it.
+std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string& spec);
+
 // Resolves "--input" arguments against the model's input names: "NAME=FILE" binds by name (when NAME
 // is an input), anything else binds to the next input in graph-input order.
 std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::string>& args,
