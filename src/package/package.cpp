@@ -1,6 +1,8 @@
 // Saving and loading .ingot packages (layout: docs/PACKAGE_FORMAT.md).
 #include "package/package.h"
 
+#include "core/tuning.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -650,6 +652,13 @@ std::shared_ptr<Model> load(const std::string& path, const Device* device_or_nul
     if (pm->opsets())
       for (const auto* op : *pm->opsets()) model->opsets[str(op->domain())] = op->version();
     model->graph = reader.graph(pm->graph());
+    // The algorithms `ingot convert` measured: a real load hands them to the backends.
+    if (device_or_null && o.root->algorithms()) {
+      for (const auto* b : *o.root->algorithms()) {
+        const auto* data = b->data();
+        tuning::put(str(b->key()), data ? std::string(data->begin(), data->end()) : std::string());
+      }
+    }
     return model;
   } catch (Error& e) {
     e.add_context("package '" + file + "' is corrupted");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "../unit/test_util.h"
+#include "core/tuning.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
@@ -156,6 +157,31 @@ TEST(CudaGraph, OffWhenAskedAndReplaysShowInAProfile) {
   }
   EXPECT_EQ(host, 1);
   EXPECT_EQ(device, 1);
+}
+
+// cuDNN algorithm choices: measured once, recorded (core/tuning.h), and reused by a new session
+// (as after loading a package that stores them) without searching again.
+TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
+  INGOT_REQUIRE_GPU();
+  std::string path = conv_model();
+  Session cpu = Session::load(path);
+  Tensor x = random_tensor(DType::Float32, {2, 3, 8, 8}, 7);
+  tuning::clear();
+  {
+    Session gpu = Session::load(path, on_gpu());
+    expect_same(cpu, gpu.run({x}), x, "measuring run");
+  }
+  auto found = tuning::entries();
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found[0].first.find("cudnn"), std::string::npos) << found[0].first;
+  EXPECT_GE(tuning::stats().misses, 1);
+  tuning::clear();
+  for (const auto& [k, v] : found) tuning::put(k, v);
+  Session gpu = Session::load(path, on_gpu());
+  expect_same(cpu, gpu.run({x}), x, "run with stored choices");
+  EXPECT_EQ(tuning::stats().misses, 0);
+  EXPECT_GE(tuning::stats().hits, 1);
+  tuning::clear();
 }
 
 }  // namespace

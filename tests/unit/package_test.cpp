@@ -7,10 +7,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include "core/tuning.h"
 #include "graph/graph.h"
 #include "package/package.h"
 #include "test_util.h"
@@ -368,4 +370,26 @@ TEST(Package, SessionRecognizesThePackageByItsMagic) {
   EXPECT_FALSE(is_package_file(onnx_path()));
   Session s = Session::load(other);
   EXPECT_EQ(s.outputs().size(), 2u);
+}
+
+TEST(Package, AlgorithmChoicesReachTheTuningTable) {
+  std::string path = (ingot::testing::temp_dir() / "tuned.ingot").string();
+  auto model = convert_model(onnx_path(), {});
+  PackageMetadata meta;
+  meta.algorithms = {{"test.conv|x=[1,3,8,8]", {'7', ' ', '1'}}, {"test.conv|x=[2,3,8,8]", {'2', ' ', '0'}}};
+  save_package(*model, meta, path);
+  tuning::clear();
+  EXPECT_FALSE(tuning::find("test.conv|x=[1,3,8,8]"));
+  // Inspecting reads them as metadata without installing them; loading installs them.
+  PackageMetadata read;
+  inspect_package(path, read);
+  ASSERT_EQ(read.algorithms.size(), 2u);
+  EXPECT_FALSE(tuning::find("test.conv|x=[2,3,8,8]"));
+  load_package(path, Device::cpu());
+  EXPECT_EQ(tuning::find("test.conv|x=[1,3,8,8]"), std::optional<std::string>("7 1"));
+  EXPECT_EQ(tuning::find("test.conv|x=[2,3,8,8]"), std::optional<std::string>("2 0"));
+  tuning::Stats s = tuning::stats();
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.misses, 2);
+  tuning::clear();
 }

@@ -1,7 +1,9 @@
 // `ingot convert`: runs the load-time pipeline (import, lowering, optimization passes, precision)
 // once and saves the result as an .ingot package that loads without running any of it.
+#include <ingot/session.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "commands.h"
 #include "inputs.h"
 #include "core/strings.h"
+#include "core/tuning.h"
 #include "package/package.h"
 
 namespace ingot::cli {
@@ -39,6 +42,39 @@ class Progress {
   bool tty_;
   Clock::time_point started_;
 };
+
+// On a GPU, runs the package once (zeros as inputs) so that the backends measure their algorithm
+// choices (core/tuning.h), and returns those to store in the package; none, with the reason in
+// `note`, when an input has symbolic dims or the run fails on zeros.
+std::vector<PackageBlob> tune(const std::string& package, Device device, std::string& note) {
+  SessionOptions options;
+  options.device = device;
+  options.report_fallbacks = false;
+  options.cuda_graphs = false;
+  Session session = Session::load(package, options);
+  std::vector<Tensor> inputs;
+  for (const TensorInfo& info : session.inputs()) {
+    Shape shape;
+    for (const std::string& d : info.dims) {
+      if (d.empty() || !std::all_of(d.begin(), d.end(), [](char c) { return std::isdigit(c); })) {
+        note = fmt::format(" (skipped: input '{}' has symbolic dims; fix them with --input-shape)", info.name);
+        return {};
+      }
+      shape.push_back(std::stoll(d));
+    }
+    inputs.push_back(Tensor::zeros(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape));
+  }
+  try {
+    session.run(inputs);
+  } catch (const Error& e) {
+    note = fmt::format(" (skipped: a run on zeros failed: {})", e.what());
+    return {};
+  }
+  std::vector<PackageBlob> blobs;
+  for (const auto& [key, value] : tuning::entries()) blobs.push_back({key, {value.begin(), value.end()}});
+  note = fmt::format(" ({} algorithm choices)", blobs.size());
+  return blobs;
+}
 
 }  // namespace
 
@@ -74,7 +110,8 @@ Runner add_convert_command(CLI::App& app) {
     meta.precision = o->precision;
     meta.source_model = std::filesystem::path(o->model).filename().string();
 
-    Progress progress(4);
+    const bool gpu = options.device.type != DeviceType::CPU;
+    Progress progress(gpu ? 5 : 4);
     if (!o->quiet) {
       options.progress = [&](const std::string& step, bool done) {
         if (done) {
@@ -90,6 +127,15 @@ Runner add_convert_command(CLI::App& app) {
     if (!o->quiet) {
       auto bytes = std::filesystem::file_size(o->output);
       progress.done(fmt::format(" ({:.1f} MB)", double(bytes) / 1e6));
+    }
+    if (gpu) {
+      // Algorithm search now rather than at the package's first run; the package is written again
+      // with the choices.
+      if (!o->quiet) progress.start("tuning", " (algorithm search on " + options.device.str() + ")");
+      std::string note;
+      meta.algorithms = tune(o->output, options.device, note);
+      if (!meta.algorithms.empty()) save_package(*model, meta, o->output);
+      if (!o->quiet) progress.done(note);
     }
     std::cout << "wrote " << o->output << " (" << meta.device << " " << meta.arch << ", " << meta.precision << ")\n";
     return 0;

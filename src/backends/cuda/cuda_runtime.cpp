@@ -400,6 +400,18 @@ int sm_count(int device) {
   return counts[size_t(device)];
 }
 
+std::string arch_name() {
+  static std::array<std::string, kMaxDevices> names;
+  const int d = current_device();
+  if (names[size_t(d)].empty()) {
+    int major = 0, minor = 0;
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
+    INGOT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d));
+    names[size_t(d)] = "sm_" + std::to_string(major) + std::to_string(minor);
+  }
+  return names[size_t(d)];
+}
+
 cudaStream_t stream() { return current().stream; }
 
 void synchronize() {

@@ -25,6 +25,7 @@ bool available();
 int device_count();
 std::string device_name(int device = 0);
 int sm_count(int device = 0);
+std::string arch_name();  // the current device's architecture: "sm_90"
 
 cudaStream_t stream();  // the current device's stream
 void synchronize();     // waits for the stream; surfaces asynchronous kernel faults as ingot::Error

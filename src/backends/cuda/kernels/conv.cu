@@ -13,10 +13,13 @@
 // loop computes the convolution instead, so a registered dtype never fails.
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/tuning.h"
 #include "ops/semantics/conv_geometry.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 
@@ -249,6 +252,7 @@ struct ConvPlan {
   cudnnConvolutionFwdAlgo_t fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t bwd_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   size_t workspace = 0;
+  std::string tuning_key;  // names the cuDNN problem in core/tuning.h
   bool fused = false;  // float32 + Relu through cudnnConvolutionBiasActivationForward
   Tensor zero_bias;    // for the fused call without B
 
@@ -392,6 +396,11 @@ void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tenso
       got != expect) {
     return;
   }
+  p.tuning_key = fmt::format("cudnn{}.conv.{}.{}|{}|tf32={}|x={}|y={}|w={}|pad={}|stride={}|dil={}|g={}|fused={}",
+                             cudnnGetVersion(), g.transposed ? "bwd_data" : "fwd", cuda::arch_name(), dtype_name(x.dtype()),
+                             int(p.tf32), shape_str(xs), shape_str(ys), shape_str(Shape(wd.begin(), wd.end())),
+                             shape_str(pads), shape_str(win.strides), shape_str(win.dilations), g.group,
+                             int(p.want_fused));
   if (p.want_fused) {
     INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.bias_desc));
     std::vector<int> bd(wd.size(), 1);
@@ -409,9 +418,35 @@ bool acceptable_math(const ConvPlan& p, cudnnMathType_t m) {
   return !(p.dtype == DType::Float32 && !p.tf32) || m == CUDNN_FMA_MATH;
 }
 
-// Times cuDNN's algorithms on these buffers once and keeps the fastest acceptable one.
+// A choice stored earlier (core/tuning.h: this process, or a package made by `ingot convert`):
+// "ALGO MATH", used when cuDNN still takes it for this problem.
+bool reuse_algo(ConvPlan& p, bool transposed) {
+  std::optional<std::string> stored = tuning::find(p.tuning_key);
+  int algo = 0, math = 0;
+  if (!stored || std::sscanf(stored->c_str(), "%d %d", &algo, &math) != 2) return false;
+  const auto m = cudnnMathType_t(math);
+  if (!acceptable_math(p, m) || cudnnSetConvolutionMathType(p.conv_desc, m) != CUDNN_STATUS_SUCCESS) return false;
+  size_t ws = 0;
+  cudnnStatus_t st =
+      transposed ? cudnnGetConvolutionBackwardDataWorkspaceSize(cuda::cudnn(), p.w_desc, p.x_desc, p.conv_desc,
+                                                                p.y_desc, cudnnConvolutionBwdDataAlgo_t(algo), &ws)
+                 : cudnnGetConvolutionForwardWorkspaceSize(cuda::cudnn(), p.x_desc, p.w_desc, p.conv_desc, p.y_desc,
+                                                           cudnnConvolutionFwdAlgo_t(algo), &ws);
+  if (st != CUDNN_STATUS_SUCCESS) return false;
+  if (transposed) {
+    p.bwd_algo = cudnnConvolutionBwdDataAlgo_t(algo);
+  } else {
+    p.fwd_algo = cudnnConvolutionFwdAlgo_t(algo);
+  }
+  p.workspace = ws;
+  return true;
+}
+
+// Times cuDNN's algorithms on these buffers once and keeps the fastest acceptable one (unless a
+// stored choice exists), recording it for later runs and packages.
 void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, void* y) {
   p.algo_chosen = true;
+  if (reuse_algo(p, transposed)) return;
   void* ws = cuda::workspace(kFindWorkspaceBytes);
   int returned = 0;
   if (!transposed) {
@@ -427,6 +462,7 @@ void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, voi
         p.fwd_algo = perf[i].algo;
         p.workspace = perf[i].memory;
         INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
+        tuning::put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
         return;
       }
     }
@@ -443,6 +479,7 @@ void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, voi
         p.bwd_algo = perf[i].algo;
         p.workspace = perf[i].memory;
         INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
+        tuning::put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
         return;
       }
     }
