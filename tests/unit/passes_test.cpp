@@ -1,6 +1,7 @@
 // The graph passes of src/passes/pipeline.cpp (other than fuse_conv_add_relu: fusion_test.cpp): each
 // test checks the rewrite (which nodes remain) and that a session with the passes (optimize=true)
 // computes what the unoptimized graph computes on random inputs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <ingot/session.h>
 #include <onnx/onnx_pb.h>
@@ -268,6 +269,52 @@ TEST(FoldBatchNorm, FoldsIntoConvWeightsAndBias) {
     EXPECT_FALSE(full->graph->initializers.count("w"));
     EXPECT_FALSE(full->graph->initializers.count("mean"));
     expect_optimized_matches_plain(path, 1e-4f);
+  }
+}
+
+// x[3,5] -> Gemm(x, W, [C], alpha 0.7, beta 0.5, transB) -> BatchNormalization -> y[3,4].
+std::string gemm_bn_model(bool trans_b, bool with_c) {
+  std::mt19937 rng(trans_b * 2 + with_c);
+  onnx::GraphProto g;
+  g.set_name("gemm_bn");
+  *g.add_input() = float_info("x", {3, 5});
+  add_random_initializer(g, "w", trans_b ? std::vector<int64_t>{4, 5} : std::vector<int64_t>{5, 4}, rng);
+  std::vector<std::string> in{"x", "w"};
+  if (with_c) {
+    add_random_initializer(g, "c", {4}, rng);
+    in.push_back("c");
+  }
+  add_random_initializer(g, "scale", {4}, rng, 0.5f, 2.0f);
+  add_random_initializer(g, "shift", {4}, rng);
+  add_random_initializer(g, "mean", {4}, rng);
+  add_random_initializer(g, "var", {4}, rng, 0.1f, 3.0f);
+  onnx::NodeProto gemm = make_node("Gemm", in, {"m"});
+  set_attr(gemm, "alpha", 0.7f);
+  set_attr(gemm, "beta", 0.5f);
+  if (trans_b) {
+    auto* a = gemm.add_attribute();
+    a->set_name("transB");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+  }
+  *g.add_node() = gemm;
+  *g.add_node() = make_node("BatchNormalization", {"m", "scale", "shift", "mean", "var"}, {"y"});
+  *g.add_output() = float_info("y", {3, 4});
+  return save(std::move(g), fmt::format("gemm_bn_{}_{}.onnx", int(trans_b), int(with_c)));
+}
+
+TEST(FoldBatchNorm, FoldsIntoGemmWeightsAndC) {
+  for (bool trans_b : {true, false}) {
+    for (bool with_c : {true, false}) {
+      SCOPED_TRACE(fmt::format("transB {} C {}", trans_b, with_c));
+      const std::string path = gemm_bn_model(trans_b, with_c);
+      auto model = import_onnx(path);
+      EXPECT_TRUE(fold_batchnorm(*model));
+      verify(*model);
+      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Gemm"}));
+      EXPECT_EQ(model->graph->nodes[0].attrs.at("beta").f, 1.0f);
+      expect_optimized_matches_plain(path, 1e-5f);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <random>
 
 #include "commands.h"
 #include "inputs.h"
@@ -43,15 +44,18 @@ class Progress {
   Clock::time_point started_;
 };
 
-// On a GPU, runs the package once (zeros as inputs) so that the backends measure their algorithm
+// On a GPU, runs the package once (uniform random floats in [-1, 1), integer inputs 0; zeros would
+// time tensor cores unrealistically fast) so that the backends measure their algorithm
 // choices (core/tuning.h), and returns those to store in the package; none, with the reason in
-// `note`, when an input has symbolic dims or the run fails on zeros.
+// `note`, when an input has symbolic dims or the run fails on such inputs.
 std::vector<PackageBlob> tune(const std::string& package, Device device, std::string& note) {
   SessionOptions options;
   options.device = device;
   options.report_fallbacks = false;
   options.cuda_graphs = false;
   Session session = Session::load(package, options);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<Tensor> inputs;
   for (const TensorInfo& info : session.inputs()) {
     Shape shape;
@@ -62,12 +66,19 @@ std::vector<PackageBlob> tune(const std::string& package, Device device, std::st
       }
       shape.push_back(std::stoll(d));
     }
-    inputs.push_back(Tensor::zeros(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape));
+    DType dtype = info.dtype == DType::Undefined ? DType::Float32 : info.dtype;
+    Tensor t = Tensor::zeros(dtype, shape);
+    if (is_floating(dtype)) {
+      Tensor f = Tensor::empty(DType::Float32, shape);
+      for (float& v : f.span<float>()) v = dist(rng);
+      t = f.cast(dtype);
+    }
+    inputs.push_back(t);
   }
   try {
     session.run(inputs);
   } catch (const Error& e) {
-    note = fmt::format(" (skipped: a run on zeros failed: {})", e.what());
+    note = fmt::format(" (skipped: a run on random inputs failed: {})", e.what());
     return {};
   }
   std::vector<PackageBlob> blobs;
