@@ -18,7 +18,7 @@ struct Pass {
 bool constant_folding(Model& model);
 // Identity, inference Dropout, Cast to the same dtype, Reshape to the same static shape: removed.
 bool remove_identity(Model& model);
-// Inference BatchNormalization after a Conv with constant weights: folded into the weights and bias.
+// Inference BatchNormalization after a Conv or Gemm with constant weights: folded into the weights and bias.
 bool fold_batchnorm(Model& model);
 // Conv [-> Add(residual)] [-> Relu] into one FusedConv node (domain "ai.ingot").
 bool fuse_conv_add_relu(Model& model);
