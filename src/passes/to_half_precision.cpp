@@ -8,9 +8,14 @@
 //   follow - elementwise and data-movement ops (kFollowOps): half when one of their float32 data
 //            inputs is a half activation, else float32 (so shape arithmetic done in float, like
 //            Cast(Shape) * scale feeding Resize, keeps full precision);
-//   float  - everything else, in float32: autocast's fp32 list (Softmax, LogSoftmax, Reduce*,
-//            *Normalization, Exp, Log, Pow, Erf, LSTM/GRU/RNN), Range, random ops, control flow,
-//            sequences, custom domains and any op not listed.
+//            Softmax, LogSoftmax, LayerNormalization (one output) and Erf follow too (kFloatMathOps):
+//            autocast keeps them float32, but Ingot's kernels for them read and write 16-bit values
+//            and compute in float32 inside, so half I/O costs no accuracy inside the op and saves
+//            a Cast pair around it (on attention score matrices, most of the traffic);
+//   float  - everything else, in float32: the rest of autocast's fp32 list (Reduce*, the other
+//            normalizations, Exp, Log, Pow, LSTM/GRU/RNN: sums and exponentials that can leave
+//            float16's range), Range, random ops, control flow, sequences, custom domains and any
+//            op not listed.
 // Values carry their dtype through the graph in topological order; a value needed in the other
 // precision is converted once, where it is first needed (a Cast node, or a converted copy for
 // initializers and Constant nodes; float16 copies saturate at +-65504) and the copy is shared by
@@ -57,6 +62,20 @@ const std::set<std::string> kFollowOps = {
     "Upsample", "DepthToSpace", "SpaceToDepth", "Trilu", "Shape", "Size", "NonZero",
     // pooling and selection
     "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ArgMax", "ArgMin", "TopK"};
+
+// Follow a half input although autocast lists them as float32: their CPU and CUDA kernels compute in
+// float32 inside (nn::acc_t, compute_t) and their outputs are bounded.
+const std::set<std::string> kFloatMathOps = {"Softmax", "LogSoftmax", "LayerNormalization", "Erf"};
+
+bool follows(const Node& n) {
+  if (kFollowOps.count(n.op_type)) return true;
+  if (!kFloatMathOps.count(n.op_type)) return false;
+  // LayerNormalization's Mean and InvStdDev outputs are float32 (stash_type) whatever X is.
+  for (size_t i = 1; i < n.outputs.size(); ++i) {
+    if (!n.outputs[i].empty()) return false;
+  }
+  return true;
+}
 
 // Float inputs that keep float32 whatever the node's precision (they are parameters, not data).
 bool fp32_input(const Node& n, size_t i) {
@@ -105,7 +124,7 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
     return it != n.attrs.end() && it->second.kind == AttrKind::Tensor ? it->second.t.dtype() : DType::Float32;
   }
   if (op == "Where") return input_dtype(1);
-  if (kHalfOps.count(op) || kFollowOps.count(op)) return input_dtype(0);
+  if (kHalfOps.count(op) || follows(n)) return input_dtype(0);
   return DType::Undefined;  // unknown: the pass leaves such values alone
 }
 
@@ -328,7 +347,7 @@ class Converter {
           return;
         }
       }
-    } else if (default_domain && kFollowOps.count(n.op_type)) {
+    } else if (default_domain && follows(n)) {
       half = data_input_is_half();
     }
     for (size_t i = 0; i < n.inputs.size(); ++i) {
