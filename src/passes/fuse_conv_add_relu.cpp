@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/pass_util.h"
 
 namespace ingot {
 namespace {
@@ -136,16 +137,7 @@ bool fuse_conv_add_relu(Model& model) {
     replacements.emplace(last, std::move(fused));
   }
   if (replacements.empty()) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (auto it = replacements.find(i); it != replacements.end()) {
-      nodes.push_back(std::move(it->second));
-    } else if (!removed[i]) {
-      nodes.push_back(std::move(g.nodes[i]));
-    }
-  }
-  g.nodes = std::move(nodes);
+  passes::replace_nodes(g, removed, replacements);
   model.opsets[kDomain] = 1;
   return true;
 }

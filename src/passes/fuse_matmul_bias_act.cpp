@@ -98,16 +98,7 @@ bool fuse_matmul_bias_act(Model& model) {
     replacements.emplace(absorbed.back(), std::move(fused));
   }
   if (replacements.empty()) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (auto it = replacements.find(i); it != replacements.end()) {
-      nodes.push_back(std::move(it->second));
-    } else if (!removed[i]) {
-      nodes.push_back(std::move(g.nodes[i]));
-    }
-  }
-  g.nodes = std::move(nodes);
+  replace_nodes(g, removed, replacements);
   model.opsets[kDomain] = 1;
   return true;
 }

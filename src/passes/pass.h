@@ -22,6 +22,11 @@ bool remove_identity(Model& model);
 bool fold_batchnorm(Model& model);
 // Conv [-> Add(residual)] [-> Relu] into one FusedConv node (domain "ai.ingot").
 bool fuse_conv_add_relu(Model& model);
+// Layer normalization written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul[, Add]):
+// one LayerNormalization (ai.ingot's below opset 17).
+bool fuse_layer_norm(Model& model);
+// x * Clip(x + 3, 0, 6) / 6: one HardSwish (ai.ingot's below opset 14).
+bool fuse_hard_swish(Model& model);
 // MatMul [-> Add(bias)] [-> Relu] and Gemm -> Relu into one FusedMatMul node (domain "ai.ingot").
 bool fuse_matmul_bias_act(Model& model);
 // Nodes whose outputs nothing reads, and unread initializers: removed.

@@ -125,6 +125,39 @@ struct Readers {
   bool unread(const std::string& value) const { return !of.count(value); }
 };
 
+// The node writing each value of the main graph.
+inline std::map<std::string, size_t> producers(const Graph& g) {
+  std::map<std::string, size_t> of;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.nodes[i].outputs) {
+      if (!o.empty()) of[o] = i;
+    }
+  }
+  return of;
+}
+
+// The value of a one-element float initializer (a constant operand of a pattern), or nullopt.
+inline std::optional<double> scalar_constant(const Graph& g, const std::string& name) {
+  const Tensor* t = constant_initializer(g, name);
+  if (!t || t->numel() != 1 || !is_floating(t->dtype()) || t->device() != Device::cpu()) return std::nullopt;
+  return t->item_double();
+}
+
+// Rebuilds g.nodes: drops the removed nodes and puts each replacement where the node of its index
+// was (a fused node sits where the last node it absorbed was, after everything it reads).
+inline void replace_nodes(Graph& g, const std::vector<bool>& removed, std::map<size_t, Node>& replacements) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (auto it = replacements.find(i); it != replacements.end()) {
+      nodes.push_back(std::move(it->second));
+    } else if (!removed[i]) {
+      nodes.push_back(std::move(g.nodes[i]));
+    }
+  }
+  g.nodes = std::move(nodes);
+}
+
 // A name not yet used by any value or initializer of the model's main graph.
 inline std::string fresh_name(const Graph& g, const std::string& base) {
   std::set<std::string> used;

@@ -6,11 +6,15 @@ namespace ingot {
 namespace {
 // Folding first (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
-// Conv -> BN -> Relu becomes one FusedConv), and dead code last to drop what the others orphaned.
+// Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
+// the ops they spell out (layer normalization, hard-swish), the kernel fusions, and dead code last
+// to drop what the others orphaned.
 constexpr Pass kPipeline[] = {
     {"constant-folding", constant_folding},
     {"remove-identity", remove_identity},
     {"fold-batchnorm", fold_batchnorm},
+    {"fuse-layer-norm", fuse_layer_norm},
+    {"fuse-hard-swish", fuse_hard_swish},
     {"fuse-conv-add-relu", fuse_conv_add_relu},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act},
     {"dead-code", dead_code},

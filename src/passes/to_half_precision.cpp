@@ -99,7 +99,9 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
     return it == dtypes.end() ? DType::Undefined : it->second;
   };
   if (!is_default_domain(n.domain)) {
-    return n.op_type == "FusedConv" || n.op_type == "FusedMatMul" ? input_dtype(0) : DType::Undefined;
+    const bool same = n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "LayerNormalization" ||
+                      n.op_type == "HardSwish";  // ai.ingot's (fused.cpp)
+    return same ? input_dtype(0) : DType::Undefined;
   }
   const std::string& op = n.op_type;
   if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin") return DType::Int64;
@@ -347,7 +349,7 @@ class Converter {
           return;
         }
       }
-    } else if (default_domain && follows(n)) {
+    } else if ((default_domain || n.domain == "ai.ingot") && follows(n)) {
       half = data_input_is_half();
     }
     for (size_t i = 0; i < n.inputs.size(); ++i) {

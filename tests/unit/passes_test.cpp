@@ -318,6 +318,116 @@ TEST(FoldBatchNorm, FoldsIntoGemmWeightsAndC) {
   }
 }
 
+void add_scalar(onnx::GraphProto& g, const std::string& name, float v) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_float_data(v);
+}
+
+// x[2,5,16] -> layer normalization over the last axis, written out as PP-OCR rec's exporter does.
+std::string layer_norm_model(int opset, bool bias) {
+  std::mt19937 rng(opset);
+  onnx::GraphProto g;
+  g.set_name("ln");
+  *g.add_input() = float_info("x", {2, 5, 16});
+  add_random_initializer(g, "gamma", {16}, rng, 0.5f, 2.0f);
+  add_random_initializer(g, "beta", {16}, rng);
+  add_scalar(g, "two", 2.0f);
+  add_scalar(g, "eps", 1e-5f);
+  onnx::NodeProto m1 = make_node("ReduceMean", {"x"}, {"m1"});
+  set_ints(m1, "axes", {-1});
+  *g.add_node() = m1;
+  *g.add_node() = make_node("Sub", {"x", "m1"}, {"d"});
+  *g.add_node() = make_node("Pow", {"d", "two"}, {"p"});
+  onnx::NodeProto m2 = make_node("ReduceMean", {"p"}, {"v"});
+  set_ints(m2, "axes", {-1});
+  *g.add_node() = m2;
+  *g.add_node() = make_node("Add", {"v", "eps"}, {"ve"});
+  *g.add_node() = make_node("Sqrt", {"ve"}, {"s"});
+  *g.add_node() = make_node("Div", {"d", "s"}, {"n"});
+  *g.add_node() = make_node("Mul", {"n", "gamma"}, {bias ? "ng" : "y"});
+  if (bias) *g.add_node() = make_node("Add", {"ng", "beta"}, {"y"});
+  *g.add_output() = float_info("y", {2, 5, 16});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g), opset),
+                                    fmt::format("ln_{}_{}.onnx", opset, int(bias)));
+}
+
+TEST(FuseLayerNorm, WrittenOutLayerNormBecomesOneNode) {
+  for (int opset : {11, 17}) {
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(fmt::format("opset {} bias {}", opset, bias));
+      const std::string path = layer_norm_model(opset, bias);
+      auto model = import_onnx(path);
+      EXPECT_TRUE(fuse_layer_norm(*model));
+      verify(*model);
+      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"LayerNormalization"}));
+      const Node& ln = model->graph->nodes[0];
+      EXPECT_EQ(ln.domain, opset >= 17 ? "" : "ai.ingot");  // ONNX's op exists from opset 17
+      EXPECT_EQ(ln.inputs.size(), bias ? 3u : 2u);
+      EXPECT_FLOAT_EQ(ln.attrs.at("epsilon").f, 1e-5f);
+      expect_optimized_matches_plain(path, 1e-5f);
+    }
+  }
+}
+
+// x[2,8,5,5] -> x * Clip(x + 3, 0, 6) / 6 (Clip's bounds as attributes below opset 11).
+std::string hard_swish_model(int opset, bool times_sixth) {
+  onnx::GraphProto g;
+  g.set_name("hs");
+  *g.add_input() = float_info("x", {2, 8, 5, 5});
+  add_scalar(g, "three", 3.0f);
+  add_scalar(g, "zero", 0.0f);
+  add_scalar(g, "six", 6.0f);
+  add_scalar(g, "sixth", 1.0f / 6.0f);
+  *g.add_node() = make_node("Add", {"three", "x"}, {"a"});
+  onnx::NodeProto clip = make_node("Clip", opset < 11 ? std::vector<std::string>{"a"}
+                                                      : std::vector<std::string>{"a", "zero", "six"}, {"c"});
+  if (opset < 11) {
+    set_attr(clip, "min", 0.0f);
+    set_attr(clip, "max", 6.0f);
+  }
+  *g.add_node() = clip;
+  *g.add_node() = make_node("Mul", {"x", "c"}, {"m"});
+  *g.add_node() = times_sixth ? make_node("Mul", {"m", "sixth"}, {"y"}) : make_node("Div", {"m", "six"}, {"y"});
+  *g.add_output() = float_info("y", {2, 8, 5, 5});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g), opset),
+                                    fmt::format("hs_{}_{}.onnx", opset, int(times_sixth)));
+}
+
+TEST(FuseHardSwish, WrittenOutHardSwishBecomesOneNode) {
+  for (int opset : {9, 13, 14}) {
+    for (bool times_sixth : {false, true}) {
+      SCOPED_TRACE(fmt::format("opset {} times 1/6 {}", opset, times_sixth));
+      const std::string path = hard_swish_model(opset, times_sixth);
+      auto model = import_onnx(path);
+      EXPECT_TRUE(fuse_hard_swish(*model));
+      verify(*model);
+      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"HardSwish"}));
+      EXPECT_EQ(model->graph->nodes[0].domain, opset >= 14 ? "" : "ai.ingot");
+      expect_optimized_matches_plain(path, 1e-6f);
+    }
+  }
+}
+
+TEST(FuseHardSwish, LeavesOtherClipsAlone) {
+  // Clip(x + 3, 0, 5): not hard-swish.
+  onnx::GraphProto g;
+  g.set_name("not_hs");
+  *g.add_input() = float_info("x", {4});
+  add_scalar(g, "three", 3.0f);
+  add_scalar(g, "zero", 0.0f);
+  add_scalar(g, "five", 5.0f);
+  add_scalar(g, "six", 6.0f);
+  *g.add_node() = make_node("Add", {"x", "three"}, {"a"});
+  *g.add_node() = make_node("Clip", {"a", "zero", "five"}, {"c"});
+  *g.add_node() = make_node("Mul", {"x", "c"}, {"m"});
+  *g.add_node() = make_node("Div", {"m", "six"}, {"y"});
+  *g.add_output() = float_info("y", {4});
+  auto model = import_onnx(ingot::testing::save_model(ingot::testing::model_with(std::move(g), 13), "not_hs.onnx"));
+  EXPECT_FALSE(fuse_hard_swish(*model));
+}
+
 TEST(FoldBatchNorm, LeavesExposedConvOutputAlone) {
   auto model = import_onnx(conv_bn_model(true, true));
   EXPECT_FALSE(fold_batchnorm(*model));

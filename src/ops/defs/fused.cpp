@@ -24,4 +24,21 @@ INGOT_OP(FusedMatMul)
     .attr("transB", 0)
     .summary("MatMul (B transposed when transB) plus an optional bias of N elements and activation ('Relu' or '').");
 
+// Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
+// same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).
+INGOT_OP(LayerNormalization)
+    .domain("ai.ingot")
+    .versions(1)
+    .inputs(2, 3)
+    .attr("axis", -1)
+    .attr("epsilon", 1e-5f)
+    .attr("stash_type", 1)
+    .summary("ONNX's LayerNormalization (opset 17) for older models: normalizes over axes [axis, rank).");
+
+INGOT_OP(HardSwish)
+    .domain("ai.ingot")
+    .versions(1)
+    .inputs(1)
+    .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).");
+
 }  // namespace ingot
