@@ -20,6 +20,8 @@ bool constant_folding(Model& model);
 bool remove_identity(Model& model);
 // Inference BatchNormalization after a Conv or Gemm with constant weights: folded into the weights and bias.
 bool fold_batchnorm(Model& model);
+// Mul and/or Add by scalar or per-channel constants after a Conv or Gemm: folded likewise.
+bool fold_scale_shift(Model& model);
 // Conv [-> Add(residual)] [-> Relu] into one FusedConv node (domain "ai.ingot").
 bool fuse_conv_add_relu(Model& model);
 // Layer normalization written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul[, Add]):

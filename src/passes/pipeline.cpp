@@ -13,6 +13,7 @@ constexpr Pass kPipeline[] = {
     {"constant-folding", constant_folding},
     {"remove-identity", remove_identity},
     {"fold-batchnorm", fold_batchnorm},
+    {"fold-scale-shift", fold_scale_shift},
     {"fuse-layer-norm", fuse_layer_norm},
     {"fuse-hard-swish", fuse_hard_swish},
     {"fuse-conv-add-relu", fuse_conv_add_relu},

@@ -428,6 +428,56 @@ TEST(FuseHardSwish, LeavesOtherClipsAlone) {
   EXPECT_FALSE(fuse_hard_swish(*model));
 }
 
+// x[1,3,8,8] -> Conv -> Mul(k) -> Add(c) -> Relu, k and c scalars ([1]) or per-channel ([1,4,1,1] / [4,1,1]).
+std::string conv_scale_shift_model(bool per_channel) {
+  std::mt19937 rng(per_channel);
+  onnx::GraphProto g;
+  g.set_name("conv_affine");
+  *g.add_input() = float_info("x", {1, 3, 8, 8});
+  add_random_initializer(g, "w", {4, 3, 3, 3}, rng);
+  add_random_initializer(g, "b", {4}, rng);
+  add_random_initializer(g, "k", per_channel ? std::vector<int64_t>{1, 4, 1, 1} : std::vector<int64_t>{1}, rng, 0.5f, 2.0f);
+  add_random_initializer(g, "c", per_channel ? std::vector<int64_t>{4, 1, 1} : std::vector<int64_t>{1}, rng);
+  onnx::NodeProto conv = make_node("Conv", {"x", "w", "b"}, {"y0"});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  *g.add_node() = conv;
+  *g.add_node() = make_node("Mul", {"k", "y0"}, {"y1"});
+  *g.add_node() = make_node("Add", {"y1", "c"}, {"y2"});
+  *g.add_node() = make_node("Relu", {"y2"}, {"y"});
+  *g.add_output() = float_info("y", {1, 4, 8, 8});
+  return save(std::move(g), per_channel ? "conv_affine_c.onnx" : "conv_affine_s.onnx");
+}
+
+TEST(FoldScaleShift, FoldsConstantScaleAndShiftIntoConv) {
+  for (bool per_channel : {false, true}) {
+    SCOPED_TRACE(per_channel ? "per channel" : "scalar");
+    const std::string path = conv_scale_shift_model(per_channel);
+    auto model = import_onnx(path);
+    EXPECT_TRUE(fold_scale_shift(*model));
+    verify(*model);
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Conv", "Relu"}));
+    EXPECT_EQ(model->graph->nodes[0].outputs[0], "y2");
+    expect_optimized_matches_plain(path, 1e-5f);
+  }
+}
+
+TEST(FoldScaleShift, LeavesNonChannelConstantsAlone) {
+  // A [1,1,8,1] scale varies along H, not along the channels: not foldable.
+  std::mt19937 rng(5);
+  onnx::GraphProto g;
+  g.set_name("conv_rowscale");
+  *g.add_input() = float_info("x", {1, 3, 8, 8});
+  add_random_initializer(g, "w", {4, 3, 3, 3}, rng);
+  add_random_initializer(g, "k", {1, 1, 8, 1}, rng);
+  onnx::NodeProto conv = make_node("Conv", {"x", "w"}, {"y0"});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  *g.add_node() = conv;
+  *g.add_node() = make_node("Mul", {"y0", "k"}, {"y"});
+  *g.add_output() = float_info("y", {1, 4, 8, 8});
+  auto model = import_onnx(save(std::move(g), "conv_rowscale.onnx"));
+  EXPECT_FALSE(fold_scale_shift(*model));
+}
+
 TEST(FoldBatchNorm, LeavesExposedConvOutputAlone) {
   auto model = import_onnx(conv_bn_model(true, true));
   EXPECT_FALSE(fold_batchnorm(*model));

@@ -1,0 +1,84 @@
+#include "passes/affine_fold.h"
+
+#include "passes/pass_util.h"
+
+namespace ingot::passes {
+
+bool float32_vector(const Tensor* t, int64_t n) {
+  return t && t->dtype() == DType::Float32 && t->device() == Device::cpu() && t->numel() == n &&
+         (t->rank() == 1 || (t->rank() == 2 && t->dim(0) == 1));
+}
+
+namespace {
+
+float attr_float(const Node& n, const char* name, float dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.f;
+}
+
+int64_t attr_int(const Node& n, const char* name, int64_t dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.i;
+}
+
+}  // namespace
+
+std::optional<int64_t> output_channels(const Node& node, const Tensor& w) {
+  if (is_op(node, "Conv") && w.rank() >= 3) return w.dim(0);
+  if (is_op(node, "Gemm") && w.rank() == 2) {
+    auto it = node.attrs.find("transB");
+    return w.dim(it != node.attrs.end() && it->second.i != 0 ? 0 : 1);
+  }
+  return std::nullopt;
+}
+
+bool fold_affine(Graph& g, Node& node, const Affine& affine, const std::string& new_output) {
+  const bool gemm = is_op(node, "Gemm");
+  if (node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+  const Tensor* w = constant_initializer(g, node.inputs[1]);
+  if (!w || w->dtype() != DType::Float32 || w->device() != Device::cpu()) return false;
+  const std::optional<int64_t> out_channels = output_channels(node, *w);
+  if (!out_channels) return false;
+  const int64_t channels = *out_channels;
+  const bool trans_b = gemm && attr_int(node, "transB", 0) != 0;
+  const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+  const Tensor* b = has_bias ? constant_initializer(g, node.inputs[2]) : nullptr;
+  if (has_bias && !float32_vector(b, channels)) return false;
+  if (int64_t(affine.s.size()) != channels || int64_t(affine.t.size()) != channels) return false;
+
+  Tensor w2 = w->clone(), b2 = Tensor::empty(DType::Float32, {channels});
+  float* wp = w2.data<float>();
+  float* bp = b2.data<float>();
+  if (gemm && !trans_b) {  // B is [K, N]: scale column o
+    const int64_t k_dim = w->dim(0);
+    for (int64_t k = 0; k < k_dim; ++k)
+      for (int64_t o = 0; o < channels; ++o) wp[k * channels + o] = float(double(wp[k * channels + o]) * affine.s[size_t(o)]);
+  } else {  // Conv weights [O, ...] or Gemm's transposed B [N, K]: scale row o
+    const int64_t per_out = w->numel() / std::max<int64_t>(channels, 1);
+    for (int64_t o = 0; o < channels; ++o)
+      for (int64_t k = 0; k < per_out; ++k) wp[o * per_out + k] = float(double(wp[o * per_out + k]) * affine.s[size_t(o)]);
+  }
+  const double beta = gemm ? double(attr_float(node, "beta", 1.0f)) : 1.0;
+  for (int64_t o = 0; o < channels; ++o) {
+    const double b0 = b ? beta * double(b->data<float>()[o]) : 0.0;
+    bp[o] = float(b0 * affine.s[size_t(o)] + affine.t[size_t(o)]);
+  }
+  const std::string w_name = fresh_name(g, node.inputs[1] + "_folded");
+  g.initializers[w_name] = w2;
+  const std::string b_name = fresh_name(g, (b ? node.inputs[2] : node.inputs[1]) + "_folded_bias");
+  g.initializers[b_name] = b2;
+  node.inputs.resize(3);
+  node.inputs[1] = w_name;
+  node.inputs[2] = b_name;
+  if (gemm) {
+    Attribute one;
+    one.kind = AttrKind::Float;
+    one.f = 1.0f;
+    node.attrs["beta"] = one;
+  }
+  node.outputs[0] = new_output;
+  return true;
+}
+
+
+}  // namespace ingot::passes
