@@ -288,7 +288,7 @@ TEST(CudaFusedConv, Variants) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor x = rnd(dt, {2, 4, 9, 7}, 1), w = rnd(dt, {6, 4, 3, 3}, 2), b = rnd(dt, {6}, 3);
     Tensor r = rnd(dt, {2, 6, 9, 7}, 4);
-    for (const char* act : {"", "Relu"}) {
+    for (const char* act : {"", "Relu", "HardSwish"}) {
       SCOPED_TRACE(act);
       Attributes attrs = pad1;
       attrs["activation"] = act;

@@ -42,7 +42,7 @@ void set_int(onnx::NodeProto& n, const std::string& name, int64_t v) {
 }
 
 // How the test graph continues after the Conv.
-enum Tail { kAddRelu, kRelu, kAdd, kAddResidualFirst };
+enum Tail { kAddRelu, kRelu, kAdd, kAddResidualFirst, kAddHardSwish };
 
 struct ConvCase {
   int64_t channels = 4, out_channels = 8, kernel = 3, group = 1, size = 9, stride = 1;
@@ -84,6 +84,8 @@ onnx::ModelProto conv_model(const ConvCase& c) {
   }
   if (c.tail == kAddRelu || c.tail == kRelu) {
     *g.add_node() = make_node("Relu", {last}, {"y"});
+  } else if (c.tail == kAddHardSwish) {
+    *g.add_node() = make_node("HardSwish", {last}, {"y"});
   } else {
     *g.add_node() = make_node("Identity", {last}, {"y"});
   }
@@ -168,6 +170,21 @@ TEST(FuseConvAddRelu, RewritesConvAddReluIntoOneNode) {
   EXPECT_EQ(n.attrs.at("group").i, 1);
   EXPECT_EQ(model->opset("ai.ingot"), 1);
   EXPECT_FALSE(run_pipeline(*model));  // nothing left to fuse
+}
+
+TEST(FuseConvAddRelu, AbsorbsHardSwish) {
+  // oneDNN's post-op path (dense) and the epilogue loop (depthwise), with and without the residual.
+  for (int64_t group : {1, 4}) {
+    ConvCase c;
+    c.tail = kAddHardSwish;
+    c.group = group;
+    c.out_channels = group == 1 ? 8 : 4;
+    auto model = import_onnx(save(conv_model(c), "chs.onnx"));
+    run_pipeline(*model);
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"FusedConv"}));
+    EXPECT_EQ(model->graph->nodes[0].attrs.at("activation").s, "HardSwish");
+    expect_fused_matches_unfused(c, group == 1 ? "chs_dense.onnx" : "chs_dw.onnx");
+  }
 }
 
 TEST(FuseConvAddRelu, RewritesPartialPatterns) {

@@ -11,7 +11,7 @@ INGOT_OP(FusedConv)
     .inputs(2, 4)
     .attr("activation", "")
     .conv_attrs()
-    .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu' or '').");
+    .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or '').");
 
 // Written by fuse_matmul_bias_act: Y = activation(MatMul(A, transB ? B^T : B) + bias), MatMul's numpy
 // semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N elements ([N] or

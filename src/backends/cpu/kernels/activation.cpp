@@ -60,34 +60,19 @@ void hard_sigmoid(KernelContext& ctx) {
   });
 }
 
-// x * clamp(x / 6 + 1/2, 0, 1), in two loops over chunks: GCC 12 leaves the one-loop form scalar
-// (it if-converts the clamp, or the product, but not the clamp followed by the product), 8x slower.
 void hard_swish(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  dispatch<INGOT_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
-    using C = compute_t<T>;
+  if (x.dtype() == DType::Float32) {  // the vectorized loop (elementwise.h)
     Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    parallel_for(x.numel(), kElementwiseGrain, [=](int64_t begin, int64_t end) {
-      C buffer[kHalfChunk], t[kHalfChunk];
-      for (int64_t i = begin; i < end; i += kHalfChunk) {
-        const int64_t len = std::min(kHalfChunk, end - i);
-        const C* v = buffer;
-        if constexpr (is_16bit_float_v<T>) {
-          load_compute(xp + i, buffer, len);
-        } else {
-          v = xp + i;
-        }
-        for (int64_t j = 0; j < len; ++j) t[j] = std::min(std::max(v[j] * C(1.0 / 6.0) + C(0.5), C(0)), C(1));
-        if constexpr (is_16bit_float_v<T>) {
-          for (int64_t j = 0; j < len; ++j) t[j] *= v[j];  // NaN in, NaN out
-          store_result(t, yp + i, len);
-        } else {
-          for (int64_t j = 0; j < len; ++j) yp[i + j] = v[j] * t[j];
-        }
-      }
-    });
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    parallel_for(x.numel(), kElementwiseGrain,
+                 [=](int64_t begin, int64_t end) { hard_swish_f32(xp + begin, yp + begin, end - begin); });
+    return;
+  }
+  unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) {
+    using C = decltype(v);
+    return v * std::min(std::max(v * C(1.0 / 6.0) + C(0.5), C(0)), C(1));
   });
 }
 

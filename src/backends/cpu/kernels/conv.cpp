@@ -4,7 +4,7 @@
 // convert to float32 around the same path; float64 (and geometry oneDNN rejects) uses a
 // straightforward reference loop with double accumulation.
 // FusedConv (domain ai.ingot, written by the fuse_conv_add_relu pass) is Conv followed by an
-// optional residual sum and Relu: on oneDNN's JIT paths they are post-ops of the primitive, so the
+// optional residual sum and activation (Relu or HardSwish): on oneDNN's JIT paths they are post-ops of the primitive, so the
 // output is written once; the GEMM (pointwise), depthwise and reference paths apply them in one
 // extra sweep over the output.
 #include <algorithm>
@@ -14,12 +14,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/kernels/elementwise.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/onednn_util.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
 #include "ops/semantics/conv_geometry.h"
+#include "ops/semantics/fused_conv_args.h"
 
 namespace ingot {
 namespace {
@@ -283,17 +285,20 @@ void depthwise_conv2d(const ConvGeometry& g, const float* x, const float* w, con
 
 // ---- oneDNN path (float32) ----
 
-// What a FusedConv applies after the convolution: y = relu?(conv + residual?).
+using nn::FusedActivation;
+
+// What a FusedConv applies after the convolution: y = act(conv + residual?).
 struct Epilogue {
   const Tensor* residual = nullptr;  // same shape and dtype as the output
-  bool relu = false;
-  bool empty() const { return !residual && !relu; }
+  FusedActivation act = FusedActivation::None;
+  bool empty() const { return !residual && act == FusedActivation::None; }
 };
 
 // A compiled primitive for one input shape, with weights and bias already in its formats.
 struct ConvPlan {
   Shape x_shape;
-  bool sum = false, relu = false;  // the epilogue this plan was built for (part of the cache key)
+  bool sum = false;  // the epilogue this plan was built for (part of the cache key)
+  FusedActivation act = FusedActivation::None;
   // Whether the primitive applies them as post-ops. oneDNN's GEMM convolution (pointwise on NCHW)
   // runs post-ops through a slow per-element path (16x slower than the convolution itself on
   // BlazeFace's 1x1 layers), so there we build it without them and the kernel sweeps the output once.
@@ -353,7 +358,7 @@ memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
 
 // Builds the plan; returns nullptr when oneDNN cannot express this geometry (then the reference runs).
 std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, bool sum,
-                                     bool relu) {
+                                     FusedActivation act) {
   const Window& win = g.win;
   memory::dims pad_end = dnnl_dims(win.pad_end);
   if (g.transposed) {
@@ -369,10 +374,11 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
   auto plan = std::make_unique<ConvPlan>();
   plan->x_shape = x.shape();
   plan->sum = sum;
-  plan->relu = relu;
+  plan->act = act;
   dnnl::post_ops post_ops;
   if (sum) post_ops.append_sum(1.0f);
-  if (relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (act == FusedActivation::Relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (act == FusedActivation::HardSwish) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
   plan->weights_key = onednn::TensorKey::of(w);
@@ -422,7 +428,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               src_any, w_any, dst_any, strides, dilations, pad_begin, pad_end);
       dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
-      plan->post_ops_fused = sum || relu;
+      plan->post_ops_fused = sum || act != FusedActivation::None;
       if (plan->post_ops_fused && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) {
         pd = dnnl::convolution_forward::primitive_desc(d, eng);
         plan->post_ops_fused = false;
@@ -495,12 +501,12 @@ void run_plan(ConvPlan& plan, const Tensor& x32, Tensor& y32, const Tensor* resi
 
 // Finds or builds the plan for this call (nullptr: use the reference loop).
 ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                    bool sum = false, bool relu = false) {
+                    bool sum = false, FusedActivation act = FusedActivation::None) {
   auto& state = ctx.state<ConvState>();
   auto& plans = state.plans;
   for (size_t i = 0; i < plans.size(); ++i) {
     ConvPlan& p = *plans[i];
-    if (p.x_shape == x.shape() && p.sum == sum && p.relu == relu && p.weights_key.matches(w) &&
+    if (p.x_shape == x.shape() && p.sum == sum && p.act == act && p.weights_key.matches(w) &&
         (b ? p.bias_key.matches(*b) : !p.bias)) {
       std::rotate(plans.begin(), plans.begin() + i, plans.begin() + i + 1);
       return plans[0].get();
@@ -508,29 +514,35 @@ ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
   }
   // Different weights invalidate every plan of this node (they were all reordered from the old ones).
   if (!plans.empty() && !plans[0]->weights_key.matches(w)) plans.clear();
-  std::unique_ptr<ConvPlan> plan = build_plan(g, x, w, b, sum, relu);
+  std::unique_ptr<ConvPlan> plan = build_plan(g, x, w, b, sum, act);
   if (!plan) return nullptr;
   plans.insert(plans.begin(), std::move(plan));
   if (plans.size() > ConvState::kMaxPlans) plans.pop_back();
   return plans[0].get();
 }
 
-// y = relu?(y + residual?), in place: for the paths without oneDNN post-ops.
+// y = act(y + residual?), in place: for the paths without oneDNN post-ops.
 void apply_epilogue(const Epilogue& ep, Tensor& y) {
   if (ep.empty()) return;
   if (y.dtype() == DType::Float32) {  // separate loops so each vectorizes without a branch
     float* out = y.data<float>();
     const float* r = ep.residual ? ep.residual->data<float>() : nullptr;
+    const FusedActivation act = ep.act;
     parallel_for(y.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      if (r && ep.relu) {
+      if (r && act == FusedActivation::Relu) {
         for (int64_t i = begin; i < end; ++i) {
           const float v = out[i] + r[i];
           out[i] = v > 0.0f ? v : 0.0f;  // like the Relu kernel (NaN -> 0)
         }
-      } else if (r) {
+        return;
+      }
+      if (r) {
         for (int64_t i = begin; i < end; ++i) out[i] += r[i];
-      } else {
+      }
+      if (act == FusedActivation::Relu) {
         for (int64_t i = begin; i < end; ++i) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+      } else if (act == FusedActivation::HardSwish) {
+        cpu::hard_swish_f32(out + begin, out + begin, end - begin);
       }
     });
     return;
@@ -538,12 +550,14 @@ void apply_epilogue(const Epilogue& ep, Tensor& y) {
   dispatch_float(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
     const T* r = ep.residual ? ep.residual->data<T>() : nullptr;
-    const bool relu = ep.relu;
+    const FusedActivation act = ep.act;
     parallel_for(y.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         // Round after the sum like a separate Add would (matters for half types).
         float v = r ? float(T(float(out[i]) + float(r[i]))) : float(out[i]);
-        out[i] = relu && v < 0.0f ? T(0.0f) : T(v);
+        if (act == FusedActivation::Relu) v = v < 0.0f ? 0.0f : v;
+        if (act == FusedActivation::HardSwish) v = v * std::min(std::max(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+        out[i] = T(v);
       }
     });
   });
@@ -556,7 +570,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Epilogue& ep = {}
   Tensor& y = ctx.allocate(0, x.dtype(), output_shape(g));
   if (y.numel() == 0) return;
   if (x.dtype() == DType::Float32 && !is_depthwise_2d(g) && x.numel() > 0 && w.numel() > 0 && !ep.empty()) {
-    if (ConvPlan* plan = find_plan(ctx, g, x, w, b, ep.residual != nullptr, ep.relu)) {
+    if (ConvPlan* plan = find_plan(ctx, g, x, w, b, ep.residual != nullptr, ep.act)) {
       run_plan(*plan, x, y, ep.residual);
       if (!plan->post_ops_fused) apply_epilogue(ep, y);
       return;
@@ -599,25 +613,8 @@ void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_ge
 
 void fused_conv_kernel(KernelContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  Epilogue ep;
-  const std::string& activation = ctx.attr_string("activation");
-  if (activation == "Relu") {
-    ep.relu = true;
-  } else if (!activation.empty()) {
-    fail("attribute 'activation': expected 'Relu' or '', got '{}'", activation);
-  }
-  if (ctx.has_input(3)) {
-    ep.residual = &ctx.input(3);
-    const Tensor& x = ctx.input(0);
-    if (ep.residual->shape() != output_shape(g)) {
-      fail("input 3 (R): expected the output's shape {}, got {}", shape_str(output_shape(g)),
-           shape_str(ep.residual->shape()));
-    }
-    if (ep.residual->dtype() != x.dtype()) {
-      fail("input 3 (R): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(ep.residual->dtype()));
-    }
-  }
-  run_conv(ctx, g, ep);
+  const nn::FusedConvArgs args = nn::fused_conv_args(ctx, g);
+  run_conv(ctx, g, Epilogue{args.residual, args.act});
 }
 
 }  // namespace

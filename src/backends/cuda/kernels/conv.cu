@@ -21,6 +21,7 @@
 
 #include "core/tuning.h"
 #include "ops/semantics/conv_geometry.h"
+#include "ops/semantics/fused_conv_args.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 
 namespace ingot {
@@ -81,16 +82,23 @@ void window_copy(const Tensor& in, Tensor& out, const Ints& in_sp, const Ints& o
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
-// y = relu?(round(y + bias) + residual), rounding between the steps like separate ops would.
+using nn::FusedActivation;
+
+// y = act(round(y + bias) + residual), rounding between the steps like separate ops would.
 template <class T>
 __global__ void epilogue_kernel(T* y, const T* bias, const T* residual, int64_t total, int64_t plane,
-                                int64_t channels, bool relu) {
+                                int64_t channels, FusedActivation act) {
   using C = compute_t<T>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     C v = load(y[i]);
     if (bias) v += load(bias[(i / plane) % channels]);
     if (residual) v = load(store<T>(v)) + load(residual[i]);
-    if (relu) v = v > C(0) ? v : C(0);  // NaN -> 0, like the CPU Relu
+    if (act == FusedActivation::Relu) v = v > C(0) ? v : C(0);  // NaN -> 0, like the CPU Relu
+    if (act == FusedActivation::HardSwish) {  // like the HardSwish kernel: NaN stays NaN
+      C t = v * C(1.0 / 6.0) + C(0.5);
+      t = t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
+      v = v * t;
+    }
     y[i] = store<T>(v);
   }
 }
@@ -510,19 +518,20 @@ ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
   return *plans[0];
 }
 
-void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, bool relu, int64_t channels) {
-  if (!bias && !residual && !relu) return;
+void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, FusedActivation act, int64_t channels) {
+  if (!bias && !residual && act == FusedActivation::None) return;
   const int64_t total = y.numel();
   const int64_t plane = total / std::max<int64_t>(1, y.dim(0) * channels);
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(y.dtype(), [&]<class T>() {
     epilogue_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
         cuda::ptr<T>(y), bias ? cuda::ptr<const T>(*bias) : nullptr, residual ? cuda::ptr<const T>(*residual) : nullptr,
-        total, std::max<int64_t>(1, plane), channels, relu);
+        total, std::max<int64_t>(1, plane), channels, act);
     INGOT_CUDA_LAUNCH_CHECK();
   });
 }
 
-void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual = nullptr, bool relu = false) {
+void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual = nullptr,
+              FusedActivation act = FusedActivation::None) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
@@ -531,10 +540,10 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   if (x.numel() == 0 || w.numel() == 0) {
     // Nothing to accumulate (zero input channels): the output is the bias (then the epilogue).
     INGOT_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), cuda::stream()));
-    apply_epilogue(y, b, residual, relu, g.out_channels);
+    apply_epilogue(y, b, residual, act, g.out_channels);
     return;
   }
-  const bool want_fused = !g.transposed && relu && x.dtype() == DType::Float32;
+  const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (p.use_cudnn) {
     const Device dev = ctx.device();
@@ -576,12 +585,12 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
         cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(
             x.dtype(), [&]<class T>() { window_copy<T>(yout, y, p.y_sp, g.win.out, p.crop_offset); });
       }
-      apply_epilogue(y, b, residual, relu, g.out_channels);
+      apply_epilogue(y, b, residual, act, g.out_channels);
       return;
     }
   }
   run_direct(g, x, w, y);
-  apply_epilogue(y, b, residual, relu, g.out_channels);
+  apply_epilogue(y, b, residual, act, g.out_channels);
 }
 
 void conv_kernel(KernelContext& ctx) { run_conv(ctx, conv_geometry(ctx)); }
@@ -589,26 +598,8 @@ void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_ge
 
 void fused_conv_kernel(KernelContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  bool relu = false;
-  const std::string& activation = ctx.attr_string("activation");
-  if (activation == "Relu") {
-    relu = true;
-  } else if (!activation.empty()) {
-    fail("attribute 'activation': expected 'Relu' or '', got '{}'", activation);
-  }
-  const Tensor* residual = nullptr;
-  if (ctx.has_input(3)) {
-    residual = &ctx.input(3);
-    const Tensor& x = ctx.input(0);
-    if (residual->shape() != output_shape(g)) {
-      fail("input 3 (R): expected the output's shape {}, got {}", shape_str(output_shape(g)),
-           shape_str(residual->shape()));
-    }
-    if (residual->dtype() != x.dtype()) {
-      fail("input 3 (R): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(residual->dtype()));
-    }
-  }
-  run_conv(ctx, g, residual, relu);
+  const nn::FusedConvArgs args = nn::fused_conv_args(ctx, g);
+  run_conv(ctx, g, args.residual, args.act);
 }
 
 }  // namespace
