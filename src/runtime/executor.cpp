@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <climits>
 #include <deque>
 #include <map>
 #include <set>
@@ -22,6 +23,10 @@ struct Executor::Plan {
     std::vector<int> input_slots;         // -1: omitted optional input; -2: resolved by name in an outer graph
     std::vector<int> output_slots;        // -1: unused optional output
     std::vector<int> free_after;          // slots whose last use is this step
+    // A node with subgraphs (If, Loop, Scan): the slots of its inputs and of the values its bodies
+    // read. Its outputs may be any of them, depending on data (a branch returning an outer value, a
+    // loop that runs zero times), so a memory plan keeps their buffers to the end of the run.
+    std::vector<int> body_reads;
     mutable std::shared_ptr<void> state;  // kernel's per-node cache
     Device device;                        // where the kernel runs
     bool fallback = false;
@@ -118,9 +123,14 @@ class Executor::StepAllocator final : public OutputAllocator {
     return t;
   }
 
-  // After step `step` stored its outputs: the slots now holding a buffer (or a view of one).
-  void after_step(const std::vector<int>& output_slots, const std::vector<Value>& slots) {
+  // After step `step` stored its outputs: the slots now holding a buffer (or a view of one); the
+  // buffers a step with subgraphs may hand back as its outputs (`pinned`) live to the end.
+  void after_step(const std::vector<int>& output_slots, const std::vector<Value>& slots,
+                  const std::vector<int>& pinned) {
     if (!recording_) return;
+    for (int s : pinned) {
+      if (slot_buffer_[size_t(s)] >= 0) recs_[size_t(slot_buffer_[size_t(s)])].last = INT_MAX - 1;  // (+1 must not overflow)
+    }
     for (int s : output_slots) {
       if (s < 0) continue;
       const Value& v = slots[size_t(s)];
@@ -306,7 +316,7 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
       if (it != plan->slot_of.end()) graph_outputs.insert(it->second);
     }
     for (const Node& n : g.nodes) {
-      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, nullptr, device_, false};
+      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, {}, nullptr, device_, false};
       step.def = OpCatalogue::instance().find(n.domain, n.op_type);
       Choice choice = place(g, n, step.opset, device_, on_host);
       step.kernel = choice.kernel;
@@ -349,7 +359,15 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
       std::set<std::string> reads;
       collect_subgraph_reads(n, reads);
       for (const auto& r : reads) {
-        if (auto it = plan->slot_of.find(r); it != plan->slot_of.end()) last_use[it->second] = index;
+        if (auto it = plan->slot_of.find(r); it != plan->slot_of.end()) {
+          last_use[it->second] = index;
+          step.body_reads.push_back(it->second);
+        }
+      }
+      if (!reads.empty()) {
+        for (int s : step.input_slots) {
+          if (s >= 0) step.body_reads.push_back(s);
+        }
       }
       plan->steps.push_back(std::move(step));
     }
@@ -610,7 +628,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       env.slots[size_t(step.output_slots[i])] = std::move(out_values[i]);
       if (step.fallback) env.from_fallback[size_t(step.output_slots[i])] = true;
     }
-    if (alloc) alloc->after_step(step.output_slots, env.slots);
+    if (alloc) alloc->after_step(step.output_slots, env.slots, step.body_reads);
     for (int s : step.free_after) {
       if (alloc) alloc->freed(s, int(index));
       env.slots[size_t(s)] = Value();

@@ -115,6 +115,63 @@ TEST(MemoryPlan, PlannedRunsMatchTheReferenceAcrossShapes) {
   expect_matches(x2, second, "run 2's outputs after run 5");
 }
 
+// x[4] -> a = Neg(x); b = Exp(a); y = If(ReduceSum(x) > 0) then a else Abs(b); z = Sigmoid(b) + y.
+// The then-branch hands back the outer value `a`, which the recording run (else-branch) never saw
+// as y: the plan must keep a's buffer alive anyway, or z would read a reused slice.
+std::string if_model() {
+  auto branch = [](const std::string& name, bool then) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    if (then) {
+      *g.add_node() = make_node("Identity", {"a"}, {name + "_out"});
+    } else {
+      *g.add_node() = make_node("Abs", {"b"}, {name + "_out"});
+    }
+    *g.add_output() = tensor_info(name + "_out", onnx::TensorProto::FLOAT, {"4"});
+    return g;
+  };
+  onnx::GraphProto g;
+  g.set_name("if_alias");
+  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"4"});
+  *g.add_node() = make_node("Neg", {"x"}, {"a"});
+  *g.add_node() = make_node("Exp", {"a"}, {"b"});
+  *g.add_node() = make_node("ReduceSum", {"x"}, {"sum"});
+  onnx::TensorProto zero;
+  zero.set_name("zero");
+  zero.set_data_type(onnx::TensorProto::FLOAT);
+  zero.add_float_data(0.0f);
+  *g.add_initializer() = zero;
+  *g.add_node() = make_node("Greater", {"sum", "zero"}, {"cond"});
+  onnx::NodeProto n = make_node("If", {"cond"}, {"y"});
+  auto* t = n.add_attribute();
+  t->set_name("then_branch");
+  t->set_type(onnx::AttributeProto::GRAPH);
+  *t->mutable_g() = branch("then", true);
+  auto* e = n.add_attribute();
+  e->set_name("else_branch");
+  e->set_type(onnx::AttributeProto::GRAPH);
+  *e->mutable_g() = branch("else", false);
+  *g.add_node() = n;
+  *g.add_node() = make_node("Sigmoid", {"b"}, {"s"});
+  *g.add_node() = make_node("Mul", {"s", "s"}, {"s2"});
+  *g.add_node() = make_node("Add", {"s2", "y"}, {"z"});
+  *g.add_output() = tensor_info("z", onnx::TensorProto::FLOAT, {"4"});
+  return testing::save_model(testing::model_with(std::move(g)), "if_alias.onnx");
+}
+
+TEST(MemoryPlan, ValuesABranchMayReturnStayAlive) {
+  SessionOptions plain;
+  plain.memory_plan = false;
+  Session planned = Session::load(if_model()), reference = Session::load(if_model(), plain);
+  Tensor negative = Tensor::from_vector<float>({-1, -2, 0.5f, -0.25f}, {4});  // else-branch
+  Tensor positive = Tensor::from_vector<float>({1, 2, -0.5f, 0.25f}, {4});    // then-branch: y = a
+  for (const Tensor& x : {negative, positive, positive, negative, positive}) {
+    auto got = planned.run({x}), want = reference.run({x});
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[0].data<float>()[i], want[0].data<float>()[i]) << i;
+  }
+  EXPECT_TRUE(planned.memory_plan().planned);
+}
+
 TEST(MemoryPlan, CanBeTurnedOff) {
   SessionOptions options;
   options.memory_plan = false;
