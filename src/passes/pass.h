@@ -20,6 +20,8 @@ bool constant_folding(Model& model);
 bool remove_identity(Model& model);
 // Inference BatchNormalization after a Conv or Gemm with constant weights: folded into the weights and bias.
 bool fold_batchnorm(Model& model);
+// Gather/Slice of Shape(x) that pick only static dims of a partially symbolic x: constants.
+bool simplify_shapes(Model& model);
 // Mul and/or Add by scalar or per-channel constants after a Conv or Gemm: folded likewise.
 bool fold_scale_shift(Model& model);
 // Conv [-> Add(residual)] [-> Relu] into one FusedConv node (domain "ai.ingot").

@@ -4,12 +4,14 @@
 namespace ingot {
 
 namespace {
-// Folding first (it exposes constant weights and shapes to the rest), then the no-op removal that
+// Shape simplification first (static dims picked out of partially symbolic shapes become constants
+// that constant folding then propagates), folding next (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
 // Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
 // the ops they spell out (layer normalization, hard-swish), the kernel fusions, and dead code last
 // to drop what the others orphaned.
 constexpr Pass kPipeline[] = {
+    {"simplify-shapes", simplify_shapes},
     {"constant-folding", constant_folding},
     {"remove-identity", remove_identity},
     {"fold-batchnorm", fold_batchnorm},

@@ -478,6 +478,73 @@ TEST(FoldScaleShift, LeavesNonChannelConstantsAlone) {
   EXPECT_FALSE(fold_scale_shift(*model));
 }
 
+// x[N,8,4] (N symbolic): y = Reshape(x, Concat(Gather(Shape(x), 0), Mul(Gather(Shape(x), 1), Gather(Shape(x), 2))))
+// with the static dims also read through Cast(Shape) -> Slice; z = Slice(Shape(x), 0, 2) keeps N.
+std::string symbolic_shape_model() {
+  onnx::GraphProto g;
+  g.set_name("symbolic_shapes");
+  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "8", "4"});
+  add_int64_initializer(g, "i0", {0});
+  add_int64_initializer(g, "s1", {1});
+  add_int64_initializer(g, "e3", {3});
+  add_int64_initializer(g, "e2", {2});
+  onnx::TensorProto one;
+  one.set_name("one");
+  one.set_data_type(onnx::TensorProto::INT64);
+  one.add_int64_data(1);
+  *g.add_initializer() = one;  // a scalar index: Gather gives a scalar
+  *g.add_node() = make_node("Shape", {"x"}, {"shape"});
+  *g.add_node() = make_node("Gather", {"shape", "i0"}, {"n"});    // N: symbolic, stays
+  *g.add_node() = make_node("Gather", {"shape", "one"}, {"c"});   // 8: constant (a scalar)
+  onnx::NodeProto cast = make_node("Cast", {"shape"}, {"shape32"});
+  set_attr(cast, "to", int64_t(onnx::TensorProto::INT32));
+  *g.add_node() = cast;
+  *g.add_node() = make_node("Slice", {"shape32", "s1", "e3"}, {"cw32"});  // [8, 4] as int32: constant
+  *g.add_node() = make_node("Slice", {"shape", "i0", "e2"}, {"nc"});      // [N, 8]: stays
+  *g.add_node() = make_node("ReduceProd", {"cw32"}, {"cw_prod32"});
+  onnx::NodeProto back = make_node("Cast", {"cw_prod32"}, {"cw_prod"});
+  set_attr(back, "to", int64_t(onnx::TensorProto::INT64));
+  *g.add_node() = back;
+  *g.add_node() = make_node("Concat", {"n", "cw_prod"}, {"target"});
+  set_attr(g.mutable_node(g.node_size() - 1)[0], "axis", int64_t(0));
+  *g.add_node() = make_node("Reshape", {"x", "target"}, {"y"});
+  *g.add_node() = make_node("Unsqueeze", {"c", "i0"}, {"c1"});
+  *g.add_node() = make_node("Concat", {"nc", "c1"}, {"z"});
+  set_attr(g.mutable_node(g.node_size() - 1)[0], "axis", int64_t(0));
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "32"});
+  *g.add_output() = ingot::testing::tensor_info("z", onnx::TensorProto::INT64, {"3"});
+  return save(std::move(g), "symbolic_shapes.onnx");
+}
+
+TEST(SimplifyShapes, StaticDimsOfSymbolicShapesBecomeConstants) {
+  const std::string path = symbolic_shape_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(simplify_shapes(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  ASSERT_TRUE(g.initializers.count("c"));
+  EXPECT_EQ(g.initializers.at("c").rank(), 0);
+  EXPECT_EQ(g.initializers.at("c").item_int(), 8);
+  ASSERT_TRUE(g.initializers.count("cw32"));
+  EXPECT_EQ(g.initializers.at("cw32").dtype(), DType::Int32);
+  EXPECT_EQ(g.initializers.at("cw32").to_int64_vector(), (std::vector<int64_t>{8, 4}));
+  EXPECT_FALSE(g.initializers.count("n"));   // N is symbolic
+  EXPECT_FALSE(g.initializers.count("nc"));  // picks N too
+  // The whole pipeline, against the unoptimized graph, at two batch sizes.
+  SessionOptions plain;
+  plain.optimize = false;
+  Session optimized = Session::load(path), reference = Session::load(path, plain);
+  for (int64_t n : {1, 3}) {
+    std::vector<float> v(size_t(n * 32));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(i) * 0.5f;
+    Tensor x = Tensor::from_vector(v, {n, 8, 4});
+    auto a = optimized.run({x}), b = reference.run({x});
+    EXPECT_EQ(a[0].shape(), (Shape{n, 32}));
+    EXPECT_EQ(a[0].to_vector<float>(), b[0].to_vector<float>());
+    EXPECT_EQ(a[1].to_int64_vector(), (std::vector<int64_t>{n, 8, 8}));
+  }
+}
+
 TEST(FoldBatchNorm, LeavesExposedConvOutputAlone) {
   auto model = import_onnx(conv_bn_model(true, true));
   EXPECT_FALSE(fold_batchnorm(*model));
