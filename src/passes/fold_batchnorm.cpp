@@ -71,11 +71,7 @@ bool fold_batchnorm(Model& model) {
     changed = true;
   }
   if (!changed) return false;
-  std::vector<Node> nodes;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!removed[i]) nodes.push_back(std::move(g.nodes[i]));
-  }
-  g.nodes = std::move(nodes);
+  remove_nodes(g, removed);
   return true;
 }
 

@@ -30,14 +30,6 @@ std::optional<std::vector<double>> channel_values(const Graph& g, const std::str
   return std::vector<double>(v, v + channels);
 }
 
-// The operand of binary node n that is not `value` (n reads `value` exactly once).
-std::optional<std::string> other_operand(const Node& n, const std::string& value) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
-  if (n.inputs[0] == value && n.inputs[1] != value) return n.inputs[1];
-  if (n.inputs[1] == value && n.inputs[0] != value) return n.inputs[0];
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool fold_scale_shift(Model& model) {
@@ -57,7 +49,7 @@ bool fold_scale_shift(Model& model) {
     std::vector<size_t> absorbed;
     auto step = [&](const char* op) {
       auto r = readers.single(out);
-      if (!r || removed[*r] || !is_op(g.nodes[*r], op)) return false;
+      if (!r || removed[*r] || !is_op(g.nodes[*r], op) || g.nodes[*r].outputs.size() != 1) return false;
       auto k = other_operand(g.nodes[*r], out);
       auto values = k ? channel_values(g, *k, rank, *channels) : std::nullopt;
       if (!values) return false;
@@ -80,11 +72,7 @@ bool fold_scale_shift(Model& model) {
     changed = true;
   }
   if (!changed) return false;
-  std::vector<Node> nodes;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!removed[i]) nodes.push_back(std::move(g.nodes[i]));
-  }
-  g.nodes = std::move(nodes);
+  remove_nodes(g, removed);
   return true;
 }
 

@@ -28,14 +28,6 @@ bool mean_of_last_axis(const Node& n) {
   return axes != n.attrs.end() && axes->second.ints == std::vector<int64_t>{-1};
 }
 
-// The other operand of binary node n, given one of them; nullopt when n does not read `one`.
-std::optional<std::string> other_operand(const Node& n, const std::string& one) {
-  if (n.inputs.size() != 2) return std::nullopt;
-  if (n.inputs[0] == one && n.inputs[1] != one) return n.inputs[1];
-  if (n.inputs[1] == one && n.inputs[0] != one) return n.inputs[0];
-  return std::nullopt;
-}
-
 bool vector_initializer(const Graph& g, const std::string& name) {
   const Tensor* t = constant_initializer(g, name);
   return t && t->rank() == 1 && is_floating(t->dtype());

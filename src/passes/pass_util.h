@@ -158,6 +158,20 @@ inline void replace_nodes(Graph& g, const std::vector<bool>& removed, std::map<s
   g.nodes = std::move(nodes);
 }
 
+// Drops the removed nodes, keeping the order of the others.
+inline void remove_nodes(Graph& g, const std::vector<bool>& removed) {
+  std::map<size_t, Node> none;
+  replace_nodes(g, removed, none);
+}
+
+// The operand of binary node n that is not `value`, when n reads `value` exactly once.
+inline std::optional<std::string> other_operand(const Node& n, const std::string& value) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  if (n.inputs[0] == value && n.inputs[1] != value) return n.inputs[1];
+  if (n.inputs[1] == value && n.inputs[0] != value) return n.inputs[0];
+  return std::nullopt;
+}
+
 // A name not yet used by any value or initializer of the model's main graph.
 inline std::string fresh_name(const Graph& g, const std::string& base) {
   std::set<std::string> used;

@@ -65,13 +65,12 @@ struct Executor::ShapePlan {
     size_t offset = 0;
   };
   std::vector<std::tuple<DType, Shape, Device>> key;
-  bool planned = false;
   std::vector<Buffer> buffers;
   std::unordered_map<int64_t, int> buffer_of;  // step << 16 | output -> buffers index
-  MemoryPlanStats stats;
+  MemoryPlanStats stats;  // stats.planned: the recording run is done
   std::shared_ptr<Storage> host_arena, device_arena;
-  // CUDA graph: decided by the recording run, tried once at the next.
-  bool capturable = false, capture_tried = false;
+  // CUDA graph: decided by the recording run, tried at the next (a failed capture clears it).
+  bool capturable = false;
   std::unordered_map<int, Value> uploads;  // host-computed values the recording run copied to the device
   std::vector<Tensor> input_buffers;
   std::vector<Value> outputs;  // where the graph leaves the outputs
@@ -117,7 +116,7 @@ class Executor::StepAllocator final : public OutputAllocator {
       for (Rec& r : recs_) {
         if (r.step == step_ && r.output == int(output)) r.valid = false;  // allocated twice in one step
       }
-      recs_.push_back({step_, int(output), t.nbytes(), device, t.storage().get(), step_, true});
+      recs_.push_back({step_, int(output), t.nbytes(), device, step_, true});
       by_storage_[t.storage().get()] = int(recs_.size() - 1);
     }
     return t;
@@ -187,7 +186,6 @@ class Executor::StepAllocator final : public OutputAllocator {
       st.lower_bound += int64_t(plan.lower_bound);
     }
     st.planned = true;
-    sp_.planned = true;
   }
 
  private:
@@ -195,7 +193,6 @@ class Executor::StepAllocator final : public OutputAllocator {
     int step, output;
     size_t bytes;
     Device device;
-    const Storage* storage;
     int last;
     bool valid;
   };
@@ -453,7 +450,7 @@ Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs) 
 std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>& inputs) {
   const Graph& top = *model_->graph;
   if (sp.graph) return replay(sp, inputs);
-  if (!sp.planned) {
+  if (!sp.stats.planned) {
     StepAllocator recorder(sp, plan_for(top).num_slots, true);
     const bool gpu = device_.type != DeviceType::CPU;
     upload_sink_ = gpu ? &sp.uploads : nullptr;
@@ -482,7 +479,7 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
     }
     return outputs;
   }
-  if (sp.capturable && !sp.capture_tried && !profiler::enabled()) {
+  if (sp.capturable && !profiler::enabled()) {
     if (auto outputs = capture(sp, inputs)) return *outputs;
   }
   StepAllocator arena(sp, 0, false);
@@ -492,7 +489,6 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
 // Captures a run into a CUDA graph and replays it; nullopt (with the reason kept) when the capture
 // fails, in which case nothing of it ran.
 std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::vector<Value>& inputs) {
-  sp.capture_tried = true;
   std::vector<Value> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     sp.input_buffers.push_back(Tensor::empty(inputs[i].tensor.dtype(), inputs[i].tensor.shape(), device_));
@@ -506,9 +502,7 @@ std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::ve
   graphs.begin_capture(device_.index);
   try {
     outputs = run_graph(*model_->graph, device_inputs, nullptr, &arena);
-  } catch (const Error& e) {
-    why = e.what();
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // ingot::Error included
     why = e.what();
   }
   std::string end_why;

@@ -19,32 +19,6 @@ namespace ingot::cli {
 
 namespace {
 
-// A random input for `info`: its shape from --input-shape when given, else a symbolic or unknown
-// first dim is `batch` and any other one 1. Floats are uniform in [-1, 1); integers and bools are 0
-// (safe as indices and sizes).
-Tensor random_input(const TensorInfo& info, int64_t batch, const std::vector<int64_t>* fixed, std::mt19937& rng) {
-  Shape shape;
-  if (fixed) {
-    if (fixed->size() != info.dims.size())
-      fail("--input-shape {}: {} dims given, the input has {}", info.name, fixed->size(), info.dims.size());
-    shape = *fixed;
-  }
-  for (size_t d = 0; d < info.dims.size() && !fixed; ++d) {
-    const std::string& text = info.dims[d];
-    bool number = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(c); });
-    shape.push_back(number ? std::stoll(text) : d == 0 ? batch : 1);
-  }
-  DType dtype = info.dtype == DType::Undefined ? DType::Float32 : info.dtype;
-  if (dtype == DType::String) fail("input '{}' is a string tensor: give it with --input", info.name);
-  Tensor t = Tensor::zeros(dtype, shape);
-  if (is_floating(dtype)) {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    Tensor f = Tensor::empty(DType::Float32, shape);
-    for (float& v : f.span<float>()) v = dist(rng);
-    t = f.cast(dtype);
-  }
-  return t;
-}
 
 double percentile(const std::vector<double>& sorted, double p) {
   double pos = p * double(sorted.size() - 1);

@@ -55,25 +55,13 @@ std::vector<PackageBlob> tune(const std::string& package, Device device, std::st
   options.cuda_graphs = false;
   Session session = Session::load(package, options);
   std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<Tensor> inputs;
   for (const TensorInfo& info : session.inputs()) {
-    Shape shape;
-    for (const std::string& d : info.dims) {
-      if (d.empty() || !std::all_of(d.begin(), d.end(), [](char c) { return std::isdigit(c); })) {
-        note = fmt::format(" (skipped: input '{}' has symbolic dims; fix them with --input-shape)", info.name);
-        return {};
-      }
-      shape.push_back(std::stoll(d));
+    if (!std::all_of(info.dims.begin(), info.dims.end(), is_static_dim)) {
+      note = fmt::format(" (skipped: input '{}' has symbolic dims; fix them with --input-shape)", info.name);
+      return {};
     }
-    DType dtype = info.dtype == DType::Undefined ? DType::Float32 : info.dtype;
-    Tensor t = Tensor::zeros(dtype, shape);
-    if (is_floating(dtype)) {
-      Tensor f = Tensor::empty(DType::Float32, shape);
-      for (float& v : f.span<float>()) v = dist(rng);
-      t = f.cast(dtype);
-    }
-    inputs.push_back(t);
+    inputs.push_back(random_input(info, 1, nullptr, rng));
   }
   try {
     session.run(inputs);

@@ -1,6 +1,7 @@
 #include <ingot/profiler.h>
 #include <ingot/session.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -35,6 +36,36 @@ std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string
     begin = end + 1;
   }
   return {spec.substr(0, eq), dims};
+}
+
+bool is_static_dim(const std::string& dim) {
+  return !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) { return std::isdigit(c); });
+}
+
+// A random input for `info` (bench, convert's tuning run): its shape `fixed` when given, else a symbolic or unknown
+// first dim is `batch` and any other one 1. Floats are uniform in [-1, 1); integers and bools are 0
+// (safe as indices and sizes).
+Tensor random_input(const TensorInfo& info, int64_t batch, const std::vector<int64_t>* fixed, std::mt19937& rng) {
+  Shape shape;
+  if (fixed) {
+    if (fixed->size() != info.dims.size())
+      fail("--input-shape {}: {} dims given, the input has {}", info.name, fixed->size(), info.dims.size());
+    shape = *fixed;
+  }
+  for (size_t d = 0; d < info.dims.size() && !fixed; ++d) {
+    const std::string& text = info.dims[d];
+    shape.push_back(is_static_dim(text) ? std::stoll(text) : d == 0 ? batch : 1);
+  }
+  DType dtype = info.dtype == DType::Undefined ? DType::Float32 : info.dtype;
+  if (dtype == DType::String) fail("input '{}' is a string tensor: give it with --input", info.name);
+  Tensor t = Tensor::zeros(dtype, shape);
+  if (is_floating(dtype)) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    Tensor f = Tensor::empty(DType::Float32, shape);
+    for (float& v : f.span<float>()) v = dist(rng);
+    t = f.cast(dtype);
+  }
+  return t;
 }
 
 Tensor load_tensor_file(const std::string& path) {

@@ -1,6 +1,9 @@
 // Reading tensors given on the command line: NAME=FILE or FILE (positional), .npy or .pb.
 #pragma once
+#include <ingot/session.h>
 #include <ingot/tensor.h>
+
+#include <random>
 
 #include <string>
 #include <utility>
@@ -9,6 +12,14 @@
 namespace ingot::cli {
 
 Tensor load_tensor_file(const std::string& path);
+
+// Whether a dim of TensorInfo::dims is a number rather than a symbol.
+bool is_static_dim(const std::string& dim);
+
+// A random input for `info`: shape `fixed` when given (--input-shape), else a symbolic first dim is
+// `batch` and any other one 1. Floats are uniform in [-1, 1); integers and bools are 0 (safe as
+// indices and sizes).
+Tensor random_input(const TensorInfo& info, int64_t batch, const std::vector<int64_t>* fixed, std::mt19937& rng);
 
 // "--input-shape x=1,3,224,224" -> {"x", {1,3,224,224}}; a malformed spec is an error naming it.
 std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string& spec);
