@@ -139,22 +139,25 @@ def report(dirs):
           f"cudnn.benchmark on; torch's Whisper attention: {meta.get('attn', '?')}")
     print("- torch fp16: model.half() with float16 inputs and outputs. Ingot fp16: a package converted with "
           "`--precision fp16`; its inputs and outputs stay float32")
-    print("- torch's input is already on the GPU; `ingot bench` times Session::run with host tensors, so every "
-          "Ingot run also uploads the input and downloads the output. `host I/O`: what torch takes for the "
-          "same float32 copies from and to pageable memory")
+    print("- torch's input is already on the GPU. `Ingot .ingot`: `ingot bench --device-io` (input on the GPU, "
+          "output left there, each run waited for), the comparison column; `Ingot .ingot, host I/O`: the same "
+          "package through host tensors (every run also uploads the input and downloads the output through "
+          "pinned staging). `host I/O`: what torch takes for the same float32 copies from and to pageable memory")
     print("- Ingot .onnx: the ONNX file, symbolic batch (fp32 only: `ingot bench` has no --precision). Ingot "
           ".ingot: a package per batch size and precision (`ingot convert --device cuda --precision P "
           "--input-shape input=<dims>`). `Ingot CUDA graph`: whether `ingot bench` of the package replayed a "
           "CUDA graph (`cuda_graph` in its JSON; - when the binary does not report it)\n")
     print("| model | batch | precision | " + " | ".join(v[1] for v in VARIANTS)
-          + " | Ingot .onnx | Ingot .ingot | Ingot .ingot / reduce-overhead | host I/O | Ingot CUDA graph |")
-    print("|---|---:|---|" + "---:|" * (len(VARIANTS) + 4) + "---|")
+          + " | Ingot .onnx | Ingot .ingot | Ingot .ingot / reduce-overhead | Ingot .ingot, host I/O | host I/O "
+          "| Ingot CUDA graph |")
+    print("|---|---:|---|" + "---:|" * (len(VARIANTS) + 5) + "---|")
     for m in res.models:
         for b in batches:
             for p in precisions:
                 cells = [res.torch_cell((m, b, p, v)) for v, _ in VARIANTS]
                 onnx = res.ingot(f"{m}.b{b}.fp32.onnx") if p == "fp32" else ("n/a", None)
                 pkg = res.ingot(f"{m}.b{b}.{p}.ingot")
+                host = res.ingot(f"{m}.b{b}.{p}.ingot-host")
                 ro = cells[-1][1]
                 ratio = f"{pkg[1] / ro:.2f}x" if pkg[1] is not None and ro else "-"
                 io = res.torch.get((m, b, "fp32", "host_io"))
@@ -162,7 +165,7 @@ def report(dirs):
                 graph = (res.ingot_json(f"{m}.b{b}.{p}.ingot") or {}).get("cuda_graph")
                 graph = "-" if graph is None else "replayed" if graph else "no"
                 print(f"| {m} | {b} | {p} | " + " | ".join(c[0] for c in cells)
-                      + f" | {onnx[0]} | {pkg[0]} | {ratio} | {io_ms} | {graph} |")
+                      + f" | {onnx[0]} | {pkg[0]} | {ratio} | {host[0]} | {io_ms} | {graph} |")
 
     print("\n### First call (s): torch compilation and Ingot's conversion\n")
     print("torch: wall time of the first call (for the compiled variants: compilation; reduce-overhead records its "

@@ -104,6 +104,10 @@ if ! skip ingot; then
   # Where `ingot run` has --repeat, the output checked is the third run's (a planned / replayed run).
   repeat=()
   "$INGOT" run --help 2>/dev/null | grep -q -- '--repeat' && repeat=(--repeat 3)
+  # The package is timed twice: with inputs and outputs on the GPU (--device-io: like torch's
+  # numbers, the comparison column) and through host tensors (ingot/*.ingot-host.json).
+  device_io=()
+  "$INGOT" bench --help 2>/dev/null | grep -q -- '--device-io' && [ "$DEVICE" = cuda ] && device_io=(--device-io)
   for m in $MODELS; do
     for b in $BATCHES; do
       in="$M/$m.b$b.input.npy"
@@ -116,7 +120,11 @@ if ! skip ingot; then
           --precision "$p" --input-shape "input=$(dims "$m" "$b")"
         echo "{\"convert_ms\": $((($(date +%s%N) - start) / 1000000))}" >"$I/$m.b$b.$p.convert.json"
         ingot_step "$m.b$b.$p.ingot" "$INGOT" bench "$pkg" --device "$DEVICE" --input "input=$in" --batch "$b" \
-          --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.$p.ingot.json"
+          --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.$p.ingot.json" ${device_io[@]+"${device_io[@]}"}
+        if [ ${#device_io[@]} -gt 0 ]; then
+          ingot_step "$m.b$b.$p.ingot-host" "$INGOT" bench "$pkg" --device "$DEVICE" --input "input=$in" --batch "$b" \
+            --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.$p.ingot-host.json"
+        fi
         if [ "$b" = 1 ]; then
           ingot_step "$m.b1.$p.run" "$INGOT" run "$pkg" --device "$DEVICE" --input "input=$in" \
             -o "$WORK/outputs/$m.$p" ${repeat[@]+"${repeat[@]}"}

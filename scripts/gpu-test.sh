@@ -67,7 +67,8 @@ run() {
   mkdir -p "$dir" "$out"
   xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$dir" -xf -
   local libs="$dir/lib"
-  for l in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13; do
+  # NVRTC, where the machine has one (generated kernels; without it they run the interpreter).
+  for l in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13 libnvrtc.so.12; do
     local d
     d="$(find_lib_dir "$l" || true)"
     [ -n "$d" ] && libs="$libs:$d"
@@ -82,6 +83,12 @@ run() {
     "$dir/bin/ingot-gpu-tests" --gtest_brief=1 >"$out/gpu-unit.log" 2>&1 || rc=$?
     tail -n 40 "$out/gpu-unit.log"
     summary+=("unit: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit.log" | tr '\n' ' ') (exit $rc)")
+    # The fused elementwise kernels again without NVRTC: the interpreter kernel.
+    rc=0
+    INGOT_NO_NVRTC=1 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='FusedElementwise*' \
+      >"$out/gpu-unit-interpreter.log" 2>&1 || rc=$?
+    tail -n 8 "$out/gpu-unit-interpreter.log"
+    summary+=("unit, fused kernels without NVRTC: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-interpreter.log" | tr '\n' ' ') (exit $rc)")
   fi
   if want node; then
     # A crash in one case must not hide the rest: resume after it (test-onnx prints CRASH <case>).

@@ -32,6 +32,10 @@ struct SessionOptions {
   // on (one launch per run), when the run has no CPU fallback and no device-to-host copy. Needs
   // memory_plan. Per-op profiles see one replay event instead of ops: `ingot profile` turns it off.
   bool cuda_graphs = true;
+  // Return outputs where they were computed (on a GPU session: device tensors, ready to feed other
+  // GPU work without a round trip; Session::run then returns once the work is queued, so call
+  // device_memory(type)->synchronize() before timing). Default: copied to the host.
+  bool outputs_on_device = false;
 };
 
 // A node that runs on the CPU although the session's device is an accelerator.

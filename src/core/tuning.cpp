@@ -1,58 +1,47 @@
 #include "core/tuning.h"
 
-#include <map>
-#include <mutex>
-
 namespace ingot::tuning {
-namespace {
 
-struct Store {
-  std::mutex mu;
-  std::map<std::string, std::string> entries;
-  Stats stats;
-};
-Store& store() {
-  static Store* s = new Store();  // used by static kernels' state until exit
-  return *s;
-}
-
-}  // namespace
-
-std::optional<std::string> find(const std::string& key) {
-  Store& s = store();
-  std::lock_guard lock(s.mu);
-  auto it = s.entries.find(key);
-  if (it == s.entries.end()) {
-    ++s.stats.misses;
+std::optional<std::string> Store::find(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    ++stats_.misses;
     return std::nullopt;
   }
-  ++s.stats.hits;
+  ++stats_.hits;
   return it->second;
 }
 
-void put(const std::string& key, const std::string& value) {
-  Store& s = store();
-  std::lock_guard lock(s.mu);
-  s.entries[key] = value;
+void Store::put(const std::string& key, const std::string& value) {
+  std::lock_guard lock(mu_);
+  entries_[key] = value;
 }
 
-std::vector<std::pair<std::string, std::string>> entries() {
-  Store& s = store();
-  std::lock_guard lock(s.mu);
-  return {s.entries.begin(), s.entries.end()};
+std::vector<std::pair<std::string, std::string>> Store::entries() {
+  std::lock_guard lock(mu_);
+  return {entries_.begin(), entries_.end()};
 }
 
-Stats stats() {
-  Store& s = store();
-  std::lock_guard lock(s.mu);
-  return s.stats;
+Stats Store::stats() {
+  std::lock_guard lock(mu_);
+  return stats_;
 }
 
-void clear() {
-  Store& s = store();
-  std::lock_guard lock(s.mu);
-  s.entries.clear();
-  s.stats = {};
+void Store::clear() {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+  stats_ = {};
+}
+
+// Never destroyed: kernels' static state may use them until exit.
+Store& algorithms() {
+  static Store* s = new Store();
+  return *s;
+}
+Store& device_code() {
+  static Store* s = new Store();
+  return *s;
 }
 
 }  // namespace ingot::tuning

@@ -652,12 +652,18 @@ std::shared_ptr<Model> load(const std::string& path, const Device* device_or_nul
     if (pm->opsets())
       for (const auto* op : *pm->opsets()) model->opsets[str(op->domain())] = op->version();
     model->graph = reader.graph(pm->graph());
-    // The algorithms `ingot convert` measured: a real load hands them to the backends.
-    if (device_or_null && o.root->algorithms()) {
-      for (const auto* b : *o.root->algorithms()) {
+    // The algorithms `ingot convert` measured and the code it generated: a real load hands them to
+    // the backends.
+    auto restore = [](const auto* blobs, tuning::Store& store) {
+      if (!blobs) return;
+      for (const auto* b : *blobs) {
         const auto* data = b->data();
-        tuning::put(str(b->key()), data ? std::string(data->begin(), data->end()) : std::string());
+        store.put(str(b->key()), data ? std::string(data->begin(), data->end()) : std::string());
       }
+    };
+    if (device_or_null) {
+      restore(o.root->algorithms(), tuning::algorithms());
+      restore(o.root->device_code(), tuning::device_code());
     }
     return model;
   } catch (Error& e) {

@@ -33,6 +33,9 @@ bool fuse_layer_norm(Model& model);
 bool fuse_hard_swish(Model& model);
 // MatMul [-> Add(bias)] [-> Relu] and Gemm -> Relu into one FusedMatMul node (domain "ai.ingot").
 bool fuse_matmul_bias_act(Model& model);
+// Chains of elementwise float ops (arithmetic, activations, Clip; GELU written out is one) whose
+// intermediates nothing else reads: one FusedElementwise node (domain "ai.ingot") each.
+bool fuse_elementwise(Model& model);
 // Nodes whose outputs nothing reads, and unread initializers: removed.
 bool dead_code(Model& model);
 

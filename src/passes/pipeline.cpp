@@ -8,7 +8,8 @@ namespace {
 // that constant folding then propagates), folding next (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
 // Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
-// the ops they spell out (layer normalization, hard-swish), the kernel fusions, and dead code last
+// the ops they spell out (layer normalization, hard-swish), the kernel fusions (elementwise chains after the
+// Conv/MatMul epilogues have taken their bias and activation), and dead code last
 // to drop what the others orphaned.
 constexpr Pass kPipeline[] = {
     {"simplify-shapes", simplify_shapes},
@@ -20,6 +21,7 @@ constexpr Pass kPipeline[] = {
     {"fuse-hard-swish", fuse_hard_swish},
     {"fuse-conv-add-relu", fuse_conv_add_relu},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act},
+    {"fuse-elementwise", fuse_elementwise},
     {"dead-code", dead_code},
 };
 constexpr Pass kLowering[] = {

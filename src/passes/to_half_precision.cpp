@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/semantics/fused_elementwise.h"
 #include "passes/pass.h"
 
 namespace ingot {
@@ -67,7 +68,19 @@ const std::set<std::string> kFollowOps = {
 // float32 inside (nn::acc_t, compute_t) and their outputs are bounded.
 const std::set<std::string> kFloatMathOps = {"Softmax", "LogSoftmax", "LayerNormalization", "Erf"};
 
+// ai.ingot.FusedElementwise computes its whole chain in float32 and rounds once at the end; it
+// follows unless the chain holds an op autocast keeps in float32 for range (Exp, Log, Pow).
+bool fused_chain_follows(const Node& n) {
+  auto it = n.attrs.find("program");
+  if (it == n.attrs.end()) return false;
+  const auto program = fused::Program::parse(it->second.s, int(n.inputs.size()));
+  return std::none_of(program.instrs.begin(), program.instrs.end(), [](const fused::Instr& in) {
+    return in.op == fused::Op::Exp || in.op == fused::Op::Log || in.op == fused::Op::Pow;
+  });
+}
+
 bool follows(const Node& n) {
+  if (n.domain == "ai.ingot" && n.op_type == "FusedElementwise") return fused_chain_follows(n);
   if (kFollowOps.count(n.op_type)) return true;
   if (!kFloatMathOps.count(n.op_type)) return false;
   // LayerNormalization's Mean and InvStdDev outputs are float32 (stash_type) whatever X is.
@@ -100,7 +113,7 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
   };
   if (!is_default_domain(n.domain)) {
     const bool same = n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "LayerNormalization" ||
-                      n.op_type == "HardSwish";  // ai.ingot's (fused.cpp)
+                      n.op_type == "HardSwish" || n.op_type == "FusedElementwise";  // ai.ingot's (fused.cpp)
     return same ? input_dtype(0) : DType::Undefined;
   }
   const std::string& op = n.op_type;

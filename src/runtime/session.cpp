@@ -23,6 +23,7 @@ struct Session::Impl {
   std::shared_ptr<Model> model;
   std::unique_ptr<Executor> executor;
   std::vector<TensorInfo> inputs, outputs;
+  bool outputs_on_device = false;
 
   // Checks a feed against the declared type; symbolic dims must agree across all inputs.
   void check_input(size_t index, const Tensor& t, std::map<std::string, int64_t>& symbols) const {
@@ -70,6 +71,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
   set_num_threads(options.threads);
   set_allow_tf32(options.allow_tf32);
   auto impl = std::make_unique<Impl>();
+  impl->outputs_on_device = options.outputs_on_device;
   // A package was optimized (and converted to its precision) by `ingot convert`: no pass runs here.
   const bool package = is_package_file(path);
   impl->model = package ? load_package(path, options) : import_onnx(path);
@@ -135,7 +137,10 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
         fail("output '{}' is a {}, which Session::run cannot return as a tensor", impl_->outputs[i].name,
              results[i].describe());
       }
-      out.push_back(results[i].tensor.to(Device::cpu()));
+      const Tensor& t = results[i].tensor;
+      // A replayed CUDA graph writes its outputs into the same buffers every run: hand out copies.
+      const bool replayed = impl_->executor->run_stats().graph_replay;
+      out.push_back(!impl_->outputs_on_device ? t.to(Device::cpu()) : replayed ? t.clone() : t);
     }
     return out;
   } catch (Error& e) {

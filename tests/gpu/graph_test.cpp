@@ -166,22 +166,22 @@ TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
   std::string path = conv_model();
   Session cpu = Session::load(path);
   Tensor x = random_tensor(DType::Float32, {2, 3, 8, 8}, 7);
-  tuning::clear();
+  tuning::algorithms().clear();
   {
     Session gpu = Session::load(path, on_gpu());
     expect_same(cpu, gpu.run({x}), x, "measuring run");
   }
-  auto found = tuning::entries();
+  auto found = tuning::algorithms().entries();
   ASSERT_FALSE(found.empty());
   EXPECT_NE(found[0].first.find("cudnn"), std::string::npos) << found[0].first;
-  EXPECT_GE(tuning::stats().misses, 1);
-  tuning::clear();
-  for (const auto& [k, v] : found) tuning::put(k, v);
+  EXPECT_GE(tuning::algorithms().stats().misses, 1);
+  tuning::algorithms().clear();
+  for (const auto& [k, v] : found) tuning::algorithms().put(k, v);
   Session gpu = Session::load(path, on_gpu());
   expect_same(cpu, gpu.run({x}), x, "run with stored choices");
-  EXPECT_EQ(tuning::stats().misses, 0);
-  EXPECT_GE(tuning::stats().hits, 1);
-  tuning::clear();
+  EXPECT_EQ(tuning::algorithms().stats().misses, 0);
+  EXPECT_GE(tuning::algorithms().stats().hits, 1);
+  tuning::algorithms().clear();
 }
 
 }  // namespace

@@ -378,18 +378,18 @@ TEST(Package, AlgorithmChoicesReachTheTuningTable) {
   PackageMetadata meta;
   meta.algorithms = {{"test.conv|x=[1,3,8,8]", {'7', ' ', '1'}}, {"test.conv|x=[2,3,8,8]", {'2', ' ', '0'}}};
   save_package(*model, meta, path);
-  tuning::clear();
-  EXPECT_FALSE(tuning::find("test.conv|x=[1,3,8,8]"));
+  tuning::algorithms().clear();
+  EXPECT_FALSE(tuning::algorithms().find("test.conv|x=[1,3,8,8]"));
   // Inspecting reads them as metadata without installing them; loading installs them.
   PackageMetadata read;
   inspect_package(path, read);
   ASSERT_EQ(read.algorithms.size(), 2u);
-  EXPECT_FALSE(tuning::find("test.conv|x=[2,3,8,8]"));
+  EXPECT_FALSE(tuning::algorithms().find("test.conv|x=[2,3,8,8]"));
   load_package(path, Device::cpu());
-  EXPECT_EQ(tuning::find("test.conv|x=[1,3,8,8]"), std::optional<std::string>("7 1"));
-  EXPECT_EQ(tuning::find("test.conv|x=[2,3,8,8]"), std::optional<std::string>("2 0"));
-  tuning::Stats s = tuning::stats();
+  EXPECT_EQ(tuning::algorithms().find("test.conv|x=[1,3,8,8]"), std::optional<std::string>("7 1"));
+  EXPECT_EQ(tuning::algorithms().find("test.conv|x=[2,3,8,8]"), std::optional<std::string>("2 0"));
+  tuning::Stats s = tuning::algorithms().stats();
   EXPECT_EQ(s.hits, 2);
   EXPECT_EQ(s.misses, 2);
-  tuning::clear();
+  tuning::algorithms().clear();
 }

@@ -20,6 +20,13 @@ using ingot::testing::static_tensor_info;
 
 namespace {
 
+// These graphs test the profiler node by node; the passes would fuse their elementwise chains.
+SessionOptions node_by_node() {
+  SessionOptions o;
+  o.optimize = false;
+  return o;
+}
+
 std::string save(onnx::GraphProto graph, const std::string& file) {
   return ingot::testing::save_model(ingot::testing::model_with(std::move(graph)), file);
 }
@@ -114,7 +121,7 @@ std::string trace_format_violation(const nlohmann::json& doc) {
 }  // namespace
 
 TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
-  Session session = Session::load(three_op_model());
+  Session session = Session::load(three_op_model(), node_by_node());
   Tensor x = Tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3});
   session.run({x});  // warm-up outside the profile
   EXPECT_FALSE(profiler::enabled());
@@ -199,7 +206,7 @@ TEST(Profiler, IfBodyOpsNestInsideTheirNode) {
 }
 
 TEST(Profiler, ChromeTraceFollowsTheFormat) {
-  Session session = Session::load(three_op_model());
+  Session session = Session::load(three_op_model(), node_by_node());
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   profiler::ScopedProfile profile;
   session.run({x});
@@ -235,7 +242,7 @@ TEST(Profiler, ChromeTraceFollowsTheFormat) {
 }
 
 TEST(Profiler, OffRecordsNothingAndMisuseIsAnError) {
-  Session session = Session::load(three_op_model());
+  Session session = Session::load(three_op_model(), node_by_node());
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_THROW(profiler::stop(), Error);
   profiler::start();
@@ -263,7 +270,7 @@ TEST(Profiler, AnOpThatThrowsLeavesTheNestingDepthIntact) {
   g.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
   *g.add_node() = make_node("Add", {"a", "b"}, {"c"}, "add");
   *g.add_node() = make_node("Relu", {"c"}, {"y"}, "relu");
-  Session session = Session::load(save(g, "bad_add.onnx"));
+  Session session = Session::load(save(g, "bad_add.onnx"), node_by_node());
   profiler::ScopedProfile profile;
   Tensor two = Tensor::from_vector<float>({1, 2}, {2}), three = Tensor::from_vector<float>({1, 2, 3}, {3});
   EXPECT_THROW(session.run({two, three}), Error);
@@ -419,7 +426,7 @@ TEST(Profiler, GpuTraceFollowsTheFormatWithTracksAndColours) {
 }
 
 TEST(Profiler, CpuSessionsHaveNoGpuLines) {
-  Session session = Session::load(three_op_model());
+  Session session = Session::load(three_op_model(), node_by_node());
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   profiler::ScopedProfile profile;
   session.run({x});

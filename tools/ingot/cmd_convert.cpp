@@ -45,10 +45,16 @@ class Progress {
 };
 
 // On a GPU, runs the package once (uniform random floats in [-1, 1), integer inputs 0; zeros would
-// time tensor cores unrealistically fast) so that the backends measure their algorithm
-// choices (core/tuning.h), and returns those to store in the package; none, with the reason in
-// `note`, when an input has symbolic dims or the run fails on such inputs.
-std::vector<PackageBlob> tune(const std::string& package, Device device, std::string& note) {
+// time tensor cores unrealistically fast) so that the backends measure their algorithm choices and
+// generate their kernels (core/tuning.h); returns those to store in the package, with what happened
+// in `note`. Symbolic dims run at stand-in sizes (batch 1, other dims 64: large enough for the
+// pooling windows of image models): generated code does not depend on shapes, so it is kept, but
+// the algorithms measured for those shapes are not. A run that fails keeps nothing (the package
+// still works; its first run does the work instead).
+struct Tuned {
+  std::vector<PackageBlob> algorithms, device_code;
+};
+Tuned tune(const std::string& package, Device device, std::string& note) {
   SessionOptions options;
   options.device = device;
   options.report_fallbacks = false;
@@ -56,12 +62,18 @@ std::vector<PackageBlob> tune(const std::string& package, Device device, std::st
   Session session = Session::load(package, options);
   std::mt19937 rng(42);
   std::vector<Tensor> inputs;
+  std::string symbolic;
   for (const TensorInfo& info : session.inputs()) {
-    if (!std::all_of(info.dims.begin(), info.dims.end(), is_static_dim)) {
-      note = fmt::format(" (skipped: input '{}' has symbolic dims; fix them with --input-shape)", info.name);
-      return {};
+    std::vector<int64_t> dims;
+    for (size_t d = 0; d < info.dims.size(); ++d) {
+      if (is_static_dim(info.dims[d])) {
+        dims.push_back(std::stoll(info.dims[d]));
+      } else {
+        dims.push_back(d == 0 ? 1 : 64);
+        if (symbolic.empty()) symbolic = info.name;
+      }
     }
-    inputs.push_back(random_input(info, 1, nullptr, rng));
+    inputs.push_back(random_input(info, 1, &dims, rng));
   }
   try {
     session.run(inputs);
@@ -69,10 +81,19 @@ std::vector<PackageBlob> tune(const std::string& package, Device device, std::st
     note = fmt::format(" (skipped: a run on random inputs failed: {})", e.what());
     return {};
   }
-  std::vector<PackageBlob> blobs;
-  for (const auto& [key, value] : tuning::entries()) blobs.push_back({key, {value.begin(), value.end()}});
-  note = fmt::format(" ({} algorithm choices)", blobs.size());
-  return blobs;
+  auto blobs = [](tuning::Store& store) {
+    std::vector<PackageBlob> out;
+    for (const auto& [key, value] : store.entries()) out.push_back({key, {value.begin(), value.end()}});
+    return out;
+  };
+  Tuned tuned;
+  tuned.device_code = blobs(tuning::device_code());
+  if (symbolic.empty()) tuned.algorithms = blobs(tuning::algorithms());
+  note = fmt::format(" ({} algorithm choices, {} generated kernels{})", tuned.algorithms.size(), tuned.device_code.size(),
+                     symbolic.empty() ? ""
+                                      : fmt::format("; no algorithms: input '{}' has symbolic dims, fix them with "
+                                                    "--input-shape", symbolic));
+  return tuned;
 }
 
 }  // namespace
@@ -130,10 +151,12 @@ Runner add_convert_command(CLI::App& app) {
     if (gpu) {
       // Algorithm search now rather than at the package's first run; the package is written again
       // with the choices.
-      if (!o->quiet) progress.start("tuning", " (algorithm search on " + options.device.str() + ")");
+      if (!o->quiet) progress.start("tuning", " (algorithm search and code generation on " + options.device.str() + ")");
       std::string note;
-      meta.algorithms = tune(o->output, options.device, note);
-      if (!meta.algorithms.empty()) save_package(*model, meta, o->output);
+      Tuned tuned = tune(o->output, options.device, note);
+      meta.algorithms = std::move(tuned.algorithms);
+      meta.device_code = std::move(tuned.device_code);
+      if (!meta.algorithms.empty() || !meta.device_code.empty()) save_package(*model, meta, o->output);
       if (!o->quiet) progress.done(note);
     }
     std::cout << "wrote " << o->output << " (" << meta.device << " " << meta.arch << ", " << meta.precision << ")\n";

@@ -41,4 +41,14 @@ INGOT_OP(HardSwish)
     .inputs(1)
     .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).");
 
+// Written by fuse_elementwise: a chain of elementwise float ops evaluated in one pass over the
+// output; `program` is its instruction list (ops/semantics/fused_elementwise.h). The inputs
+// broadcast numpy-style and share one float dtype, which is the output's.
+INGOT_OP(FusedElementwise)
+    .domain("ai.ingot")
+    .versions(1)
+    .inputs(1, 8)
+    .required_attr("program", AttrKind::String)
+    .summary("A chain of elementwise float ops in one kernel; `program` lists them (x0.. inputs, t0.. results).");
+
 }  // namespace ingot

@@ -87,12 +87,6 @@ void tanh(KernelContext& ctx) {
   unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return tanh_of(v); });
 }
 
-// log(1 + e^v) written as max(v, 0) + log1p(e^-|v|) so large |v| neither overflows nor loses digits.
-template <class C>
-C softplus_of(C v) {
-  return (v > 0 ? v : C(0)) + std::log1p(exp_of(-std::fabs(v)));
-}
-
 void softplus(KernelContext& ctx) {
   unary_kernel<INGOT_FLOAT_TYPES>(ctx, [](auto v) { return softplus_of(v); });
 }

@@ -246,6 +246,12 @@ C tanh_of(C x) {
   }
 }
 
+// log(1 + e^v) written as max(v, 0) + log1p(e^-|v|) so large |v| neither overflows nor loses digits.
+template <class C>
+C softplus_of(C v) {
+  return (v > 0 ? v : C(0)) + std::log1p(exp_of(-std::fabs(v)));
+}
+
 // Tensor conversion shared by Cast, CastLike and Pow's mixed-dtype exponent (cast.cpp).
 // `opset` selects the float -> bfloat16 rounding (truncation before opset 19, nearest-even after).
 Tensor cast_tensor(const Tensor& x, DType to, int opset);

@@ -429,7 +429,7 @@ bool acceptable_math(const ConvPlan& p, cudnnMathType_t m) {
 // A choice stored earlier (core/tuning.h: this process, or a package made by `ingot convert`):
 // "ALGO MATH", used when cuDNN still takes it for this problem.
 bool reuse_algo(ConvPlan& p, bool transposed) {
-  std::optional<std::string> stored = tuning::find(p.tuning_key);
+  std::optional<std::string> stored = tuning::algorithms().find(p.tuning_key);
   int algo = 0, math = 0;
   if (!stored || std::sscanf(stored->c_str(), "%d %d", &algo, &math) != 2) return false;
   const auto m = cudnnMathType_t(math);
@@ -470,7 +470,7 @@ void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, voi
         p.fwd_algo = perf[i].algo;
         p.workspace = perf[i].memory;
         INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
-        tuning::put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
+        tuning::algorithms().put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
         return;
       }
     }
@@ -487,7 +487,7 @@ void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, voi
         p.bwd_algo = perf[i].algo;
         p.workspace = perf[i].memory;
         INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, perf[i].mathType));
-        tuning::put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
+        tuning::algorithms().put(p.tuning_key, fmt::format("{} {}", int(perf[i].algo), int(perf[i].mathType)));
         return;
       }
     }
