@@ -105,16 +105,19 @@ class Fuser {
                        [&](size_t r) { return r != SIZE_MAX && group_of[r] == gid; });
   }
 
-  // A scalar float constant usable as an immediate: rank <= the node output's rank, so dropping
-  // it from the broadcast cannot change the output's shape.
-  std::optional<float> immediate(const std::string& value, const std::string& output) const {
+  // A scalar float constant of node n usable as an immediate: its rank is at most that of another
+  // operand of n, so leaving it out of the broadcast cannot change the output's shape ([1, 1] + [3]
+  // is [1, 3]).
+  std::optional<float> immediate(const std::string& value, const Node& n) const {
     auto v = scalar_constant(g_, value);
     if (!v) return std::nullopt;
-    const Tensor& t = *constant_initializer(g_, value);
-    if (t.rank() > 0) {
-      auto out = value_type(g_, output);
-      if (!out || !out->shape || out->shape->size() < size_t(t.rank())) return std::nullopt;
-    }
+    const size_t rank = size_t(constant_initializer(g_, value)->rank());
+    const bool kept = rank == 0 || std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& other) {
+                        if (other.empty() || other == value) return false;
+                        auto t = value_type(g_, other);
+                        return t && t->shape && t->shape->size() >= rank;
+                      });
+    if (!kept) return std::nullopt;
     return float(*v);
   }
 
@@ -126,7 +129,7 @@ class Fuser {
     if (is_op(n, "Clip")) {
       if (n.inputs.empty() || value_dtype(g_, n.inputs[0]) != dt) return false;
       for (size_t k = 1; k < n.inputs.size(); ++k) {
-        if (!n.inputs[k].empty() && !immediate(n.inputs[k], n.outputs[0])) return false;
+        if (!n.inputs[k].empty() && !immediate(n.inputs[k], n)) return false;
       }
       return true;
     }
@@ -147,9 +150,9 @@ class Fuser {
     std::vector<std::string> inputs;
     std::map<std::string, Operand> known;  // values computed inside the group
     const Node& last = g_.nodes[members.back()];
-    auto operand = [&](const std::string& value, const std::string& output) -> Operand {
+    auto operand = [&](const std::string& value, const Node& n) -> Operand {
       if (auto it = known.find(value); it != known.end()) return it->second;
-      if (auto c = immediate(value, output)) return Operand::constant(*c);
+      if (auto c = immediate(value, n)) return Operand::constant(*c);
       auto it = std::find(inputs.begin(), inputs.end(), value);
       if (it == inputs.end()) it = inputs.insert(inputs.end(), value);
       return Operand::input(int(it - inputs.begin()));
@@ -161,7 +164,7 @@ class Fuser {
     for (size_t m : members) {
       const Node& n = g_.nodes[m];
       const std::string& out = n.outputs[0];
-      Operand x = operand(n.inputs[0], out), result;
+      Operand x = operand(n.inputs[0], n), result;
       if (is_op(n, "Clip")) {
         result = x;
         std::optional<float> lo, hi;
@@ -169,8 +172,8 @@ class Fuser {
           lo = attr_f(n, "min", -std::numeric_limits<float>::infinity());
           hi = attr_f(n, "max", std::numeric_limits<float>::infinity());
         } else {
-          if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = immediate(n.inputs[1], out);
-          if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = immediate(n.inputs[2], out);
+          if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = immediate(n.inputs[1], n);
+          if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = immediate(n.inputs[2], n);
         }
         if (lo) result = emit(Op::Max, result, Operand::constant(*lo));
         if (hi) result = emit(Op::Min, result, Operand::constant(*hi));
@@ -187,7 +190,7 @@ class Fuser {
         if (fused::arity(op) == 1) {
           result = emit(op, x);
         } else {
-          const Operand y = operand(n.inputs[1], out);
+          const Operand y = operand(n.inputs[1], n);
           const bool times_one = (op == Op::Mul || op == Op::Div) && y.kind == Operand::Kind::Const && y.value == 1.0f;
           const bool one_times = op == Op::Mul && x.kind == Operand::Kind::Const && x.value == 1.0f;
           // x * 1 and x / 1 are x exactly (NaN and -0 included): no instruction.
