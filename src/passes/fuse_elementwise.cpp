@@ -8,7 +8,9 @@
 // Grouping: nodes are visited last to first; an unvisited fusible node roots a group, which then
 // absorbs the producers of its members' inputs while every reader of such a producer's output is
 // already a member (so no intermediate escapes, and the group is convex: nothing outside can sit
-// between two members). Groups of one node stay as they are. Fusible: the ops below with one
+// between two members) and the producer's output has the root's shape (a smaller value, broadcast
+// into the chain, is computed once on its own rather than once per output element). Groups of one
+// node stay as they are. Fusible: the ops below with one
 // output, every input and the output of one float dtype (float32, float16, bfloat16), Clip with
 // constant bounds. Scalar float initializers become immediates of the program; other operands
 // are inputs of the fused node (broadcast numpy-style, as the ops did).
@@ -71,7 +73,7 @@ class Fuser {
           for (const std::string& in : g_.nodes[members[m]].inputs) {
             auto p = producers_.find(in);
             if (p == producers_.end() || group_of[p->second] != -1 || !fusible(p->second)) continue;
-            if (!all_readers_in(in, group_of, gid)) continue;
+            if (!all_readers_in(in, group_of, gid) || broadcast_into(in, g_.nodes[root].outputs[0])) continue;
             group_of[p->second] = gid;
             members.push_back(p->second);
             grew = true;
@@ -103,6 +105,15 @@ class Fuser {
     if (it == readers_.of.end()) return false;
     return std::all_of(it->second.begin(), it->second.end(),
                        [&](size_t r) { return r != SIZE_MAX && group_of[r] == gid; });
+  }
+
+  // Whether `value` is known to be smaller than `output` (broadcast into it). Such a producer stays
+  // out of the group: fused, it would be recomputed for every output element (a squeeze-excite
+  // gate of [N, C, 1, 1] for each of N*C*H*W products) instead of once per element of its own.
+  bool broadcast_into(const std::string& value, const std::string& output) const {
+    auto a = value_type(g_, value), b = value_type(g_, output);
+    if (!a || !b || !a->shape || !b->shape) return false;
+    return *a->shape != *b->shape;
   }
 
   // A scalar float constant of node n usable as an immediate: its rank is at most that of another

@@ -1,7 +1,8 @@
 // Fuses matrix products with what follows them into one ai.ingot FusedMatMul (inputs A, B, optional
 // bias of N elements; attributes activation "" or "Relu", transB), so the bias and the activation
 // are applied while the product is in cache (CPU) or in cuBLASLt's epilogue (CUDA):
-//   MatMul(A, B) [-> Add(., bias) or Add(bias, .)] [-> Relu]   (at least one of the two)
+//   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., bias) or Add(bias, .)] [-> Relu]
+//                                     (at least one; s a scalar constant: alpha = s or 1 / s)
 //   Gemm(A, B, C) -> Relu     with alpha = beta = 1, transA = 0, C of shape [N] or [1, N] (or no C)
 // B must have a static shape of rank >= 2 (N known), the bias a static shape [N] (or [1, N] when A
 // has rank >= 2), and every operand the same floating dtype. Anything else stays as it is.
@@ -70,6 +71,26 @@ bool fuse_matmul_bias_act(Model& model) {
       if (has_c && (attr_float(mm, "beta", 1.0f) != 1.0f || !bias_fits(g, mm.inputs[2], n, 2, dtype))) continue;
       if (has_c) fused.inputs[2] = mm.inputs[2];
       fused.attrs["transB"] = int64_t(trans_b);
+    } else {
+      // A scalar scale of the product (attention scores times 1/sqrt(d)): cuBLASLt's alpha.
+      if (auto r = readers.single(out); r && !removed[*r] && g.nodes[*r].inputs.size() == 2 &&
+                                        g.nodes[*r].outputs.size() == 1 &&
+                                        (is_op(g.nodes[*r], "Mul") || is_op(g.nodes[*r], "Div"))) {
+        const Node& scale = g.nodes[*r];
+        const bool div = is_op(scale, "Div");
+        const std::string other = other_operand(scale, out).value_or("");
+        std::optional<double> s;  // a divisor only as the second operand: s / product is no scale
+        if (!other.empty() && !(div && scale.inputs[0] != out)) s = scalar_constant(g, other);
+        auto s_shape = static_shape(g, other);
+        const bool rank_ok = s_shape && (s_shape->empty() || (a_rank >= 0 && int64_t(s_shape->size()) <= a_rank));
+        if (s && rank_ok && value_dtype(g, other) == dtype && *s != 0) {
+          fused.attrs["alpha"] = float(div ? 1.0 / *s : *s);
+          absorbed.push_back(*r);
+          out = scale.outputs[0];
+        }
+      }
+    }
+    if (is_gemm) {
     } else if (auto r = readers.single(out); r && !removed[*r] && is_op(g.nodes[*r], "Add") &&
                                              g.nodes[*r].inputs.size() == 2 && g.nodes[*r].outputs.size() == 1) {
       const Node& add = g.nodes[*r];

@@ -1,4 +1,8 @@
 // The optimization pipeline: every pass, in the order it runs.
+#include <cstdlib>
+#include <set>
+#include <string>
+
 #include "passes/pass.h"
 
 namespace ingot {
@@ -37,9 +41,28 @@ bool run_lowering(Model& model) {
 
 std::span<const Pass> pipeline_passes() { return kPipeline; }
 
+// INGOT_DISABLE_PASSES=name,name: passes to skip (A/B measurements of one pass, bisecting a pass
+// that breaks a model). Read once.
+bool disabled(const Pass& pass) {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> out;
+    const char* env = std::getenv("INGOT_DISABLE_PASSES");
+    std::string list = env ? env : "";
+    for (size_t start = 0; start < list.size();) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      if (comma > start) out.insert(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return out;
+  }();
+  return names.count(std::string(pass.name)) > 0;
+}
+
 bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
   bool changed = false;
   for (const Pass& pass : kPipeline) {
+    if (disabled(pass)) continue;
     const bool pass_changed = pass.run(model);
     changed |= pass_changed;
     if (after_each) after_each(pass, pass_changed);

@@ -76,6 +76,11 @@ TEST(CudaData, TransposeShapes) {
     exact("Transpose", {random_tensor(dt, {1, 5, 1}, 8)}, {{"perm", std::vector<int64_t>{2, 1, 0}}});  // a view
     exact("Transpose", {random_tensor(dt, {0, 3}, 9)});
     exact("Transpose", {random_tensor(dt, {}, 10)});
+    // Head split/merge: the innermost run stays whole, so the copy moves 16/8/4-byte words when
+    // sizes allow (64 elements), else elements (5).
+    exact("Transpose", {random_tensor(dt, {2, 7, 3, 64}, 11)}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    exact("Transpose", {random_tensor(dt, {2, 3, 7, 6}, 12)}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    exact("Transpose", {random_tensor(dt, {2, 3, 7, 5}, 13)}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   }
 }
 

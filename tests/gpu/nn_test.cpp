@@ -62,6 +62,19 @@ TEST(CudaMatMul, Batched) {
   }
 }
 
+// ai.ingot FusedMatMul: alpha (a folded score scale), bias and Relu in cuBLASLt's epilogue.
+TEST(CudaMatMul, FusedAlphaBiasRelu) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    check("FusedMatMul", {rnd(dt, {2, 3, 5, 8}, 1), rnd(dt, {2, 3, 8, 5}, 2)}, {{"alpha", 0.125f}}, "ai.ingot");
+    check("FusedMatMul", {rnd(dt, {4, 9}, 3), rnd(dt, {9, 6}, 4), rnd(dt, {6}, 5)},
+          {{"alpha", -0.5f}, {"activation", std::string("Relu")}}, "ai.ingot");
+    check("FusedMatMul", {rnd(dt, {3, 4, 9}, 6), rnd(dt, {6, 9}, 7), rnd(dt, {6}, 8)},
+          {{"alpha", 2.0f}, {"transB", int64_t(1)}}, "ai.ingot");
+  }
+}
+
 TEST(CudaMatMul, BroadcastBatch) {
   INGOT_REQUIRE_GPU();
   for (DType dt : kGemmTypes) {

@@ -260,6 +260,12 @@ TEST(CudaSoftmax, AxesAndTypes) {
       const Tensor wide = op == "Hardmax" ? integer_valued(dt, {5, 3000}, 42, -100, 100)
                                           : random_tensor(dt, {5, 3000}, 42, -5, 5);
       expect_cuda_matches_cpu(op, {wide});
+      // Rows that fit a warp's registers (Whisper's 1500-long attention rows; partial last lanes).
+      for (int64_t dim : {int64_t(33), int64_t(1500), int64_t(2048)}) {
+        const Tensor rows = op == "Hardmax" ? integer_valued(dt, {7, dim}, 45, -100, 100)
+                                            : random_tensor(dt, {7, dim}, 45, -5, 5);
+        expect_cuda_matches_cpu(op, {rows});
+      }
     }
     const Tensor nan = with_nans(DType::Float32, {4, 9}, 43, 5);
     expect_cuda_matches_cpu(op, {nan});

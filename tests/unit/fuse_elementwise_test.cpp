@@ -590,10 +590,15 @@ TEST(FuseElementwise, BroadcastingChainMatchesUnfused) {
   *g.add_output() = info("y", {2, 3, 4, 5});
   const std::string path = save(std::move(g), "fe_bcast.onnx");
   auto model = after_pass(path);
-  ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"FusedElementwise"}));
-  const Node& n = model->graph->nodes[0];
-  EXPECT_EQ(n.inputs.size(), 3u);  // x, a, b; the scalars are immediates
-  EXPECT_EQ(program_of(n).instrs.size(), 7u);
+  // The denominator [5] is broadcast into the [2,3,4,5] chain: it is fused on its own (computed
+  // once per element of its own), not recomputed inside the main chain.
+  ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"FusedElementwise", "FusedElementwise"}));
+  const Node& den = model->graph->nodes[0];
+  EXPECT_EQ(den.outputs, (std::vector<std::string>{"den"}));
+  EXPECT_EQ(program_of(den).instrs.size(), 2u);
+  const Node& n = model->graph->nodes[1];
+  EXPECT_EQ(n.inputs, (std::vector<std::string>{"x", "a", "b", "den"}));  // the scalars are immediates
+  EXPECT_EQ(program_of(n).instrs.size(), 5u);
   expect_fused_matches_unfused(path, kFloat32Tol);
 
   // A [4,1,1] initializer raises the output's rank: x [2,3] -> [4,2,3].
@@ -759,7 +764,7 @@ TEST(FuseElementwise, Float16GeluAndSwishMatchFloat64Reference) {
 namespace {
 
 // x [3,70001] (odd, many chunks, > kElementwiseGrain elements), b [70001], c [3,1], d [3,1]:
-// y = Tanh((x + b) * (c * d) + x) * 0.5. c * d has both operands broadcast along the rows.
+// y = Tanh((x + b) * (c * d) + x) * 0.5. c * d is broadcast along the rows.
 std::string large_model(int elem, const std::string& file) {
   onnx::GraphProto g;
   g.set_name("large");
@@ -785,8 +790,9 @@ TEST(FuseElementwise, LargeBroadcastTensorsMatchReference) {
     SCOPED_TRACE(elem == kFloat ? "float32" : "float16");
     const std::string path = large_model(elem, elem == kFloat ? "fe_large32.onnx" : "fe_large16.onnx");
     auto model = after_pass(path);
-    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"FusedElementwise"}));
-    EXPECT_EQ(model->graph->nodes[0].inputs.size(), 4u);
+    // c * d ([3, 1]) is broadcast into the chain, so it stays a node of its own.
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Mul", "FusedElementwise"}));
+    EXPECT_EQ(model->graph->nodes[1].inputs, (std::vector<std::string>{"x", "b", "cd"}));
     if (elem == kFloat) expect_fused_matches_unfused(path, kFloat32Tol, -2.0f, 2.0f);
     // Against float64: float32 arithmetic and fast_tanhf stay within ~1e-6 of it; float16 adds
     // the final rounding (<= 2^-11 relative of a value below 0.5 in magnitude).

@@ -604,6 +604,44 @@ TEST(FuseMatMulBiasAct, FusesBiasAndRelu) {
   expect_optimized_matches_plain(path);
 }
 
+// Attention-style scores: batched Q [2, 3, 5, 4] times K^T [2, 3, 4, 5], then * 0.5 (or / 2) and
+// + a bias row; a Div by the product (2 / p) is no scale and stays.
+std::string scaled_matmul_model() {
+  std::mt19937 rng(17);
+  onnx::GraphProto g;
+  g.set_name("scaled_matmuls");
+  *g.add_input() = float_info("q", {2, 3, 5, 4});
+  *g.add_input() = float_info("k", {2, 3, 4, 5});
+  add_scalar(g, "half", 0.5f);
+  add_scalar(g, "two", 2.0f);
+  add_random_initializer(g, "b", {5}, rng);
+  *g.add_node() = make_node("MatMul", {"q", "k"}, {"s"});
+  *g.add_node() = make_node("Mul", {"half", "s"}, {"y"});
+  *g.add_node() = make_node("MatMul", {"q", "k"}, {"t"});
+  *g.add_node() = make_node("Div", {"t", "two"}, {"td"});
+  *g.add_node() = make_node("Add", {"td", "b"}, {"y2"});
+  *g.add_node() = make_node("MatMul", {"q", "k"}, {"u"});
+  *g.add_node() = make_node("Div", {"two", "u"}, {"y3"});
+  for (const char* y : {"y", "y2", "y3"}) *g.add_output() = float_info(y, {2, 3, 5, 5});
+  return save(std::move(g), "scaled_matmuls.onnx");
+}
+
+TEST(FuseMatMulBiasAct, FoldsAScalarScaleIntoAlpha) {
+  const std::string path = scaled_matmul_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(fuse_matmul_bias_act(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"FusedMatMul", "FusedMatMul", "MatMul", "Div"}));
+  EXPECT_EQ(g.nodes[0].attrs.at("alpha").f, 0.5f);
+  EXPECT_EQ(g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(g.nodes[1].attrs.at("alpha").f, 0.5f);
+  EXPECT_EQ(g.nodes[1].inputs, (std::vector<std::string>{"q", "k", "b"}));
+  EXPECT_EQ(g.nodes[1].outputs, (std::vector<std::string>{"y2"}));
+  // 0.5 and 1/2 are exact: the fused products equal the scaled ones up to the GEMM's rounding.
+  expect_optimized_matches_plain(path);
+}
+
 TEST(Pipeline, ListsPassesAndReportsEachRun) {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);

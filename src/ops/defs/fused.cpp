@@ -13,16 +13,18 @@ INGOT_OP(FusedConv)
     .conv_attrs()
     .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or '').");
 
-// Written by fuse_matmul_bias_act: Y = activation(MatMul(A, transB ? B^T : B) + bias), MatMul's numpy
-// semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N elements ([N] or
-// [1, N]) and is optional ("").
+// Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias),
+// MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N
+// elements ([N] or [1, N]) and is optional ("").
 INGOT_OP(FusedMatMul)
     .domain("ai.ingot")
     .versions(1)
     .inputs(2, 3)
     .attr("activation", "")
     .attr("transB", 0)
-    .summary("MatMul (B transposed when transB) plus an optional bias of N elements and activation ('Relu' or '').");
+    .attr("alpha", 1.0f)
+    .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and activation "
+             "('Relu' or '').");
 
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).

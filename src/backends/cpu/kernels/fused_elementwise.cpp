@@ -113,6 +113,7 @@ void fused_elementwise(KernelContext& ctx) {
       float loaded[fused::kMaxInputs][kHalfChunk];
       int64_t offsets[fused::kMaxInputs];
       Span in[fused::kMaxInputs];
+      Span results[fused::kMaxInstrs];  // each instruction's value over the chunk (or one value)
       for (int64_t pos = begin; pos < end;) {
         const int64_t row = pos / inner, col = pos % inner;
         const int64_t len = std::min({inner - col, end - pos, kHalfChunk});
@@ -131,19 +132,33 @@ void fused_elementwise(KernelContext& ctx) {
         auto operand = [&](const Operand& o) {
           switch (o.kind) {
             case Operand::Kind::Input: return in[o.index];
-            case Operand::Kind::Temp: return Span{temps[o.index], 0};
+            case Operand::Kind::Temp: return results[o.index];
             default: return Span{nullptr, o.value};
           }
         };
         for (size_t i = 0; i < prog.instrs.size(); ++i) {
           const fused::Instr& instr = prog.instrs[i];
+          const Span a = operand(instr.a), b = operand(instr.b);
+          if (!a.p && !b.p) {
+            // Only broadcast operands (a per-channel gate computed from a pooled value): once, not
+            // per element.
+            float v = 0;
+            run_instr(instr.op, a, b, &v, 1);
+            results[i] = Span{nullptr, v};
+            if (i != last) continue;
+          }
           float* dst = temps[i];
           if constexpr (std::is_same_v<T, float>) {
             if (i == last) dst = out + pos;  // the last instruction writes the output directly
           }
-          run_instr(instr.op, operand(instr.a), operand(instr.b), dst, len);
+          if (results[i].p == nullptr && i == last && !a.p && !b.p) {
+            std::fill_n(dst, len, results[i].v);
+          } else {
+            run_instr(instr.op, a, b, dst, len);
+          }
+          results[i] = Span{dst, 0};
         }
-        if constexpr (!std::is_same_v<T, float>) store_result(temps[last], out + pos, len);
+        if constexpr (!std::is_same_v<T, float>) store_result(results[last].p, out + pos, len);
         pos += len;
       }
     });

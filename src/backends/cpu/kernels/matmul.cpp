@@ -76,9 +76,9 @@ void bias_act_rows(T* y, int64_t rows, int64_t n, const T* bias, bool relu) {
   });
 }
 
-// MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b) with its epilogue:
-// bias (N elements, or nullptr) and an optional Relu on the result.
-void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool relu) {
+// MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b, scaled by alpha) with
+// its epilogue: bias (N elements, or nullptr) and an optional Relu on the result.
+void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool relu, double alpha = 1.0) {
   const Tensor& a_in = ctx.input(0);
   const Tensor& b_in = ctx.input(1);
   if (a_in.dtype() != b_in.dtype()) {
@@ -127,7 +127,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool r
     const T* bp = b.data<T>();
     T* cp = out.data<T>();
     if (b_shared && shape_numel(a_batch) == batches) {
-      gemm<T>(false, trans_b, batches * m, n, k, 1.0, ap, k, bp, ldb, 0.0, cp, n);
+      gemm<T>(false, trans_b, batches * m, n, k, alpha, ap, k, bp, ldb, 0.0, cp, n);
     } else {
       std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
       std::vector<int64_t> index(batch.size(), 0);
@@ -137,7 +137,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool r
           oa += index[d] * sa[d];
           ob += index[d] * sb[d];
         }
-        gemm<T>(false, trans_b, m, n, k, 1.0, ap + oa * m * k, k, bp + ob * k * n, ldb, 0.0, cp + i * m * n, n);
+        gemm<T>(false, trans_b, m, n, k, alpha, ap + oa * m * k, k, bp + ob * k * n, ldb, 0.0, cp + i * m * n, n);
         for (int64_t d = int64_t(batch.size()) - 1; d >= 0 && ++index[size_t(d)] == batch[size_t(d)]; --d) {
           index[size_t(d)] = 0;
         }
@@ -155,7 +155,8 @@ void matmul(KernelContext& ctx) { matmul_impl(ctx, false, nullptr, false); }
 void fused_matmul_kernel(KernelContext& ctx) {
   const std::string& activation = ctx.attr_string("activation");
   if (!activation.empty() && activation != "Relu") fail("activation: expected '' or 'Relu', got '{}'", activation);
-  matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr, activation == "Relu");
+  matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr, activation == "Relu",
+              ctx.attr_float("alpha"));
 }
 
 void gemm_kernel(KernelContext& ctx) {

@@ -20,9 +20,9 @@ using cuda::GemmArgs;
 
 #define INGOT_CUDA_GEMM_TYPES DType::Float32, DType::Float16, DType::BFloat16, DType::Float64
 
-// MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b) with its bias (N
-// elements, or nullptr) and activation in cuBLASLt's epilogue.
-void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epilogue epilogue) {
+// MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b, scaled by alpha) with
+// its bias (N elements, or nullptr) and activation in cuBLASLt's epilogue.
+void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epilogue epilogue, float alpha = 1.0f) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -68,7 +68,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epi
   g.lda = k;
   g.ldb = trans_b ? k : n;
   g.ldc = n;
-  g.alpha = 1.0f;
+  g.alpha = alpha;
   g.beta = 0.0f;
   g.bias = bias ? bias->raw_data() : nullptr;
   g.epilogue = epilogue;
@@ -126,7 +126,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const std::string& activation = ctx.attr_string("activation");
   if (!activation.empty() && activation != "Relu") fail("activation: expected '' or 'Relu', got '{}'", activation);
   matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr,
-              activation == "Relu" ? cuda::Epilogue::Relu : cuda::Epilogue::None);
+              activation == "Relu" ? cuda::Epilogue::Relu : cuda::Epilogue::None, ctx.attr_float("alpha"));
 }
 
 // y[i, j] = c[i * s0 + j * s1]: C broadcast to [M, N].

@@ -506,6 +506,65 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
   }
 }
 
+// Softmax / LogSoftmax rows of at most 32 * kPer elements in 16/32-bit floats: one warp per row,
+// the row read once into registers (lane l holds elements l, l + 32, ...) and written once, so the
+// kernel moves each byte once (softmax_rows_kernel reads the row three times). The same
+// arithmetic as softmax_rows_kernel: NaN is ignored by the maximum and propagates through the sum.
+template <SoftmaxKind K, class T, int kPer>
+__global__ void softmax_warp_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int dim) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = thread_index() >> 5; row < rows; row += warps) {
+    const T* src = x + row * dim;
+    T* dst = y + row * dim;
+    float v[kPer];
+    float best = kNegInf;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int d = lane + 32 * k;
+      v[k] = d < dim ? float(load(src[d])) : kNegInf;
+      if (v[k] > best) best = v[k];
+    }
+    best = warp_fold<MaxIgnoreNan<float>>(best);
+    float sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (lane + 32 * k < dim) {
+        const float e = exp_of(v[k] - best);
+        sum += e;
+        if constexpr (K == SoftmaxKind::Softmax) v[k] = e;
+      }
+    }
+    sum = warp_sum(sum);
+    const float inv = 1.0f / sum, shift = best + log_of(sum);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int d = lane + 32 * k;
+      if (d < dim) dst[d] = store<T>(K == SoftmaxKind::Softmax ? v[k] * inv : v[k] - shift);
+    }
+  }
+}
+
+// kPer for a warp-per-row softmax of `dim` elements, 0 when the row is too long for registers.
+inline int softmax_warp_per_lane(int64_t dim) {
+  for (int per : {1, 2, 4, 8, 16, 32, 64}) {
+    if (dim <= 32 * per) return per;
+  }
+  return 0;
+}
+
+template <SoftmaxKind K, class T>
+void launch_softmax_warp_rows(const T* in, T* out, int64_t rows, int dim, int per) {
+  const unsigned blocks = blocks_for(rows * 32);
+  switch (per) {
+#define INGOT_PER(P) \
+  case P: softmax_warp_rows_kernel<K, T, P><<<blocks, kThreads, 0, stream()>>>(in, out, rows, dim); break;
+    INGOT_PER(1) INGOT_PER(2) INGOT_PER(4) INGOT_PER(8) INGOT_PER(16) INGOT_PER(32) INGOT_PER(64)
+#undef INGOT_PER
+  }
+}
+
 // inner > 1: one thread per (outer, inner) column, serial over dim (coalesced across inner).
 template <SoftmaxKind K, class T>
 __global__ void softmax_cols_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t dim,
@@ -550,6 +609,14 @@ void softmax_family(KernelContext& ctx) {
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     const T* in = ptr<const T>(x);
     T* out = ptr<T>(y);
+    const int per = softmax_warp_per_lane(v.dim);
+    if constexpr (K != SoftmaxKind::Hardmax && !std::is_same_v<T, double>) {
+      if (v.inner == 1 && per > 0) {
+        launch_softmax_warp_rows<K, T>(in, out, v.outer, int(v.dim), per);
+        INGOT_CUDA_LAUNCH_CHECK();
+        return;
+      }
+    }
     if (v.inner == 1) {
       if (v.dim > 1024) {
         softmax_rows_kernel<K, T, true><<<blocks_for(v.outer * kThreads), kThreads, 0, stream()>>>(in, out, v.outer, v.dim);

@@ -225,9 +225,38 @@ void copy_strided_typed(T* dst, const Strides& dst_strides, const T* src, const 
   }
 }
 
-// Device strided copy of any non-string dtype; dst and src point at the first element.
+// Device strided copy of any non-string dtype; dst and src point at the first element. When the
+// innermost run is contiguous on both sides (a head split [B,S,H,D] -> [B,H,S,D] keeps D whole), it
+// moves in 16-, 8- or 4-byte words where sizes, strides and addresses allow: one index computation
+// per word rather than per element (16-bit tensors: 8x fewer).
 void copy_strided(DType dt, void* dst, const Strides& dst_strides, const void* src, const Strides& src_strides,
                   const Shape& shape) {
+  const int64_t es = int64_t(dtype_size(dt));
+  if (shape_numel(shape) > 0) {
+    const Layout l = simplify(shape, dst_strides, src_strides);
+    const size_t r = l.shape.size();
+    if (r >= 2 && l.dst.back() == 1 && l.src.back() == 1) {
+      for (int64_t w : {16, 8, 4}) {
+        if (w <= es) break;
+        const int64_t k = w / es;  // elements per word
+        bool ok = l.shape.back() % k == 0 && reinterpret_cast<uintptr_t>(dst) % uintptr_t(w) == 0 &&
+                  reinterpret_cast<uintptr_t>(src) % uintptr_t(w) == 0;
+        for (size_t a = 0; a + 1 < r && ok; ++a) ok = l.dst[a] % k == 0 && l.src[a] % k == 0;
+        if (!ok) continue;
+        Shape words = l.shape;
+        Strides wd = l.dst, ws = l.src;
+        words.back() /= k;
+        for (size_t a = 0; a + 1 < r; ++a) wd[a] /= k, ws[a] /= k;
+        auto run = [&]<class W>() {
+          copy_strided_typed(static_cast<W*>(dst), wd, static_cast<const W*>(src), ws, words);
+        };
+        if (w == 16) run.template operator()<uint4>();
+        if (w == 8) run.template operator()<uint2>();
+        if (w == 4) run.template operator()<uint32_t>();
+        return;
+      }
+    }
+  }
   dispatch_size(dt, [&]<class T>() {
     copy_strided_typed(static_cast<T*>(dst), dst_strides, static_cast<const T*>(src), src_strides, shape);
   });
