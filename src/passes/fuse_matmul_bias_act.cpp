@@ -4,8 +4,8 @@
 //   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., bias) or Add(bias, .)] [-> Relu]
 //                                     (at least one; s a scalar constant: alpha = s or 1 / s)
 //   Gemm(A, B, C) -> Relu     with alpha = beta = 1, transA = 0, C of shape [N] or [1, N] (or no C)
-// B must have a static shape of rank >= 2 (N known), the bias a static shape [N] (or [1, N] when A
-// has rank >= 2), and every operand the same floating dtype. Anything else stays as it is.
+// A bias needs B's static shape (rank >= 2: N known) and a static shape [N] (or [1, N] when A has
+// rank >= 2); every operand has the same floating dtype. Anything else stays as it is.
 #include "passes/pass.h"
 #include "passes/pass_util.h"
 
@@ -50,8 +50,11 @@ bool fuse_matmul_bias_act(Model& model) {
     if ((!is_matmul && !is_gemm) || mm.outputs.size() != 1 || mm.inputs.size() < 2 || removed[mi]) continue;
     const DType dtype = value_dtype(g, mm.inputs[0]);
     if (!float_dtype(dtype) || value_dtype(g, mm.inputs[1]) != dtype) continue;
+    // N (for the bias) comes from B's static shape; a scale or an activation alone needs none
+    // (attention scores: B is a transposed activation whose batch is symbolic).
     auto b_shape = static_shape(g, mm.inputs[1]);
-    if (!b_shape || b_shape->size() < 2) continue;
+    if (b_shape && b_shape->size() < 2) continue;
+    if (!b_shape && is_gemm) continue;
     auto a_type = value_type(g, mm.inputs[0]);
     const int64_t a_rank = a_type && a_type->shape ? int64_t(a_type->shape->size()) : -1;
     if (a_rank == 0) continue;
@@ -62,7 +65,7 @@ bool fuse_matmul_bias_act(Model& model) {
     fused.inputs = {mm.inputs[0], mm.inputs[1], ""};
     std::string out = mm.outputs[0];
     std::vector<size_t> absorbed;
-    int64_t n = b_shape->back();
+    int64_t n = b_shape ? b_shape->back() : -1;  // -1: no bias can fit
     if (is_gemm) {
       const bool trans_b = attr_int(mm, "transB", 0) != 0;
       if (b_shape->size() != 2 || attr_int(mm, "transA", 0) != 0 || attr_float(mm, "alpha", 1.0f) != 1.0f) continue;

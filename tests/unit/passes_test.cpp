@@ -642,6 +642,28 @@ TEST(FuseMatMulBiasAct, FoldsAScalarScaleIntoAlpha) {
   expect_optimized_matches_plain(path);
 }
 
+// Scores of a symbolic batch: K^T is a Transpose of an input whose shape is not static, so N is
+// unknown; the scale still folds (no bias needs N).
+TEST(FuseMatMulBiasAct, FoldsTheScaleOfAProductWithADynamicB) {
+  onnx::GraphProto g;
+  g.set_name("dynamic_scores");
+  *g.add_input() = ingot::testing::tensor_info("q", onnx::TensorProto::FLOAT, {"N", "3", "5", "4"});
+  *g.add_input() = ingot::testing::tensor_info("k", onnx::TensorProto::FLOAT, {"N", "3", "5", "4"});
+  add_scalar(g, "scale", 0.5f);
+  onnx::NodeProto t = make_node("Transpose", {"k"}, {"kt"});
+  set_ints(t, "perm", {0, 1, 3, 2});
+  *g.add_node() = t;
+  *g.add_node() = make_node("MatMul", {"q", "kt"}, {"s"});
+  *g.add_node() = make_node("Mul", {"s", "scale"}, {"y"});
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "3", "5", "5"});
+  auto model = import_onnx(save(std::move(g), "dynamic_scores.onnx"));
+  EXPECT_TRUE(fuse_matmul_bias_act(*model));
+  verify(*model);
+  ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Transpose", "FusedMatMul"}));
+  EXPECT_EQ(model->graph->nodes[1].attrs.at("alpha").f, 0.5f);
+  EXPECT_EQ(model->graph->nodes[1].inputs, (std::vector<std::string>{"q", "kt", ""}));
+}
+
 TEST(Pipeline, ListsPassesAndReportsEachRun) {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);
