@@ -1,6 +1,9 @@
-// Constant folding: a node of the main graph whose inputs are all constants (initializers that no feed
+// Constant folding: a node whose inputs are all constants (initializers of its graph that no feed
 // overrides, or outputs of nodes folded before it) runs once now, on the CPU kernels with the model's
-// opset, and its outputs become initializers. Shape of a value whose shape is fully static folds too.
+// opset, and its outputs become initializers of that graph. Shape of a value whose shape is fully
+// static folds too. Subgraphs (If branches, Loop/Scan bodies) fold the same way, each with its own
+// initializers (a body's Constant nodes and the shape arithmetic on them: Silero VAD's branches are
+// mostly that); a value of an enclosing graph is never treated as constant inside a subgraph.
 // Left alone: nondeterministic ops (Random*, Bernoulli, Multinomial, Dropout), nodes with subgraphs,
 // sequence/optional ops, nodes producing a graph output, and results over kMaxFoldedBytes (folding an
 // Expand or a ConstantOfShape must not turn a small model into a huge one).
@@ -43,10 +46,7 @@ std::optional<Tensor> fold_shape(const Graph& g, const Node& n) {
   return Tensor::from_vector<int64_t>(out, {int64_t(out.size())});
 }
 
-}  // namespace
-
-bool constant_folding(Model& model) {
-  Graph& g = *model.graph;
+bool fold_graph(Model& model, Graph& g) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   bool changed = false;
@@ -110,7 +110,19 @@ bool constant_folding(Model& model) {
     changed = true;
   }
   g.nodes = std::move(kept);  // every node was moved into `kept` or folded
+  for (Node& n : g.nodes) {
+    for (auto& [name, attr] : n.attrs) {
+      if (attr.kind == AttrKind::Graph && attr.g) changed |= fold_graph(model, *attr.g);
+      if (attr.kind == AttrKind::Graphs) {
+        for (auto& sub : attr.graphs) changed |= fold_graph(model, *sub);
+      }
+    }
+  }
   return changed;
 }
+
+}  // namespace
+
+bool constant_folding(Model& model) { return fold_graph(model, *model.graph); }
 
 }  // namespace ingot

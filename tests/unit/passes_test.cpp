@@ -664,6 +664,89 @@ TEST(FuseMatMulBiasAct, FoldsTheScaleOfAProductWithADynamicB) {
   EXPECT_EQ(model->graph->nodes[1].inputs, (std::vector<std::string>{"q", "kt", ""}));
 }
 
+// An If whose branches compute with their own constants: y = x + Unsqueeze(c, 0) * 2 in one branch
+// (c a Constant node of the branch, two folds), x - 1 in the other; the branch reads x from the
+// main graph, which is never folded into it.
+std::string if_constants_model() {
+  auto branch = [](const std::string& name, bool then) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    auto constant = [&](const std::string& out, std::vector<float> values, std::vector<int64_t> dims) {
+      onnx::NodeProto c = make_node("Constant", {}, {out});
+      auto* a = c.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : dims) a->mutable_t()->add_dims(d);
+      for (float v : values) a->mutable_t()->add_float_data(v);
+      *g.add_node() = c;
+    };
+    if (then) {
+      constant(name + "_c", {1.f, 2.f, 3.f}, {3});
+      constant(name + "_two", {2.f}, {});
+      onnx::NodeProto axes = make_node("Constant", {}, {name + "_axes"});
+      auto* a = axes.add_attribute();
+      a->set_name("value_ints");
+      a->set_type(onnx::AttributeProto::INTS);
+      a->add_ints(0);
+      *g.add_node() = axes;
+      *g.add_node() = make_node("Unsqueeze", {name + "_c", name + "_axes"}, {name + "_u"});
+      *g.add_node() = make_node("Mul", {name + "_u", name + "_two"}, {name + "_m"});
+      *g.add_node() = make_node("Add", {"x", name + "_m"}, {name + "_out"});
+    } else {
+      constant(name + "_one", {1.f}, {});
+      *g.add_node() = make_node("Sub", {"x", name + "_one"}, {name + "_out"});
+    }
+    *g.add_output() = ingot::testing::tensor_info(name + "_out", onnx::TensorProto::FLOAT, {"2", "3"});
+    return g;
+  };
+  onnx::GraphProto g;
+  g.set_name("if_constants");
+  *g.add_input() = float_info("x", {2, 3});
+  *g.add_input() = ingot::testing::static_tensor_info("flag", onnx::TensorProto::BOOL, {});
+  onnx::NodeProto n = make_node("If", {"flag"}, {"y"});
+  auto* t = n.add_attribute();
+  t->set_name("then_branch");
+  t->set_type(onnx::AttributeProto::GRAPH);
+  *t->mutable_g() = branch("then", true);
+  auto* e = n.add_attribute();
+  e->set_name("else_branch");
+  e->set_type(onnx::AttributeProto::GRAPH);
+  *e->mutable_g() = branch("else", false);
+  *g.add_node() = n;
+  *g.add_output() = float_info("y", {2, 3});
+  return save(std::move(g), "if_constants.onnx");
+}
+
+TEST(ConstantFolding, FoldsInsideSubgraphs) {
+  const std::string path = if_constants_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(constant_folding(*model));
+  verify(*model);
+  const Node& if_node = model->graph->nodes.at(0);
+  const Graph& then_g = *if_node.attrs.at("then_branch").g;
+  const Graph& else_g = *if_node.attrs.at("else_branch").g;
+  // then: only the Add reading the outer x is left; Unsqueeze(c) * 2 is one initializer [1, 3].
+  ASSERT_EQ(op_types(then_g), (std::vector<std::string>{"Add"}));
+  const Tensor& m = then_g.initializers.at("then_m");
+  EXPECT_EQ(m.shape(), (Shape{1, 3}));
+  EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{2.f, 4.f, 6.f}));
+  ASSERT_EQ(op_types(else_g), (std::vector<std::string>{"Sub"}));
+  EXPECT_FALSE(constant_folding(*model));
+  // Both branches against float64 arithmetic on the same inputs.
+  Session s = Session::load(path);
+  const std::vector<float> x = {0.5f, -1.f, 2.f, 3.f, -4.f, 0.f};
+  for (bool flag : {true, false}) {
+    Tensor f = Tensor::empty(DType::Bool, {});
+    f.data<bool>()[0] = flag;
+    const std::vector<float> y = s.run({Tensor::from_vector(x, {2, 3}), f})[0].to_vector<float>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = flag ? double(x[i]) + 2.0 * double(i % 3 + 1) : double(x[i]) - 1.0;
+      EXPECT_EQ(double(y[i]), want) << (flag ? "then " : "else ") << i;
+    }
+  }
+}
+
 TEST(Pipeline, ListsPassesAndReportsEachRun) {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);
