@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/broadcast.h"
+#include "ops/kernel.h"
+
 namespace ingot::fused {
 namespace {
 
@@ -123,6 +126,29 @@ uint64_t Program::digest() const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : fmt::format("{}|{}", num_inputs, structure())) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+bool refresh(NodeProgram& cache, const KernelContext& ctx) {
+  const int n = int(ctx.num_inputs());
+  const std::string& text = ctx.attr_string("program");
+  if (cache.text == text && cache.program.num_inputs == n) return false;
+  cache.program = Program::parse(text, n);
+  cache.text = text;
+  return true;
+}
+
+CallInputs call_inputs(const KernelContext& ctx) {
+  CallInputs c;
+  c.dtype = ctx.input(0).dtype();
+  for (size_t k = 0; k < ctx.num_inputs(); ++k) {
+    const Tensor& x = ctx.input(k);
+    if (x.dtype() != c.dtype)
+      fail("input {}: dtype {} differs from input 0's {} (FusedElementwise inputs share one dtype)", k,
+           dtype_name(x.dtype()), dtype_name(c.dtype));
+    c.shapes.push_back(x.shape());
+  }
+  c.out_shape = broadcast_shapes(c.shapes);
+  return c;
 }
 
 }  // namespace ingot::fused

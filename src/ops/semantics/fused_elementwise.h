@@ -14,10 +14,16 @@
 // kernel (an interpreter compiled into the library) and the CUDA code generator (straight-line CUDA
 // C compiled with NVRTC), so the op set and its semantics live here once.
 #pragma once
+#include <ingot/tensor.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace ingot {
+class KernelContext;
+}
 
 namespace ingot::fused {
 
@@ -72,5 +78,23 @@ struct Program {
   // A stable 64-bit digest of structure() and num_inputs (keys generated kernels).
   uint64_t digest() const;
 };
+
+// What the CPU and CUDA kernels check and derive per call.
+// A node's program, parsed once (kernel state) and again only if the attribute changes.
+struct NodeProgram {
+  std::string text;
+  Program program;
+};
+// Brings `cache` up to date with the node's `program` attribute; true when it parsed now.
+bool refresh(NodeProgram& cache, const KernelContext& ctx);
+
+// The inputs' common dtype (an input of another dtype is an error naming it), their shapes and the
+// broadcast output shape.
+struct CallInputs {
+  DType dtype = DType::Undefined;
+  std::vector<Shape> shapes;
+  Shape out_shape;
+};
+CallInputs call_inputs(const KernelContext& ctx);
 
 }  // namespace ingot::fused

@@ -73,31 +73,15 @@ void run_instr(Op op, Span a, Span b, float* out, int64_t n) {
   }
 }
 
-// The parsed program, per node (the attribute never changes once the graph is prepared).
-struct ParsedProgram {
-  std::string text;
-  Program program;
-};
-
 void fused_elementwise(KernelContext& ctx) {
-  const int n_in = int(ctx.num_inputs());
-  const std::string& text = ctx.attr_string("program");
-  auto& parsed = ctx.state<ParsedProgram>();
-  if (parsed.text != text || parsed.program.num_inputs != n_in) {
-    parsed.program = Program::parse(text, n_in);
-    parsed.text = text;
-  }
-  const Program& prog = parsed.program;
-  const DType dt = ctx.input(0).dtype();
-  std::vector<Shape> shapes;
-  for (int k = 0; k < n_in; ++k) {
-    const Tensor& x = ctx.input(size_t(k));
-    if (x.dtype() != dt)
-      fail("input {}: dtype {} differs from input 0's {} (FusedElementwise inputs share one dtype)", k,
-           dtype_name(x.dtype()), dtype_name(dt));
-    shapes.push_back(x.shape());
-  }
-  const Shape out_shape = broadcast_shapes(shapes);
+  auto& node = ctx.state<fused::NodeProgram>();
+  fused::refresh(node, ctx);
+  const Program& prog = node.program;
+  const int n_in = prog.num_inputs;
+  const fused::CallInputs call = fused::call_inputs(ctx);
+  const DType dt = call.dtype;
+  const std::vector<Shape>& shapes = call.shapes;
+  const Shape& out_shape = call.out_shape;
   dispatch<DType::Float32, DType::Float16, DType::BFloat16>(dt, [&]<class T>() {
     Tensor& y = ctx.allocate(0, dt, out_shape);
     const int64_t numel = y.numel();

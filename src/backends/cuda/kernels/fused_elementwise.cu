@@ -81,8 +81,7 @@ const void* load_cubin(const std::string& key, const std::string& cubin) {
 
 // The node's program and the kernel chosen for it (per node; the dtype is fixed once prepared).
 struct FusedState {
-  std::string text;
-  fused::Program program;
+  fused::NodeProgram node;
   DType dtype = DType::Undefined;
   const void* generated = nullptr;  // nullptr: the interpreter
   InterpretedProgram interpreted;
@@ -93,15 +92,15 @@ void choose_kernel(FusedState& s, DType dtype) {
   s.generated = nullptr;
   const std::string arch = arch_name();
   const std::string key =
-      fmt::format("fused_elementwise.v{}.{:016x}.{}.{}", kCodegenVersion, s.program.digest(), dtype_name(dtype), arch);
+      fmt::format("fused_elementwise.v{}.{:016x}.{}.{}", kCodegenVersion, s.node.program.digest(), dtype_name(dtype), arch);
   if (auto cubin = tuning::device_code().find(key)) {
     s.generated = load_cubin(key, *cubin);
     return;
   }
   std::string why;
   if (nvrtc::available(&why)) {
-    const std::string source = fused_kernel_source(s.program, dtype, "ingot_fused");
-    const std::string cubin = nvrtc::compile_cubin(source, fmt::format("fused_elementwise_{:016x}.cu", s.program.digest()), arch);
+    const std::string source = fused_kernel_source(s.node.program, dtype, "ingot_fused");
+    const std::string cubin = nvrtc::compile_cubin(source, fmt::format("fused_elementwise_{:016x}.cu", s.node.program.digest()), arch);
     tuning::device_code().put(key, cubin);
     s.generated = load_cubin(key, cubin);
     return;
@@ -112,9 +111,9 @@ void choose_kernel(FusedState& s, DType dtype) {
                          "`ingot convert --device cuda` where NVRTC is installed to precompile them)\n", why.c_str());
   });
   InterpretedProgram& p = s.interpreted;
-  p.count = int(s.program.instrs.size());
+  p.count = int(s.node.program.instrs.size());
   for (int j = 0; j < p.count; ++j) {
-    const fused::Instr& in = s.program.instrs[size_t(j)];
+    const fused::Instr& in = s.node.program.instrs[size_t(j)];
     p.op[j] = static_cast<unsigned char>(in.op);
     const fused::Operand* ops[2] = {&in.a, &in.b};
     for (int k = 0; k < 2; ++k) {
@@ -125,26 +124,14 @@ void choose_kernel(FusedState& s, DType dtype) {
 }
 
 void fused_elementwise(KernelContext& ctx) {
-  const int n_in = int(ctx.num_inputs());
   auto& s = ctx.state<FusedState>();
-  const std::string& text = ctx.attr_string("program");
-  if (s.text != text || s.program.num_inputs != n_in) {
-    s.program = fused::Program::parse(text, n_in);
-    s.text = text;
-    s.dtype = DType::Undefined;
-  }
-  const DType dt = ctx.input(0).dtype();
-  std::vector<Shape> shapes;
+  if (fused::refresh(s.node, ctx)) s.dtype = DType::Undefined;
+  const int n_in = s.node.program.num_inputs;
+  const fused::CallInputs call = fused::call_inputs(ctx);
+  const DType dt = call.dtype;
+  const Shape& out_shape = call.out_shape;
   std::vector<const Shape*> shape_ptrs;
-  for (int k = 0; k < n_in; ++k) {
-    const Tensor& x = ctx.input(size_t(k));
-    if (x.dtype() != dt)
-      fail("input {}: dtype {} differs from input 0's {} (FusedElementwise inputs share one dtype)", k,
-           dtype_name(x.dtype()), dtype_name(dt));
-    shapes.push_back(x.shape());
-  }
-  for (const Shape& sh : shapes) shape_ptrs.push_back(&sh);
-  const Shape out_shape = broadcast_shapes(shapes);
+  for (const Shape& sh : call.shapes) shape_ptrs.push_back(&sh);
   Tensor& y = ctx.allocate(0, dt, out_shape);
   if (y.numel() == 0) return;
   if (s.dtype != dt) choose_kernel(s, dt);
@@ -165,8 +152,8 @@ void fused_elementwise(KernelContext& ctx) {
     for (int d = 0; d < a.rank; ++d) a.strides[k][d] = indexers[size_t(k)].strides[d];
   }
   a.out = y.raw_data();
-  for (size_t j = 0; j < s.program.instrs.size(); ++j) {
-    const fused::Instr& in = s.program.instrs[j];
+  for (size_t j = 0; j < s.node.program.instrs.size(); ++j) {
+    const fused::Instr& in = s.node.program.instrs[j];
     a.consts[2 * j] = in.a.value;
     a.consts[2 * j + 1] = in.b.value;
   }
