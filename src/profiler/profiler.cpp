@@ -1,4 +1,4 @@
-// Recording: one process-wide buffer behind a mutex. Nodes run one at a time (kernels parallelize
+// Recording: one process-wide buffer behind a lock. Nodes run one at a time (kernels parallelize
 // inside), so the lock is uncontended; allocations from worker threads take it too. Recording is kept
 // cheap (~0.05 us per op event; docs/PROFILING.md): a fixed-size Record per event, input shapes appended
 // to one int64 arena, nodes interned by pointer (their strings copied once per profile), and free()s
@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <array>
+#include <atomic>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "core/strings.h"
@@ -72,11 +75,45 @@ int64_t input_header(TensorDesc::Kind kind, DType dtype, size_t rank) {
   return int64_t(kind) | int64_t(dtype) << 8 | int64_t(rank) << 16;
 }
 
+// The recording lock: taken once per event, almost always uncontended (nodes run one at a time;
+// worker threads only record allocations), so a test-and-set spin lock (one atomic exchange to
+// take, a store to release) instead of a pthread mutex; a waiter that spins long yields.
+class SpinLock {
+ public:
+  void lock() {
+    for (int spins = 0; flag_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (flag_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) {
+          std::this_thread::yield();
+        } else {
+#if defined(__x86_64__)
+          _mm_pause();
+#endif
+        }
+      }
+    }
+  }
+  void unlock() { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+// A direct-mapped front of State::node_ids: a profile looks the same few hundred nodes up run
+// after run, and a slot compare is cheaper than the hash map's bucket walk.
+struct NodeSlot {
+  const Node* node = nullptr;
+  uint32_t id = 0;
+};
+constexpr size_t kNodeSlots = 1024;
+size_t node_slot(const Node* node) { return size_t((uintptr_t(node) * 0x9E3779B97F4A7C15ull) >> 54) % kNodeSlots; }
+
 struct State {
-  std::mutex mutex;
+  SpinLock mutex;
   std::vector<Record> records;
   std::vector<int64_t> shapes;                         // op input headers and dims (Record::inputs)
   std::unordered_map<const Node*, uint32_t> node_ids;  // nodes seen in this profile -> index in `nodes`
+  std::array<NodeSlot, kNodeSlots> node_cache{};        // cleared with node_ids
   std::vector<NodeNames> nodes;
   std::vector<std::string> run_names;      // model names of SessionRun records
   std::vector<std::string_view> backends;  // static strings ("cpu")
@@ -444,6 +481,7 @@ void start() {
   s.shapes.resize(1 << 17);
   s.shapes.clear();
   s.node_ids.clear();
+  s.node_cache = {};
   s.nodes.clear();
   s.run_names.clear();
   s.backends.clear();
@@ -478,6 +516,7 @@ Trace stop() {
   s.records = {};
   s.shapes = {};
   s.node_ids = {};
+  s.node_cache = {};
   s.nodes = {};
   s.run_names = {};
   s.backends = {};
@@ -608,20 +647,25 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
   r.flags = fallback ? kFallbackOp : 0;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  auto [it, added] = s.node_ids.try_emplace(&node, uint32_t(s.nodes.size()));
-  if (added) {
-    std::string op_type = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
-    std::string name = node.name.empty() ? op_type : node.name;
-    s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
+  NodeSlot& slot = s.node_cache[node_slot(&node)];
+  if (slot.node != &node) {
+    auto [it, added] = s.node_ids.try_emplace(&node, uint32_t(s.nodes.size()));
+    if (added) {
+      std::string op_type = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+      std::string name = node.name.empty() ? op_type : node.name;
+      s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
+    }
+    slot = {&node, it->second};
   }
-  if (fallback && !s.nodes[it->second].outputs_interned) {
-    NodeNames& names = s.nodes[it->second];
+  const uint32_t node_id = slot.id;
+  if (fallback && !s.nodes[node_id].outputs_interned) {
+    NodeNames& names = s.nodes[node_id];
     names.outputs_interned = true;
     for (const std::string& out : node.outputs) {
       if (!out.empty()) names.outputs.push_back(value_id(s, out));
     }
   }
-  r.name = it->second;
+  r.name = node_id;
   r.backend = backend_index(s, backend);
   r.inputs = s.shapes.size();
   r.n_inputs = uint32_t(inputs.size());
@@ -689,6 +733,7 @@ void forget_nodes() {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.node_ids.clear();  // the copied names stay in `nodes` for the records that use them
+  s.node_cache = {};
   s.slot_tables.clear();
 }
 
