@@ -159,6 +159,29 @@ TEST(CudaGraph, OffWhenAskedAndReplaysShowInAProfile) {
   EXPECT_EQ(device, 1);
 }
 
+// SessionOptions::outputs_on_device: device tensors come back, device inputs are accepted, and a
+// replayed run's outputs are the caller's (a later replay writes its own buffers, not them).
+TEST(CudaGraph, OutputsCanStayOnTheDevice) {
+  INGOT_REQUIRE_GPU();
+  std::string path = conv_model();
+  Session cpu = Session::load(path);
+  SessionOptions options = on_gpu();
+  options.outputs_on_device = true;
+  Session gpu = Session::load(path, options);
+  const Device cuda{DeviceType::CUDA, 0};
+  Tensor x1 = random_tensor(DType::Float32, {2, 3, 8, 8}, 11), x2 = random_tensor(DType::Float32, {2, 3, 8, 8}, 12);
+  std::vector<Tensor> kept;
+  for (int run = 0; run < 4; ++run) {
+    const Tensor& x = run % 2 ? x2 : x1;
+    std::vector<Tensor> out = gpu.run({x.to(cuda)});
+    for (const Tensor& t : out) EXPECT_EQ(t.device(), cuda) << "run " << run;
+    expect_same(cpu, out, x, "run " + std::to_string(run));
+    if (run == 2) kept = out;  // a replayed run (the graph is captured at run 1)
+  }
+  EXPECT_TRUE(gpu.last_run_stats().graph_replay);
+  expect_same(cpu, kept, x1, "run 2's outputs after run 3");
+}
+
 // cuDNN algorithm choices: measured once, recorded (core/tuning.h), and reused by a new session
 // (as after loading a package that stores them) without searching again.
 TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
