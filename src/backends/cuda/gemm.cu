@@ -6,24 +6,32 @@
 // which is what CUBLASLT_EPILOGUE_BIAS expects.
 //
 // Per distinct problem (shape, strides, dtype, epilogue, pointer alignments, device) the matmul
-// descriptor, the layouts and the heuristic's algorithm are built once and kept in a small map.
+// descriptor, the layouts and the algorithm are built once and kept in a small map. The algorithm
+// is the fastest of up to kCandidates heuristic results, timed on the first call's operands and
+// kept in core/tuning.h (so packages store it; see choose_algorithm).
 // When cuBLASLt has no algorithm for an epilogue (or the dtype is float64), the product runs
 // without it and a small kernel applies bias and activation afterwards.
 #include <cublasLt.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "core/tuning.h"
 
 namespace ingot::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kMaxPlans = 512;
+constexpr int kCandidates = 8;  // heuristic results timed once per problem
 
 cudaDataType_t cuda_dtype(DType dt) {
   switch (dt) {
@@ -114,7 +122,14 @@ struct Key {
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
+// An algorithm the heuristic offered, with the workspace it needs.
+struct Candidate {
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
 struct Plan {
+  std::vector<Candidate> candidates;  // the heuristic's, best first
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -209,10 +224,11 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
     st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &aligns[i], sizeof(uint32_t));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, pref, kCandidates, results,
+                                        &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
@@ -221,9 +237,102 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
     if (fuse) return false;
     fail_cuda("cublasLtMatmulAlgoGetHeuristic", cublas_status_name(st), __FILE__, __LINE__);
   }
-  p.algo = result.algo;
-  p.workspace = result.workspaceSize;
+  p.candidates.clear();
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back({results[i].algo, results[i].workspaceSize});
+  }
+  if (p.candidates.empty()) return false;
+  p.algo = p.candidates[0].algo;  // the heuristic's first choice until measured
+  p.workspace = p.candidates[0].workspace;
   return true;
+}
+
+// The process-wide key of a problem in core/tuning.h (the plan key without device and pointer
+// alignments' device, plus cuBLASLt's version and the arch, which decide what an algorithm means).
+std::string tuning_key(const Key& k, bool fused) {
+  return fmt::format("cublaslt{}.matmul.{}|{}|tA={}|tB={}|tf32={}|bias={}|beta={}|ep={}|fused={}|m={}|n={}|k={}|"
+                     "ld={},{},{}|batch={}|stride={},{},{}|align={},{},{},{}",
+                     cublasLtGetVersion(), arch_name(), dtype_name(k.dtype), int(k.trans_a), int(k.trans_b),
+                     int(k.tf32), int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
+                     k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c, k.align_a, k.align_b,
+                     k.align_c, k.align_bias);
+}
+
+// Stored choices are the algorithm's opaque bytes and its workspace size.
+std::string encode(const Candidate& c) {
+  std::string s(sizeof(c.algo) + sizeof(uint64_t), '\0');
+  const uint64_t ws = c.workspace;
+  std::memcpy(s.data(), &c.algo, sizeof(c.algo));
+  std::memcpy(s.data() + sizeof(c.algo), &ws, sizeof(ws));
+  return s;
+}
+bool decode(const std::string& s, Candidate& c) {
+  if (s.size() != sizeof(c.algo) + sizeof(uint64_t)) return false;
+  uint64_t ws = 0;
+  std::memcpy(&c.algo, s.data(), sizeof(c.algo));
+  std::memcpy(&ws, s.data() + sizeof(c.algo), sizeof(ws));
+  c.workspace = size_t(ws);
+  return c.workspace <= kWorkspaceBytes;
+}
+
+void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, size_t ws_bytes) {
+  void* ws = ws_bytes > 0 ? workspace(ws_bytes) : nullptr;
+  if (g.dtype == DType::Float64) {
+    const double alpha = g.alpha, beta = g.beta;
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+                                      &algo, ws, ws_bytes, stream()));
+  } else {
+    const float alpha = g.alpha, beta = g.beta;
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+                                      &algo, ws, ws_bytes, stream()));
+  }
+}
+
+// Chooses the plan's algorithm once per problem: a choice stored in core/tuning.h (a package's,
+// or this process's) if cuBLASLt still accepts it, else the fastest of the heuristic's candidates
+// timed on the call's own operands (when the call overwrites its output, beta 0, and no CUDA graph
+// is being captured; otherwise the heuristic's first). Measured choices are stored, so
+// `ingot convert --device cuda` keeps them in the package.
+void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
+  if (auto stored = tuning::algorithms().find(key)) {
+    Candidate c;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (decode(*stored, c) &&
+        cublasLtMatmulAlgoCheck(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, &c.algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kWorkspaceBytes) {
+      p.algo = c.algo;
+      p.workspace = std::max(c.workspace, check.workspaceSize);
+      return;
+    }
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
+  if (p.candidates.size() < 2 || g.beta != 0.0f || capture != cudaStreamCaptureStatusNone) return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  INGOT_CUDA_CHECK(cudaEventCreate(&start));
+  INGOT_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = std::numeric_limits<float>::infinity();
+  size_t best = 0;
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    const Candidate& c = p.candidates[i];
+    run_plan(p, g, c.algo, c.workspace);  // warm-up
+    float ms = std::numeric_limits<float>::infinity();
+    for (int rep = 0; rep < 3; ++rep) {
+      INGOT_CUDA_CHECK(cudaEventRecord(start, stream()));
+      run_plan(p, g, c.algo, c.workspace);
+      INGOT_CUDA_CHECK(cudaEventRecord(stop, stream()));
+      INGOT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      INGOT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms = std::min(ms, t);
+    }
+    if (ms < best_ms) best_ms = ms, best = i;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  p.algo = p.candidates[best].algo;
+  p.workspace = p.candidates[best].workspace;
+  tuning::algorithms().put(key, encode(p.candidates[best]));
 }
 
 }  // namespace
@@ -276,10 +385,16 @@ void gemm(const GemmArgs& g) {
     auto plan = std::make_unique<Plan>();
     // float64 runs without epilogues (cuBLASLt has none for it); others try the fused epilogue first.
     const bool try_fuse = (g.bias || want_act) && g.dtype != DType::Float64;
-    if (!(try_fuse && build_plan(*plan, g, key, true)) && !build_plan(*plan, g, key, false)) {
+    const bool fused = try_fuse && build_plan(*plan, g, key, true);
+    if (!fused && !build_plan(*plan, g, key, false)) {
       fail("cuda::gemm: cuBLASLt has no algorithm for {} m={} n={} k={} batch={} (transA={}, transB={})",
            dtype_name(g.dtype), g.m, g.n, g.k, g.batch, int(g.trans_a), int(g.trans_b));
     }
+    if (plan->fused_bias) {
+      INGOT_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+    }
+    choose_algorithm(*plan, g, tuning_key(key, fused));
     it = cache.emplace(key, std::move(plan)).first;
   }
   Plan& p = *it->second;
@@ -287,16 +402,7 @@ void gemm(const GemmArgs& g) {
     INGOT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
-  void* ws = p.workspace > 0 ? workspace(p.workspace) : nullptr;
-  if (g.dtype == DType::Float64) {
-    const double alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
-                                      &p.algo, ws, p.workspace, stream()));
-  } else {
-    const float alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
-                                      &p.algo, ws, p.workspace, stream()));
-  }
+  run_plan(p, g, p.algo, p.workspace);
   const bool need_bias = g.bias && !p.fused_bias, need_act = want_act && !p.fused_act;
   if (need_bias || need_act) apply_bias_act(g, need_bias, need_act);
 }
