@@ -9,20 +9,6 @@ bool float32_vector(const Tensor* t, int64_t n) {
          (t->rank() == 1 || (t->rank() == 2 && t->dim(0) == 1));
 }
 
-namespace {
-
-float attr_float(const Node& n, const char* name, float dflt) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? dflt : it->second.f;
-}
-
-int64_t attr_int(const Node& n, const char* name, int64_t dflt) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? dflt : it->second.i;
-}
-
-}  // namespace
-
 std::optional<int64_t> output_channels(const Node& node, const Tensor& w) {
   if (is_op(node, "Conv") && w.rank() >= 3) return w.dim(0);
   if (is_op(node, "Gemm") && w.rank() == 2) {

@@ -24,12 +24,8 @@ using namespace passes;
 std::optional<Affine> bn_affine(const Model& model, const Graph& g, const Node& bn, int64_t channels) {
   bool extra_outputs = false;
   for (size_t k = 1; k < bn.outputs.size(); ++k) extra_outputs |= !bn.outputs[k].empty();
-  auto attr_int = [&](const char* name, int64_t dflt) {
-    auto it = bn.attrs.find(name);
-    return it == bn.attrs.end() ? dflt : it->second.i;
-  };
-  if (extra_outputs || attr_int("training_mode", 0) != 0 || attr_int("spatial", 1) != 1) return std::nullopt;
-  if (model.opset(bn.domain) < 7 && attr_int("is_test", 0) == 0) return std::nullopt;
+  if (extra_outputs || attr_int(bn, "training_mode", 0) != 0 || attr_int(bn, "spatial", 1) != 1) return std::nullopt;
+  if (model.opset(bn.domain) < 7 && attr_int(bn, "is_test", 0) == 0) return std::nullopt;
   const Tensor* scale = constant_initializer(g, bn.inputs[1]);
   const Tensor* shift = constant_initializer(g, bn.inputs[2]);
   const Tensor* mean = constant_initializer(g, bn.inputs[3]);

@@ -150,11 +150,6 @@ class Fuser {
                        [&](const std::string& in) { return !in.empty() && value_dtype(g_, in) == dt; });
   }
 
-  static float attr_f(const Node& n, const char* name, float fallback) {
-    auto it = n.attrs.find(name);
-    return it == n.attrs.end() ? fallback : it->second.f;
-  }
-
   // The fused node for a group (members in topological order), or nullopt over the limits.
   std::optional<Node> build(const std::vector<size_t>& members) {
     fused::Program program;
@@ -180,8 +175,8 @@ class Fuser {
         result = x;
         std::optional<float> lo, hi;
         if (model_.opset("") < 11) {
-          lo = attr_f(n, "min", -std::numeric_limits<float>::infinity());
-          hi = attr_f(n, "max", std::numeric_limits<float>::infinity());
+          lo = attr_float(n, "min", -std::numeric_limits<float>::infinity());
+          hi = attr_float(n, "max", std::numeric_limits<float>::infinity());
         } else {
           if (n.inputs.size() > 1 && !n.inputs[1].empty()) lo = immediate(n.inputs[1], n);
           if (n.inputs.size() > 2 && !n.inputs[2].empty()) hi = immediate(n.inputs[2], n);
@@ -190,12 +185,12 @@ class Fuser {
         if (hi) result = emit(Op::Min, result, Operand::constant(*hi));
         if (!lo && !hi) result = emit(Op::Max, result, Operand::constant(-std::numeric_limits<float>::infinity()));
       } else if (is_op(n, "HardSigmoid")) {  // max(0, min(1, alpha * x + beta))
-        result = emit(Op::Mul, x, Operand::constant(attr_f(n, "alpha", 0.2f)));
-        result = emit(Op::Add, result, Operand::constant(attr_f(n, "beta", 0.5f)));
+        result = emit(Op::Mul, x, Operand::constant(attr_float(n, "alpha", 0.2f)));
+        result = emit(Op::Add, result, Operand::constant(attr_float(n, "beta", 0.5f)));
         result = emit(Op::Max, result, Operand::constant(0.0f));
         result = emit(Op::Min, result, Operand::constant(1.0f));
       } else if (is_op(n, "LeakyRelu")) {
-        result = emit(Op::LeakyRelu, x, Operand::constant(attr_f(n, "alpha", 0.01f)));
+        result = emit(Op::LeakyRelu, x, Operand::constant(attr_float(n, "alpha", 0.01f)));
       } else {
         const Op op = *simple_op(n);
         if (fused::arity(op) == 1) {

@@ -39,10 +39,8 @@ bool fuse_hard_swish(Model& model) {
   const Readers readers(g);
   std::vector<bool> removed(g.nodes.size(), false);
   std::map<size_t, Node> replacements;
-  auto only_reader = [&](const std::string& value, const char* op) -> std::optional<size_t> {
-    auto r = readers.single(value);
-    if (!r || removed[*r] || !is_op(g.nodes[*r], op) || g.nodes[*r].outputs.size() != 1) return std::nullopt;
-    return r;
+  auto only_reader = [&](const std::string& value, const char* op) {
+    return passes::only_reader(g, readers, removed, value, op);
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& add = g.nodes[i];

@@ -20,15 +20,6 @@ bool float_dtype(DType dt) {
   return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float64;
 }
 
-float attr_float(const Node& n, const char* name, float dflt) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? dflt : it->second.f;
-}
-int64_t attr_int(const Node& n, const char* name, int64_t dflt) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? dflt : it->second.i;
-}
-
 // Whether `bias` can be the N-element bias of a product with output rank `out_rank` (-1 unknown).
 bool bias_fits(const Graph& g, const std::string& bias, int64_t n, int64_t a_rank, DType dtype) {
   auto shape = static_shape(g, bias);

@@ -164,6 +164,26 @@ inline void remove_nodes(Graph& g, const std::vector<bool>& removed) {
   replace_nodes(g, removed, none);
 }
 
+// A node's float/int attribute, or `dflt` when the node does not set it (the catalogue's default,
+// which a pass must restate: passes read nodes, not the catalogue).
+inline float attr_float(const Node& n, const char* name, float dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.f;
+}
+inline int64_t attr_int(const Node& n, const char* name, int64_t dflt) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? dflt : it->second.i;
+}
+
+// The one reader of `value` when it is a not-yet-removed `op` node with one output (a pattern's next
+// step), else nullopt.
+inline std::optional<size_t> only_reader(const Graph& g, const Readers& readers, const std::vector<bool>& removed,
+                                         const std::string& value, const char* op) {
+  auto r = readers.single(value);
+  if (!r || removed[*r] || !is_op(g.nodes[*r], op) || g.nodes[*r].outputs.size() != 1) return std::nullopt;
+  return r;
+}
+
 // The operand of binary node n that is not `value`, when n reads `value` exactly once.
 inline std::optional<std::string> other_operand(const Node& n, const std::string& value) {
   if (n.inputs.size() != 2) return std::nullopt;

@@ -213,7 +213,6 @@ TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
 // ignored and the product is still right.
 TEST(CudaTuning, MatMulAlgorithmsAreMeasuredAndStored) {
   INGOT_REQUIRE_GPU();
-  const Device cuda{DeviceType::CUDA, 0};
   tuning::algorithms().clear();
   Tensor a = random_tensor(DType::Float32, {256, 512}, 21), b = random_tensor(DType::Float32, {512, 384}, 22);
   expect_cuda_matches_cpu("MatMul", {a, b}, {}, 1, 1e-4, 1e-4);

@@ -390,14 +390,7 @@ TEST(FuseElementwise, IntermediateReadInsideSubgraphStays) {
   else_g.set_name("else");
   *else_g.add_node() = make_node("Abs", {"x"}, {"u"});
   *else_g.add_output() = info("u", {2, 3});
-  onnx::NodeProto branch = make_node("If", {"cond"}, {"o"});
-  for (auto [name, body] : {std::pair{"then_branch", &then_g}, std::pair{"else_branch", &else_g}}) {
-    auto* a = branch.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    *a->mutable_g() = *body;
-  }
-  *g.add_node() = branch;
+  *g.add_node() = ingot::testing::make_if("cond", {"o"}, then_g, else_g);
   *g.add_node() = make_node("Add", {"e", "one"}, {"a"});
   *g.add_node() = make_node("Sqrt", {"a"}, {"s"});
   *g.add_node() = make_node("Mul", {"s", "o"}, {"y"});

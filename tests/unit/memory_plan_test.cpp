@@ -42,7 +42,9 @@ TEST(MemoryPlan, BuffersAliveTogetherNeverOverlap) {
         bool together = buffers[i].first <= buffers[j].last && buffers[j].first <= buffers[i].last;
         bool apart = plan.offsets[i] + size(buffers[i]) <= plan.offsets[j] ||
                      plan.offsets[j] + size(buffers[j]) <= plan.offsets[i];
-        if (together) EXPECT_TRUE(apart) << "trial " << trial << ": buffers " << i << " and " << j;
+        if (together) {
+          EXPECT_TRUE(apart) << "trial " << trial << ": buffers " << i << " and " << j;
+        }
       }
     }
     EXPECT_GE(plan.arena_bytes, plan.lower_bound);
@@ -149,16 +151,7 @@ std::string if_model() {
   zero.add_float_data(0.0f);
   *g.add_initializer() = zero;
   *g.add_node() = make_node("Greater", {"sum", "zero"}, {"cond"});
-  onnx::NodeProto n = make_node("If", {"cond"}, {"y"});
-  auto* t = n.add_attribute();
-  t->set_name("then_branch");
-  t->set_type(onnx::AttributeProto::GRAPH);
-  *t->mutable_g() = branch("then", true);
-  auto* e = n.add_attribute();
-  e->set_name("else_branch");
-  e->set_type(onnx::AttributeProto::GRAPH);
-  *e->mutable_g() = branch("else", false);
-  *g.add_node() = n;
+  *g.add_node() = ingot::testing::make_if("cond", {"y"}, branch("then", true), branch("else", false));
   *g.add_node() = make_node("Sigmoid", {"b"}, {"s"});
   *g.add_node() = make_node("Mul", {"s", "s"}, {"s2"});
   *g.add_node() = make_node("Add", {"s2", "y"}, {"z"});

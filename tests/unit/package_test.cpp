@@ -39,18 +39,6 @@ std::string error_of(const std::function<void()>& f) {
 // x: float32[N,4], W: float32[4,8] and B: float32[8] initializers, c a Constant (tensor attribute).
 onnx::ModelProto test_model() {
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  auto init = [&](onnx::GraphProto& g, const std::string& name, std::vector<int64_t> dims) {
-    auto* t = g.add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      t->add_dims(d);
-      n *= d;
-    }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
-  };
   onnx::GraphProto then_g;
   then_g.set_name("then");
   *then_g.add_node() = make_node("Add", {"xw", "B"}, {"t0"}, "then_add");
@@ -75,8 +63,8 @@ onnx::ModelProto test_model() {
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"N", "4"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"N", "8"});
   *g.add_output() = tensor_info("z", onnx::TensorProto::FLOAT, {"8", "N"});
-  init(g, "W", {4, 8});
-  init(g, "B", {8});
+  ingot::testing::add_random_initializer(g, "W", {4, 8}, rng);
+  ingot::testing::add_random_initializer(g, "B", {8}, rng);
   *g.add_node() = make_node("MatMul", {"x", "W"}, {"xw"}, "matmul");
   onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
   auto* then_attr = n.add_attribute();

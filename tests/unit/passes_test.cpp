@@ -704,16 +704,7 @@ std::string if_constants_model() {
   g.set_name("if_constants");
   *g.add_input() = float_info("x", {2, 3});
   *g.add_input() = ingot::testing::static_tensor_info("flag", onnx::TensorProto::BOOL, {});
-  onnx::NodeProto n = make_node("If", {"flag"}, {"y"});
-  auto* t = n.add_attribute();
-  t->set_name("then_branch");
-  t->set_type(onnx::AttributeProto::GRAPH);
-  *t->mutable_g() = branch("then", true);
-  auto* e = n.add_attribute();
-  e->set_name("else_branch");
-  e->set_type(onnx::AttributeProto::GRAPH);
-  *e->mutable_g() = branch("else", false);
-  *g.add_node() = n;
+  *g.add_node() = ingot::testing::make_if("flag", {"y"}, branch("then", true), branch("else", false));
   *g.add_output() = float_info("y", {2, 3});
   return save(std::move(g), "if_constants.onnx");
 }

@@ -26,19 +26,7 @@ onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64
   return ingot::testing::static_tensor_info(name, kFloat, dims);
 }
 
-void add_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims, std::mt19937& rng,
-                     float lo = -1.0f, float hi = 1.0f) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(kFloat);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < n; ++i) t->add_float_data(dist(rng));
-}
+using ingot::testing::add_random_initializer;
 
 void add_values(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims,
                 const std::vector<float>& values) {
@@ -70,9 +58,9 @@ onnx::ModelProto conv_model() {
   onnx::GraphProto g;
   g.set_name("conv_softmax");
   *g.add_input() = float_info("x", {1, 3, 8, 8});
-  add_initializer(g, "w", {4, 3, 3, 3}, rng);
-  add_initializer(g, "b", {4}, rng);
-  add_initializer(g, "bias", {4, 1, 1}, rng);
+  add_random_initializer(g, "w", {4, 3, 3, 3}, rng);
+  add_random_initializer(g, "b", {4}, rng);
+  add_random_initializer(g, "bias", {4, 1, 1}, rng);
   add_values(g, "lo", {}, {-0.5f});
   add_values(g, "hi", {}, {2.0f});
   add_values(g, "scales", {4}, {1, 1, 2, 2});
@@ -106,10 +94,10 @@ onnx::ModelProto matmul_model() {
   onnx::GraphProto g;
   g.set_name("matmul_gemm");
   *g.add_input() = float_info("x", {4, 16});
-  add_initializer(g, "w1", {16, 32}, rng, -0.5f, 0.5f);
-  add_initializer(g, "b1", {32}, rng);
-  add_initializer(g, "w2", {8, 32}, rng, -0.5f, 0.5f);
-  add_initializer(g, "c2", {8}, rng);
+  add_random_initializer(g, "w1", {16, 32}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b1", {32}, rng);
+  add_random_initializer(g, "w2", {8, 32}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "c2", {8}, rng);
   *g.add_node() = make_node("MatMul", {"x", "w1"}, {"mm"}, "matmul");
   *g.add_node() = make_node("Add", {"mm", "b1"}, {"h"}, "add");
   auto gemm = make_node("Gemm", {"h", "w2", "c2"}, {"g"}, "gemm");
@@ -128,7 +116,7 @@ onnx::ModelProto exp_log_model() {
   onnx::GraphProto g;
   g.set_name("exp_log");
   *g.add_input() = float_info("x", {2, 10});
-  add_initializer(g, "w", {10, 10}, rng, -0.3f, 0.3f);
+  add_random_initializer(g, "w", {10, 10}, rng, -0.3f, 0.3f);
   add_values(g, "one", {}, {1.0f});
   add_values(g, "two", {}, {2.0f});
   auto half = make_node("Constant", {}, {"half"}, "const_half");
@@ -159,8 +147,8 @@ onnx::ModelProto if_model() {
   g.set_name("with_if");
   *g.add_input() = float_info("x", {3, 4});
   *g.add_input() = ingot::testing::static_tensor_info("cond", onnx::TensorProto::BOOL, {});
-  add_initializer(g, "w", {4, 4}, rng);
-  add_initializer(g, "k", {4}, rng);
+  add_random_initializer(g, "w", {4, 4}, rng);
+  add_random_initializer(g, "k", {4}, rng);
   *g.add_node() = make_node("MatMul", {"x", "w"}, {"h"}, "matmul");
   onnx::GraphProto then_g, else_g;
   then_g.set_name("then");

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ingot::testing {
@@ -52,6 +53,19 @@ inline onnx::NodeProto make_node(const std::string& op, const std::vector<std::s
   n.set_name(name.empty() ? op + "_" + out.at(0) : name);
   for (const auto& i : in) n.add_input(i);
   for (const auto& o : out) n.add_output(o);
+  return n;
+}
+
+// If(cond) with the two branch graphs as its then_branch/else_branch attributes.
+inline onnx::NodeProto make_if(const std::string& cond, const std::vector<std::string>& out, onnx::GraphProto then_g,
+                               onnx::GraphProto else_g) {
+  onnx::NodeProto n = make_node("If", {cond}, out);
+  for (auto [name, body] : {std::pair{"then_branch", &then_g}, std::pair{"else_branch", &else_g}}) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = std::move(*body);
+  }
   return n;
 }
 

@@ -4,7 +4,6 @@
 #include <ingot/error.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdlib>
 
 #include "core/broadcast.h"
@@ -108,7 +107,6 @@ Program Program::parse(std::string_view text, int num_inputs) {
         o = input ? Operand::input(int(v)) : Operand::temp(int(v));
       } else {
         char* stop = nullptr;
-        errno = 0;
         const float v = std::strtof(word.c_str(), &stop);
         if (word.empty() || *stop != '\0') bad("bad operand '" + word + "'");
         o = Operand::constant(v);
