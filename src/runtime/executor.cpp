@@ -56,6 +56,14 @@ struct Executor::Env {
   }
 };
 
+// Host-computed values a recording run copied to the device, by graph plan and slot (static for a
+// shape plan: host values derive from shapes, weights and the specialized inputs), for its capture.
+// A subgraph that ran twice (a Loop body) may have copied different values each time: `repeated`.
+struct Executor::Uploads {
+  std::map<std::pair<const Plan*, int>, Value> values;
+  bool repeated = false;
+};
+
 // The static plan of one set of input shapes (runtime/memory_plan.h, core/device_graph.h).
 struct Executor::ShapePlan {
   struct Buffer {
@@ -65,14 +73,15 @@ struct Executor::ShapePlan {
     size_t offset = 0;
   };
   std::vector<std::tuple<DType, Shape, Device>> key;
+  std::vector<std::string> host_values;  // bytes of the host-read inputs specialized on ("" if not)
   std::vector<Buffer> buffers;
   std::unordered_map<int64_t, int> buffer_of;  // step << 16 | output -> buffers index
   MemoryPlanStats stats;  // stats.planned: the recording run is done
   std::shared_ptr<Storage> host_arena, device_arena;
   // CUDA graph: decided by the recording run, tried at the next (a failed capture clears it).
   bool capturable = false;
-  std::unordered_map<int, Value> uploads;  // host-computed values the recording run copied to the device
-  std::vector<Tensor> input_buffers;
+  Uploads uploads;
+  std::vector<Tensor> input_buffers;  // undefined for specialized host inputs (baked into the graph)
   std::vector<Value> outputs;  // where the graph leaves the outputs
   Node replay_node;            // names the replays in a profile
   std::unique_ptr<DeviceGraph> graph;  // last: destroyed before the memory it uses
@@ -90,13 +99,6 @@ class Executor::StepAllocator final : public OutputAllocator {
     if (recording) slot_buffer_.assign(size_t(num_slots), -1);
   }
   void begin_step(int step) { step_ = step; }
-  // The capture starts from the device copies of host-computed values the recording run made
-  // (static for these shapes in a capturable run; see run_planned).
-  void use_uploads() { use_uploads_ = true; }
-  const std::unordered_map<int, Value>& uploads() const {
-    static const std::unordered_map<int, Value> none;
-    return use_uploads_ ? sp_.uploads : none;
-  }
 
   Tensor allocate(size_t output, DType dtype, Shape shape, Device device) override {
     if (!recording_) {
@@ -198,7 +200,6 @@ class Executor::StepAllocator final : public OutputAllocator {
   };
   ShapePlan& sp_;
   bool recording_;
-  bool use_uploads_ = false;
   int step_ = 0;
   std::vector<Rec> recs_;
   std::unordered_map<const Storage*, int> by_storage_;
@@ -241,6 +242,9 @@ void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, 
        dtype_name(dt), backend, n.op_type,
        join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
 }
+
+// A host-read input small enough to specialize a shape plan on (a few scalars: cheap to match).
+bool specializable(const Tensor& t) { return t.nbytes() <= 64 && t.dtype() != DType::String; }
 
 bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
 
@@ -375,6 +379,24 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
     }
     plans_[&g] = std::move(plan);
   });
+  if (device_.type == DeviceType::CPU) return;
+  // Top-level inputs some step reads on the host (names are unique across subgraphs, which read
+  // outer values by name).
+  const auto& top_inputs = model_->graph->inputs;
+  std::set<size_t> host_read;
+  for (const auto& [graph, plan] : plans_) {
+    for (const Plan::Step& step : plan->steps) {
+      for (size_t i = 0; i < step.node->inputs.size(); ++i) {
+        const bool on_host = (step.device.type == DeviceType::CPU && !step.kernel->any_device) ||
+                             (step.device.type != DeviceType::CPU && step.kernel->is_host_input(i));
+        if (!on_host) continue;
+        for (size_t k = 0; k < top_inputs.size(); ++k) {
+          if (top_inputs[k].name == step.node->inputs[i]) host_read.insert(k);
+        }
+      }
+    }
+  }
+  host_read_inputs_.assign(host_read.begin(), host_read.end());
 }
 
 std::vector<NodePlacement> Executor::fallbacks() const {
@@ -418,28 +440,46 @@ std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::enabled()) [[unlikely]]
     range.begin();
-  ShapePlan* sp = options_.memory_plan ? shape_plan_for(inputs) : nullptr;
-  std::vector<Value> outputs = sp ? run_planned(*sp, inputs) : run_graph(*model_->graph, inputs, nullptr);
+  std::vector<Value> staged;
+  ShapePlan* sp = options_.memory_plan ? shape_plan_for(inputs, staged) : nullptr;
+  const std::vector<Value>& in = staged.empty() ? inputs : staged;
+  std::vector<Value> outputs = sp ? run_planned(*sp, in) : run_graph(*model_->graph, in, nullptr);
   if (range.active()) [[unlikely]]
     range.end_session(model_->name);
   return outputs;
 }
 
-// The plan of these input shapes (made on first sight), or null when the inputs are not all
-// tensors of the declared count.
-Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs) {
+// The plan of these input shapes and host-read values (made on first sight), or null when the
+// inputs are not all tensors of the declared count.
+Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs, std::vector<Value>& staged) {
   constexpr size_t kMaxShapePlans = 8;
-  if (inputs.size() != plan_for(*model_->graph).input_slots.size()) return nullptr;
+  const Plan& top = plan_for(*model_->graph);
+  if (inputs.size() != top.input_slots.size()) return nullptr;
   std::vector<std::tuple<DType, Shape, Device>> key;
   for (const Value& v : inputs) {
     if (v.kind != Value::Kind::Tensor) return nullptr;
     key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
   }
-  auto it = std::find_if(shape_plans_.begin(), shape_plans_.end(), [&](const auto& p) { return p->key == key; });
+  std::vector<std::string> host_values;
+  if (!host_read_inputs_.empty()) host_values.resize(inputs.size());
+  for (size_t i : host_read_inputs_) {
+    const Tensor& t = inputs[i].tensor;
+    if (!specializable(t)) continue;
+    const Tensor* host = &t;
+    if (t.device().type != DeviceType::CPU) {
+      if (staged.empty()) staged = inputs;
+      staged[i] = Value(transfer(t, Device::cpu(), nullptr, &top.slot_of, top.input_slots[i], false, false));
+      host = &staged[i].tensor;
+    }
+    host_values[i].assign(static_cast<const char*>(host->raw_data()), host->nbytes());
+  }
+  auto it = std::find_if(shape_plans_.begin(), shape_plans_.end(),
+                         [&](const auto& p) { return p->key == key && p->host_values == host_values; });
   if (it == shape_plans_.end()) {
     if (shape_plans_.size() == kMaxShapePlans) shape_plans_.pop_back();
     auto sp = std::make_unique<ShapePlan>();
     sp->key = std::move(key);
+    sp->host_values = std::move(host_values);
     shape_plans_.insert(shape_plans_.begin(), std::move(sp));
   } else {
     std::rotate(shape_plans_.begin(), it, it + 1);  // most recently used first
@@ -454,6 +494,7 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
     StepAllocator recorder(sp, plan_for(top).num_slots, true);
     const bool gpu = device_.type != DeviceType::CPU;
     upload_sink_ = gpu ? &sp.uploads : nullptr;
+    const int64_t staged_bytes = stats_.device_to_host_bytes;  // host-read inputs staged for the key
     std::vector<Value> outputs;
     try {
       outputs = run_graph(top, inputs, nullptr, &recorder);
@@ -471,8 +512,10 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
         sp.stats.why_no_graph = "this backend cannot capture graphs";
       } else if (stats_.fallback_ops > 0) {
         sp.stats.why_no_graph = fmt::format("{} nodes ran on the CPU", stats_.fallback_ops);
-      } else if (stats_.device_to_host_bytes > 0) {
+      } else if (stats_.device_to_host_bytes > staged_bytes) {
         sp.stats.why_no_graph = "the run copies device values to the host";
+      } else if (sp.uploads.repeated) {
+        sp.stats.why_no_graph = "a subgraph that ran more than once copied host values to the device";
       } else {
         sp.capturable = true;
       }
@@ -491,20 +534,27 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
 std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::vector<Value>& inputs) {
   std::vector<Value> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!sp.host_values.empty() && !sp.host_values[i].empty()) {
+      // Specialized: the graph bakes in what host code did with this value (the key matched it).
+      sp.input_buffers.emplace_back();
+      device_inputs.push_back(inputs[i]);
+      continue;
+    }
     sp.input_buffers.push_back(Tensor::empty(inputs[i].tensor.dtype(), inputs[i].tensor.shape(), device_));
     device_inputs.emplace_back(sp.input_buffers.back());
   }
   DeviceGraphs& graphs = *device_graphs(device_.type);
   StepAllocator arena(sp, 0, false);
-  arena.use_uploads();
   std::string why;
   std::vector<Value> outputs;
+  capture_uploads_ = &sp.uploads;
   graphs.begin_capture(device_.index);
   try {
     outputs = run_graph(*model_->graph, device_inputs, nullptr, &arena);
   } catch (const std::exception& e) {  // ingot::Error included
     why = e.what();
   }
+  capture_uploads_ = nullptr;
   std::string end_why;
   std::unique_ptr<DeviceGraph> graph = graphs.end_capture(device_.index, &end_why);
   if (!graph || !why.empty()) {
@@ -527,6 +577,7 @@ std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::ve
 std::vector<Value> Executor::replay(ShapePlan& sp, const std::vector<Value>& inputs) {
   const Plan& plan = plan_for(*model_->graph);
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!sp.input_buffers[i].defined()) continue;  // a specialized host input
     transfer(inputs[i].tensor, device_, &sp.input_buffers[i], &plan.slot_of, plan.input_slots[i], false, false);
   }
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
@@ -568,8 +619,12 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
   }
   for (const auto& [slot, t] : plan.initializers) env.slots[size_t(slot)] = Value(t);
   for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
-  if (alloc) {
-    for (const auto& [slot, v] : alloc->uploads()) env.moved[size_t(slot)] = v;
+  if (capture_uploads_) {
+    // Uploads of this graph (the map is ordered by plan, then slot).
+    for (auto it = capture_uploads_->values.lower_bound({&plan, INT_MIN});
+         it != capture_uploads_->values.end() && it->first.first == &plan; ++it) {
+      env.moved[size_t(it->first.second)] = it->second;
+    }
   }
   for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
 
@@ -711,11 +766,17 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Va
   bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
                             [&](const auto& init) { return init.first == slot; });
   if (weight && want.type != DeviceType::CPU) plan.uploaded[slot] = copy.tensor;
-  // Recording a shape plan: a host-computed value of the top-level graph (shape arithmetic) copied
-  // to the device is kept for the capture, which must make no host copy.
-  if (upload_sink_ && !weight && !env.parent && want.type != DeviceType::CPU &&
-      std::find(plan.input_slots.begin(), plan.input_slots.end(), slot) == plan.input_slots.end()) {
-    (*upload_sink_)[slot] = copy;
+  // Recording a shape plan: a host-computed value (shape arithmetic, a specialized input) copied to
+  // the device is kept for the capture, which must make no host copy.
+  // A top-level input is one only when specialized on (others differ from run to run).
+  auto input = std::find(plan.input_slots.begin(), plan.input_slots.end(), slot);
+  bool varies = !env.parent && input != plan.input_slots.end() &&
+                !(v->kind == Value::Kind::Tensor && specializable(v->tensor) &&
+                  std::binary_search(host_read_inputs_.begin(), host_read_inputs_.end(),
+                                     size_t(input - plan.input_slots.begin())));
+  if (upload_sink_ && !weight && !varies && want.type != DeviceType::CPU) {
+    auto [it, inserted] = upload_sink_->values.try_emplace({&plan, slot}, copy);
+    if (!inserted) upload_sink_->repeated = true;
   }
   env.moved[size_t(slot)] = std::move(copy);
   return &env.moved[size_t(slot)];

@@ -16,6 +16,11 @@
 // replays with one launch. Outputs of a replayed run are the graph's own buffers, valid until the
 // next run(). A run whose capture fails (a kernel that waits for the device, say) is run normally
 // and the reason kept (memory_plan().why_no_graph).
+//
+// Host-read inputs: a small top-level input that host code reads (an If condition computed from a
+// sample-rate scalar, a CPU kernel's operand) is specialized on: its value joins the shape plan's
+// key, it stays on the host for the run (copied down first if given on the device), and a graph
+// captured with it bakes in the branches it chose. Another value makes another plan.
 #pragma once
 #include <memory>
 #include <optional>
@@ -77,7 +82,10 @@ class Executor final : public SubgraphRunner {
   struct ShapePlan;
   class StepAllocator;
   const Plan& plan_for(const Graph& graph) const;
-  ShapePlan* shape_plan_for(const std::vector<Value>& inputs);
+  struct Uploads;
+  // The plan of these inputs' shapes (and host-read values). `staged` gets the inputs with the
+  // host-read ones on the host when any had to be copied there; empty otherwise.
+  ShapePlan* shape_plan_for(const std::vector<Value>& inputs, std::vector<Value>& staged);
   std::vector<Value> run_planned(ShapePlan& sp, const std::vector<Value>& inputs);
   std::optional<std::vector<Value>> capture(ShapePlan& sp, const std::vector<Value>& inputs);
   std::vector<Value> replay(ShapePlan& sp, const std::vector<Value>& inputs);
@@ -99,8 +107,12 @@ class Executor final : public SubgraphRunner {
   ExecutorOptions options_;
   // Most recently used first; destroyed before plans_ (graphs use the steps' device state).
   std::vector<std::unique_ptr<ShapePlan>> shape_plans_;
-  // During a run that records a shape plan: where host values copied to the device are kept.
-  std::unordered_map<int, Value>* upload_sink_ = nullptr;
+  // Top-level inputs read on the host (by index): specialized on when small (see above).
+  std::vector<size_t> host_read_inputs_;
+  // During a run that records a shape plan: where host values copied to the device are kept; during
+  // its capture: where they are taken from (the capture makes no host copy).
+  Uploads* upload_sink_ = nullptr;
+  const Uploads* capture_uploads_ = nullptr;
   const Env* current_env_ = nullptr;  // the env of the node being run (parent for its subgraphs)
   const void* current_step_ = nullptr;  // the Plan::Step being run
 };

@@ -182,6 +182,85 @@ TEST(CudaGraph, OutputsCanStayOnTheDevice) {
   expect_same(cpu, kept, x1, "run 2's outputs after run 3");
 }
 
+// y = sr == 16000 ? x * 2 + sum(float(Shape(x))) : x + 1, the sample-rate switch of Silero VAD:
+// the If's condition is computed on the host from the input `sr`, and the then-branch copies a
+// host-computed value (the Cast of a shape) to the device.
+std::string sample_rate_model() {
+  onnx::GraphProto then_g;
+  then_g.set_name("then");
+  onnx::TensorProto two;
+  two.set_name("two");
+  two.set_data_type(onnx::TensorProto::FLOAT);
+  two.add_float_data(2.0f);
+  *then_g.add_initializer() = two;
+  *then_g.add_node() = make_node("Mul", {"x", "two"}, {"x2"});
+  *then_g.add_node() = make_node("Shape", {"x"}, {"shape"});
+  onnx::NodeProto cast = make_node("Cast", {"shape"}, {"shape_f"});
+  auto* to = cast.add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  *then_g.add_node() = cast;
+  *then_g.add_node() = make_node("ReduceSum", {"shape_f"}, {"dims_sum"});
+  *then_g.add_node() = make_node("Add", {"x2", "dims_sum"}, {"y_then"});
+  *then_g.add_output() = tensor_info("y_then", onnx::TensorProto::FLOAT, {"N", "4"});
+  onnx::GraphProto else_g;
+  else_g.set_name("else");
+  onnx::TensorProto one = two;
+  one.set_name("one");
+  one.set_float_data(0, 1.0f);
+  *else_g.add_initializer() = one;
+  *else_g.add_node() = make_node("Add", {"x", "one"}, {"y_else"});
+  *else_g.add_output() = tensor_info("y_else", onnx::TensorProto::FLOAT, {"N", "4"});
+
+  onnx::GraphProto g;
+  g.set_name("sample_rate_graph");
+  *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"N", "4"});
+  *g.add_input() = tensor_info("sr", onnx::TensorProto::INT64, {});
+  onnx::TensorProto rate;
+  rate.set_name("rate");
+  rate.set_data_type(onnx::TensorProto::INT64);
+  rate.add_int64_data(16000);
+  *g.add_initializer() = rate;
+  *g.add_node() = make_node("Equal", {"sr", "rate"}, {"is_16k"});
+  *g.add_node() = ingot::testing::make_if("is_16k", {"y"}, std::move(then_g), std::move(else_g));
+  *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"N", "4"});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "sample_rate_graph.onnx");
+}
+
+// A small input read on the host (an If's condition) specializes the plan: each value gets its
+// own captured graph with its branch baked in, given on the host or on the device.
+TEST(CudaGraph, HostReadScalarInputsSpecializeTheGraph) {
+  INGOT_REQUIRE_GPU();
+  std::string path = sample_rate_model();
+  const Device cuda{DeviceType::CUDA, 0};
+  for (bool device_io : {false, true}) {
+    SCOPED_TRACE(device_io ? "inputs on the device" : "inputs on the host");
+    SessionOptions options = on_gpu();
+    options.outputs_on_device = device_io;
+    Session gpu = Session::load(path, options);
+    int run = 0;
+    for (int64_t rate : {16000, 16000, 16000, 8000, 8000, 8000, 16000}) {
+      Tensor x = random_tensor(DType::Float32, {3, 4}, uint32_t(40 + run));
+      Tensor sr = Tensor::scalar<int64_t>(rate);
+      std::vector<Tensor> out = device_io ? gpu.run({x.to(cuda), sr.to(cuda)}) : gpu.run({x, sr});
+      ASSERT_EQ(out.size(), 1u);
+      std::vector<double> got = as_doubles(out[0].to(Device::cpu())), in = as_doubles(x);
+      ASSERT_EQ(got.size(), in.size());
+      for (size_t i = 0; i < in.size(); ++i) {
+        double want = rate == 16000 ? in[i] * 2 + (3 + 4) : in[i] + 1;
+        EXPECT_NEAR(got[i], want, 1e-5) << "run " << run << " (sr " << rate << ") element " << i;
+      }
+      // Runs 1-2 of each value record and capture; from the third on they replay.
+      if (run == 2 || run == 5 || run == 6) {
+        EXPECT_TRUE(gpu.last_run_stats().graph_replay) << "run " << run << ": " << gpu.memory_plan().why_no_graph;
+      }
+      ++run;
+    }
+    EXPECT_EQ(gpu.last_run_stats().fallback_ops, 0);
+  }
+}
+
 // cuDNN algorithm choices: measured once, recorded (core/tuning.h), and reused by a new session
 // (as after loading a package that stores them) without searching again.
 TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
