@@ -52,6 +52,12 @@ bool run_pipeline(Model& model, const std::function<void(const Pass&, bool chang
 // inputs and outputs still float32. See to_half_precision.cpp for the rules.
 bool to_half_precision(Model& model, DType dtype);
 
+// Channels-last layout (not in the pipeline; Session::load and `ingot convert` run it after
+// to_half_precision for a CUDA target in float16/bfloat16): 2-D convolutions become FusedConv with
+// layout "NHWC" and the elementwise ops and global average pools between them follow, with
+// Transposes only where the layout changes. See channels_last.cpp.
+bool to_channels_last(Model& model);
+
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
 // (ops that no kernel implements directly). Run by Session::load and `ingot test-onnx`.
 // ai.onnx.preview.training.Gradient -> reverse-mode differentiation with ordinary nodes.

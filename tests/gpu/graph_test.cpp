@@ -6,6 +6,7 @@
 #include <ingot/session.h>
 #include <stdlib.h>
 
+#include "../unit/channels_last_model.h"
 #include "../unit/test_util.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
@@ -257,6 +258,31 @@ TEST(CudaGraph, HostReadScalarInputsSpecializeTheGraph) {
       }
       ++run;
     }
+    EXPECT_EQ(gpu.last_run_stats().fallback_ops, 0);
+  }
+}
+
+// A float16 session on the GPU runs its convolutions channels last (passes/channels_last.cpp):
+// the whole network against the float32 CPU session, with and without graph replay.
+TEST(CudaChannelsLast, Float16NetworkMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
+  Session cpu = Session::load(path);
+  for (Precision precision : {Precision::FP16, Precision::BF16}) {
+    SessionOptions options = on_gpu();
+    options.precision = precision;
+    Session gpu = Session::load(path, options);
+    for (int run = 0; run < 3; ++run) {
+      Tensor x = random_tensor(DType::Float32, {4, 3, 8, 8}, uint32_t(60 + run), -1.0, 1.0);
+      std::vector<Tensor> want = cpu.run({x}), got = gpu.run({x});
+      ASSERT_EQ(want.size(), got.size());
+      const double tol = precision == Precision::FP16 ? 2e-2 : 8e-2;
+      for (size_t o = 0; o < want.size(); ++o) {
+        expect_close(want[o], got[o].to(Device{DeviceType::CUDA, 0}), tol, tol,
+                     fmt::format("{} run {} output {}", precision == Precision::FP16 ? "fp16" : "bf16", run, o));
+      }
+    }
+    EXPECT_TRUE(gpu.last_run_stats().graph_replay) << gpu.memory_plan().why_no_graph;
     EXPECT_EQ(gpu.last_run_stats().fallback_ops, 0);
   }
 }

@@ -323,6 +323,37 @@ TEST(CudaFusedConv, Variants) {
   }
 }
 
+// Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D
+// convolutions with symmetric pads (the fused bias + Relu call where cuDNN takes it), transposed
+// copies otherwise; the CPU computes the same through its channels-first kernel.
+TEST(CudaFusedConv, ChannelsLast) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = rnd(dt, {2, 9, 7, 8}, 1), w = rnd(dt, {16, 3, 3, 8}, 2), b = rnd(dt, {16}, 3);
+    Tensor r = rnd(dt, {2, 9, 7, 16}, 4);
+    for (const char* act : {"", "Relu", "HardSwish"}) {
+      SCOPED_TRACE(act);
+      const Attributes attrs{{"pads", Ints{1, 1, 1, 1}}, {"activation", act}, {"layout", "NHWC"}};
+      check("FusedConv", {x, w}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, b}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, b, r}, attrs, "ai.ingot");
+      check("FusedConv", {x, w, Tensor(), r}, attrs, "ai.ingot");
+    }
+    // Strided with groups (and depthwise), pointwise, and asymmetric pads (through transposes).
+    check("FusedConv", {rnd(dt, {1, 10, 9, 8}, 5), rnd(dt, {8, 3, 3, 4}, 6), rnd(dt, {8}, 7), rnd(dt, {1, 5, 5, 8}, 8)},
+          {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}},
+          "ai.ingot");
+    check("FusedConv", {rnd(dt, {2, 6, 6, 8}, 9), rnd(dt, {8, 3, 3, 1}, 10), rnd(dt, {8}, 11)},
+          {{"activation", "Relu"}, {"group", 8}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");
+    check("FusedConv", {rnd(dt, {1, 5, 6, 8}, 12), rnd(dt, {4, 1, 1, 8}, 13), rnd(dt, {4}, 14)},
+          {{"activation", "Relu"}, {"layout", "NHWC"}}, "ai.ingot");
+    check("FusedConv", {rnd(dt, {1, 10, 9, 4}, 15), rnd(dt, {4, 3, 3, 2}, 16), rnd(dt, {4}, 17), rnd(dt, {1, 5, 4, 4}, 18)},
+          {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}, {"layout", "NHWC"}},
+          "ai.ingot");
+  }
+}
+
 TEST(CudaFusedConv, RepeatedCallsReuseThePlan) {
   INGOT_REQUIRE_GPU();
   // The same shapes twice (plan cached per node in a graph; eager calls exercise the build each time).

@@ -5,13 +5,17 @@
 namespace ingot {
 
 // Written by fuse_conv_add_relu: Y = activation(Conv(X, W, B) + R). B and R are optional ("").
+// `layout` "NHWC" (written by the channels-last pass): X, R and Y are [N, spatial..., C] and W is
+// [M, kernel..., C/group] (ops/semantics/conv_geometry.h).
 INGOT_OP(FusedConv)
     .domain("ai.ingot")
     .versions(1)
     .inputs(2, 4)
     .attr("activation", "")
+    .attr("layout", "NCHW")
     .conv_attrs()
-    .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or '').");
+    .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or ''); "
+             "layout 'NHWC' puts channels last in X, W, R and Y.");
 
 // Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias),
 // MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N

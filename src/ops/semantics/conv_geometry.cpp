@@ -1,7 +1,11 @@
 #include "ops/semantics/conv_geometry.h"
 
+#include <ingot/ops.h>
+
 #include <algorithm>
 #include <string>
+
+#include "ops/semantics/fused_conv_args.h"
 
 namespace ingot::nn {
 namespace {
@@ -18,8 +22,9 @@ void check_inputs(const KernelContext& ctx, const char* op) {
   if (x.rank() > 5) fail("{}: at most 3 spatial axes are supported, got {}", op, x.rank() - 2);
 }
 
-Ints kernel_from_weights(const KernelContext& ctx, const Tensor& w) {
-  Ints kernel = spatial_dims(w.shape());
+// `w_shape`: channels-first ([M or C, ..., k...]).
+Ints kernel_from_weights(const KernelContext& ctx, const Shape& w_shape) {
+  Ints kernel = spatial_dims(w_shape);
   if (ctx.has_attr("kernel_shape") && !ctx.attr_ints("kernel_shape").empty() &&
       ctx.attr_ints("kernel_shape") != kernel) {
     fail("attribute 'kernel_shape' {} does not match W's spatial shape {}", shape_str(ctx.attr_ints("kernel_shape")),
@@ -41,24 +46,32 @@ void check_bias(const KernelContext& ctx, int64_t channels, DType dtype) {
 
 ConvGeometry conv_geometry(const KernelContext& ctx) {
   check_inputs(ctx, "Conv");
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
+  const bool nhwc = ctx.has_attr("layout") && ctx.attr_string("layout") == "NHWC";
+  if (ctx.has_attr("layout") && !nhwc && ctx.attr_string("layout") != "NCHW") {
+    fail("attribute 'layout': expected 'NCHW' or 'NHWC', got '{}'", ctx.attr_string("layout"));
+  }
+  // Channels-first views of the shapes: the checks and windows below are layout-free.
+  const Shape xs = nhwc ? channels_first(ctx.input(0).shape()) : ctx.input(0).shape();
+  const Shape ws = nhwc ? channels_first(ctx.input(1).shape()) : ctx.input(1).shape();
+  const char* layout = nhwc ? " (NHWC)" : "";
   ConvGeometry g;
-  g.batch = x.dim(0);
-  g.in_channels = x.dim(1);
-  g.out_channels = w.dim(0);
+  g.channels_last = nhwc;
+  g.batch = xs[0];
+  g.in_channels = xs[1];
+  g.out_channels = ws[0];
   g.group = ctx.attr_int("group");
   if (g.group < 1) fail("attribute 'group': expected >= 1, got {}", g.group);
-  if (g.in_channels != w.dim(1) * g.group) {
-    fail("input 1 (W) {}: expects {} input channels ({} per group x group {}), X {} has {}", shape_str(w.shape()),
-         w.dim(1) * g.group, w.dim(1), g.group, shape_str(x.shape()), g.in_channels);
+  if (g.in_channels != ws[1] * g.group) {
+    fail("input 1 (W){} {}: expects {} input channels ({} per group x group {}), X {} has {}", layout,
+         shape_str(ctx.input(1).shape()), ws[1] * g.group, ws[1], g.group, shape_str(ctx.input(0).shape()),
+         g.in_channels);
   }
   if (g.out_channels % g.group != 0) {
-    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(w.shape()), g.out_channels,
-         g.group);
+    fail("input 1 (W) {}: output channels {} are not divisible by group {}", shape_str(ctx.input(1).shape()),
+         g.out_channels, g.group);
   }
-  check_bias(ctx, g.out_channels, x.dtype());
-  g.win = resolve_window(ctx, spatial_dims(x.shape()), kernel_from_weights(ctx, w));
+  check_bias(ctx, g.out_channels, ctx.input(0).dtype());
+  g.win = resolve_window(ctx, spatial_dims(xs), kernel_from_weights(ctx, ws));
   return g;
 }
 
@@ -83,7 +96,7 @@ ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
 
   Window& win = g.win;
   win.in = spatial_dims(x.shape());
-  win.kernel = kernel_from_weights(ctx, w);
+  win.kernel = kernel_from_weights(ctx, w.shape());
   win.strides = ints_attr_or(ctx, "strides", nd, 1);
   win.dilations = ints_attr_or(ctx, "dilations", nd, 1);
   Ints output_padding = ints_attr_or(ctx, "output_padding", nd, 0);
@@ -138,7 +151,47 @@ ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
 Shape conv_output_shape(const ConvGeometry& g) {
   Shape s{g.batch, g.out_channels};
   s.insert(s.end(), g.win.out.begin(), g.win.out.end());
-  return s;
+  return g.channels_last ? channels_last(s) : s;
+}
+
+void fused_conv_by_transposes(const KernelContext& ctx, Tensor& y) {
+  const size_t rank = ctx.input(0).rank();
+  const Ints first = to_channels_first_perm(rank);
+  Attributes attrs = ctx.attrs();
+  attrs["layout"] = Attribute(std::string("NCHW"));
+  std::vector<Tensor> in{ops::transpose(ctx.input(0), first), ops::transpose(ctx.input(1), first),
+                         ctx.has_input(2) ? ctx.input(2) : Tensor()};
+  if (ctx.has_input(3)) in.push_back(ops::transpose(ctx.input(3), first));
+  Tensor first_y = ops::call("FusedConv", in, attrs, 1, "ai.ingot").at(0);
+  copy_tensor(ops::transpose(first_y, to_channels_last_perm(rank)), y);
+}
+
+Shape channels_first(const Shape& s) {
+  if (s.size() < 3) return s;
+  Shape r{s[0], s.back()};
+  r.insert(r.end(), s.begin() + 1, s.end() - 1);
+  return r;
+}
+
+Shape channels_last(const Shape& s) {
+  if (s.size() < 3) return s;
+  Shape r{s[0]};
+  r.insert(r.end(), s.begin() + 2, s.end());
+  r.push_back(s[1]);
+  return r;
+}
+
+Ints to_channels_last_perm(size_t rank) {
+  Ints p{0};
+  for (size_t i = 2; i < rank; ++i) p.push_back(int64_t(i));
+  p.push_back(1);
+  return p;
+}
+
+Ints to_channels_first_perm(size_t rank) {
+  Ints p{0, int64_t(rank) - 1};
+  for (size_t i = 1; i + 1 < rank; ++i) p.push_back(int64_t(i));
+  return p;
 }
 
 }  // namespace ingot::nn

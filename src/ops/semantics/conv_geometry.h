@@ -1,6 +1,10 @@
 // Backend-neutral geometry of Conv, ConvTranspose and FusedConv: input/weight/bias validation (with
 // the kernels' error messages), group checks, pads and output sizes (auto_pad, output_shape and
 // output_padding for the transposed case). Used by the CPU and CUDA kernels.
+//
+// FusedConv's `layout` "NHWC" (written by the channels-last pass for 16-bit GPU convolutions):
+// X is [N, spatial..., C], W is [M, kernel..., C/group] and Y (and R) [N, spatial..., M]; the
+// geometry itself (channels, windows) is the same as for the channels-first tensors.
 #pragma once
 #include <ingot/tensor.h>
 
@@ -14,13 +18,21 @@ struct ConvGeometry {
   int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
   Window win;  // spatial sizes, strides, pads; win.out is the output's spatial size
   bool transposed = false;
+  bool channels_last = false;  // FusedConv layout "NHWC"
 };
+
+// [N, C, spatial...] <-> [N, spatial..., C] (also W: [M, C/g, k...] <-> [M, k..., C/g]).
+Shape channels_first(const Shape& channels_last_shape);
+Shape channels_last(const Shape& channels_first_shape);
+// The permutations of Transpose that do the same to a tensor of rank `rank`.
+Ints to_channels_last_perm(size_t rank);
+Ints to_channels_first_perm(size_t rank);
 
 // Validates inputs 0-2 (X, W, optional B) and attributes of Conv/FusedConv.
 ConvGeometry conv_geometry(const KernelContext& ctx);
 // Validates inputs 0-2 (X, W, optional B) and attributes of ConvTranspose.
 ConvGeometry conv_transpose_geometry(const KernelContext& ctx);
-// [N, C_out, spatial out...]
+// [N, C_out, spatial out...] ([N, spatial out..., C_out] when channels_last)
 Shape conv_output_shape(const ConvGeometry& g);
 
 }  // namespace ingot::nn

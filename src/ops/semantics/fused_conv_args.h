@@ -39,4 +39,9 @@ inline FusedConvArgs fused_conv_args(const KernelContext& ctx, const ConvGeometr
   return a;
 }
 
+// A channels-last FusedConv computed as the channels-first one on transposed copies (eager calls on
+// the context's device) and written into `y` (the output, allocated): the CPU's way to run the
+// layout, and the GPU's for geometries its channels-last path does not take.
+void fused_conv_by_transposes(const KernelContext& ctx, Tensor& y);
+
 }  // namespace ingot::nn

@@ -9,6 +9,9 @@
 // convolution whose pads or output size cuDNN cannot express computes the full output into a
 // temporary and crops it. Bias, the residual and Relu are applied by one epilogue kernel, except
 // float32 + Relu which goes through cudnnConvolutionBiasActivationForward when cuDNN accepts it.
+// Channels-last FusedConv (layout "NHWC", the channels-last pass's 16-bit layout) uses cuDNN's NHWC
+// descriptors for 2-D convolutions with symmetric pads (and tries the fused call for Relu); other
+// geometries go through transposed copies (nn::fused_conv_by_transposes).
 // When cuDNN has no algorithm for a geometry (or sizes exceed its 32-bit limits), a direct CUDA
 // loop computes the convolution instead, so a registered dtype never fails.
 #include <algorithm>
@@ -242,7 +245,7 @@ struct ConvPlan {
   // key
   Shape x_shape, w_shape;
   DType dtype = DType::Float32;
-  bool tf32 = false, want_fused = false;
+  bool tf32 = false, want_fused = false, channels_last = false;
 
   bool use_cudnn = false;
   bool algo_chosen = false;
@@ -376,17 +379,29 @@ void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tenso
   all.push_back(g.group);
   if (!fits_int(all)) return;
 
+  // Channels last: cuDNN's NHWC descriptors take 2-D convolutions; no padded copy (window_copy is
+  // channels-first).
+  if (g.channels_last && (nd != 2 || p.pad_input || g.transposed)) return;
   const cudnnDataType_t t = cudnn_dtype(x.dtype());
   INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x_desc));
   INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y_desc));
   INGOT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.w_desc));
   INGOT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv_desc));
   // For a transposed convolution cuDNN's "x" (dy) is our X and its "y" (dx) is our Y.
-  set_tensor(p.x_desc, t, cudnn_dims(g.batch, g.in_channels, x_sp));
-  set_tensor(p.y_desc, t, cudnn_dims(g.batch, g.out_channels, y_sp));
+  const int64_t w_per_group = g.transposed ? w.dim(1) : g.in_channels / g.group;
   std::vector<int> wd = g.transposed ? cudnn_dims(w.dim(0), w.dim(1), win.kernel)
-                                     : cudnn_dims(g.out_channels, w.dim(1), win.kernel);
-  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(p.w_desc, t, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+                                     : cudnn_dims(g.out_channels, w_per_group, win.kernel);
+  if (g.channels_last) {
+    INGOT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x_desc, CUDNN_TENSOR_NHWC, t, int(g.batch), int(g.in_channels),
+                                                 int(x_sp[0]), int(x_sp[1])));
+    INGOT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y_desc, CUDNN_TENSOR_NHWC, t, int(g.batch), int(g.out_channels),
+                                                 int(y_sp[0]), int(y_sp[1])));
+    INGOT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w_desc, t, CUDNN_TENSOR_NHWC, wd[0], wd[1], wd[2], wd[3]));
+  } else {
+    set_tensor(p.x_desc, t, cudnn_dims(g.batch, g.in_channels, x_sp));
+    set_tensor(p.y_desc, t, cudnn_dims(g.batch, g.out_channels, y_sp));
+    INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(p.w_desc, t, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  }
   std::vector<int> cp = cudnn_spatial(pads, 0), cs = cudnn_spatial(win.strides, 1),
                    cd = cudnn_spatial(win.dilations, 1);
   INGOT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(p.conv_desc, int(cp.size()), cp.data(), cs.data(), cd.data(),
@@ -404,11 +419,11 @@ void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tenso
       got != expect) {
     return;
   }
-  p.tuning_key = fmt::format("cudnn{}.conv.{}.{}|{}|tf32={}|x={}|y={}|w={}|pad={}|stride={}|dil={}|g={}|fused={}",
+  p.tuning_key = fmt::format("cudnn{}.conv.{}.{}|{}|tf32={}|x={}|y={}|w={}|pad={}|stride={}|dil={}|g={}|fused={}{}",
                              cudnnGetVersion(), g.transposed ? "bwd_data" : "fwd", cuda::arch_name(), dtype_name(x.dtype()),
                              int(p.tf32), shape_str(xs), shape_str(ys), shape_str(Shape(wd.begin(), wd.end())),
                              shape_str(pads), shape_str(win.strides), shape_str(win.dilations), g.group,
-                             int(p.want_fused));
+                             int(p.want_fused), g.channels_last ? "|nhwc" : "");
   if (p.want_fused) {
     INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.bias_desc));
     std::vector<int> bd(wd.size(), 1);
@@ -501,7 +516,7 @@ ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
   for (size_t i = 0; i < plans.size(); ++i) {
     ConvPlan& p = *plans[i];
     if (p.x_shape == x.shape() && p.w_shape == w.shape() && p.dtype == x.dtype() && p.tf32 == tf32 &&
-        p.want_fused == want_fused) {
+        p.want_fused == want_fused && p.channels_last == g.channels_last) {
       std::rotate(plans.begin(), plans.begin() + i, plans.begin() + i + 1);
       return *plans[0];
     }
@@ -512,16 +527,19 @@ ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
   plan->dtype = x.dtype();
   plan->tf32 = tf32;
   plan->want_fused = want_fused;
+  plan->channels_last = g.channels_last;
   build_plan(*plan, g, x, w);
   plans.insert(plans.begin(), std::move(plan));
   if (plans.size() > kMaxPlans) plans.pop_back();
   return *plans[0];
 }
 
-void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, FusedActivation act, int64_t channels) {
+void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, FusedActivation act, int64_t channels,
+                    bool channels_last = false) {
   if (!bias && !residual && act == FusedActivation::None) return;
   const int64_t total = y.numel();
-  const int64_t plane = total / std::max<int64_t>(1, y.dim(0) * channels);
+  // Channels last: the channel is the innermost index (a plane of 1).
+  const int64_t plane = channels_last ? 1 : total / std::max<int64_t>(1, y.dim(0) * channels);
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(y.dtype(), [&]<class T>() {
     epilogue_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
         cuda::ptr<T>(y), bias ? cuda::ptr<const T>(*bias) : nullptr, residual ? cuda::ptr<const T>(*residual) : nullptr,
@@ -540,11 +558,17 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   if (x.numel() == 0 || w.numel() == 0) {
     // Nothing to accumulate (zero input channels): the output is the bias (then the epilogue).
     INGOT_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), cuda::stream()));
-    apply_epilogue(y, b, residual, act, g.out_channels);
+    apply_epilogue(y, b, residual, act, g.out_channels, g.channels_last);
     return;
   }
-  const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
+  // cuDNN's fused bias + Relu: float32, and 16-bit channels last (tried; kept when cuDNN takes it).
+  const bool want_fused =
+      !g.transposed && act == FusedActivation::Relu && (x.dtype() == DType::Float32 || g.channels_last);
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
+  if (g.channels_last && !p.use_cudnn) {
+    nn::fused_conv_by_transposes(ctx, y);
+    return;
+  }
   if (p.use_cudnn) {
     const Device dev = ctx.device();
     Tensor xin = x;
@@ -585,9 +609,13 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
         cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(
             x.dtype(), [&]<class T>() { window_copy<T>(yout, y, p.y_sp, g.win.out, p.crop_offset); });
       }
-      apply_epilogue(y, b, residual, act, g.out_channels);
+      apply_epilogue(y, b, residual, act, g.out_channels, g.channels_last);
       return;
     }
+  }
+  if (g.channels_last) {
+    nn::fused_conv_by_transposes(ctx, y);  // cuDNN found no algorithm
+    return;
   }
   run_direct(g, x, w, y);
   apply_epilogue(y, b, residual, act, g.out_channels);

@@ -1,0 +1,235 @@
+// Channels-last layout for 2-D convolutional networks on the GPU (not in the pipeline: Session::load
+// and `ingot convert` run it after to_half_precision for a CUDA target in float16 or bfloat16, where
+// cuDNN's tensor-core convolutions read and write NHWC and an NCHW convolution pays a layout
+// conversion on each side).
+//
+// Rewrites, in graph order:
+//   - Conv and ai.ingot.FusedConv with a constant 4-D W and symmetric pads: FusedConv with layout
+//     "NHWC" on the channels-last copy of X (and R), W permuted to [M, kH, kW, C/group] at convert
+//     time; the result goes back to channels first through a Transpose that keeps the node's output
+//     name, so readers that stay channels first see no change;
+//   - elementwise nodes (activations, arithmetic, Clip, Cast, FusedElementwise) whose non-constant
+//     inputs all have a channels-last copy (4-D): computed on those copies; constant operands of
+//     rank <= 4 are permuted the same way (scalars stay), which keeps numpy broadcasting the same;
+//   - GlobalAveragePool of a channels-last copy: ReduceMean over the spatial axes of it.
+// A channels-last copy of a value that is itself the channels-first view of a channels-last value
+// is that value: Transpose pairs cancel as they are created, and dead_code drops the views nobody
+// reads. What stays channels first (pooling windows, reshapes, matrix products) reads the views.
+#include <ingot/ops.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ops/semantics/conv_geometry.h"
+#include "passes/pass.h"
+#include "passes/pass_util.h"
+
+namespace ingot {
+namespace {
+
+using namespace passes;
+
+const std::set<std::string> kElementwise = {
+    "Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Cast",
+    "Neg",  "Abs",     "Sqrt", "Max",         "Min"};
+
+bool is_elementwise(const Node& n) {
+  if (n.domain == "ai.ingot") return n.op_type == "FusedElementwise" || n.op_type == "HardSwish";
+  return is_default_domain(n.domain) && kElementwise.count(n.op_type);
+}
+
+// The type of a channels-last copy (dims permuted when the rank is known).
+std::optional<ValueType> permuted_type(const Graph& g, const std::string& name) {
+  auto t = value_type(g, name);
+  if (!t) return std::nullopt;
+  if (t->shape && t->shape->size() == 4) {
+    const auto& d = *t->shape;
+    t->shape = std::vector<Dim>{d[0], d[2], d[3], d[1]};
+  }
+  return t;
+}
+
+bool symmetric_pads(const Node& n) {
+  auto ap = n.attrs.find("auto_pad");
+  if (ap != n.attrs.end() && !ap->second.s.empty() && ap->second.s != "NOTSET" && ap->second.s != "VALID") return false;
+  auto pads = n.attrs.find("pads");
+  if (pads == n.attrs.end()) return true;
+  const Ints& p = pads->second.ints;
+  return p.size() == 4 && p[0] == p[2] && p[1] == p[3];
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(Model& model) : model_(model), g_(*model.graph) {
+    for (const auto& [name, t] : g_.initializers) taken_.insert(name);
+    for (const ValueInfo& v : g_.inputs) taken_.insert(v.name);
+    for (const auto& [name, v] : g_.value_info) taken_.insert(name);
+    for (const Node& n : g_.nodes) {
+      taken_.insert(n.name);
+      taken_.insert(n.outputs.begin(), n.outputs.end());
+    }
+  }
+
+  bool run() {
+    std::vector<Node> out;
+    for (Node& n : g_.nodes) {
+      if (is_conv(n)) {
+        convert_conv(n, out);
+      } else if (is_elementwise(n) && n.outputs.size() == 1 && convertible_operands(n)) {
+        convert_elementwise(n, out);
+      } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && last_.count(n.inputs[0])) {
+        convert_global_average(n, out);
+      } else {
+        out.push_back(std::move(n));
+      }
+    }
+    if (!changed_) return false;
+    g_.nodes = std::move(out);
+    dead_code(model_);
+    return true;
+  }
+
+ private:
+  bool is_conv(const Node& n) const {
+    const bool fused = n.domain == "ai.ingot" && n.op_type == "FusedConv";
+    if (!fused && !is_op(n, "Conv")) return false;
+    if (fused) {
+      auto layout = n.attrs.find("layout");
+      if (layout != n.attrs.end() && layout->second.s != "NCHW") return false;
+    }
+    const Tensor* w = n.inputs.size() >= 2 ? constant_initializer(g_, n.inputs[1]) : nullptr;
+    return w && w->rank() == 4 && w->device() == Device::cpu() && n.outputs.size() == 1 && symmetric_pads(n);
+  }
+
+  // Every input is a channels-last value, a constant of rank <= 4, or omitted; at least one is a
+  // channels-last value.
+  bool convertible_operands(const Node& n) const {
+    bool any = false;
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      if (last_.count(in)) {
+        any = true;
+      } else if (const Tensor* c = constant_initializer(g_, in); !c || c->rank() > 4) {
+        return false;
+      }
+    }
+    return any;
+  }
+
+  // A name no value, initializer or node of the graph has (the graph's nodes are being moved out,
+  // so every name is collected up front).
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; taken_.count(name); ++i) name = base + "_" + std::to_string(i);
+    taken_.insert(name);
+    return name;
+  }
+
+  // The channels-last copy of `value` (a Transpose made once; the source of a view we made).
+  std::string to_last(const std::string& value, std::vector<Node>& out) {
+    if (auto it = last_.find(value); it != last_.end()) return it->second;
+    Node t;
+    t.op_type = "Transpose";
+    t.name = fresh(value + "_nhwc");
+    t.inputs = {value};
+    t.outputs = {t.name};
+    t.attrs["perm"] = Attribute(nn::to_channels_last_perm(4));
+    if (auto type = permuted_type(g_, value)) g_.value_info[t.name] = {t.name, *type};
+    last_[value] = t.name;
+    out.push_back(std::move(t));
+    return last_[value];
+  }
+
+  // A constant operand permuted like the data (padded to rank 4 first); scalars as they are.
+  std::string constant_to_last(const std::string& name) {
+    const Tensor& c = *constant_initializer(g_, name);
+    if (c.numel() == 1) return name;
+    if (auto it = permuted_constants_.find(name); it != permuted_constants_.end()) return it->second;
+    Shape four(4 - c.rank(), 1);
+    four.insert(four.end(), c.shape().begin(), c.shape().end());
+    Tensor permuted = ops::transpose(c.reshape(four), nn::to_channels_last_perm(4));
+    std::string fresh_name = fresh(name + "_nhwc");
+    g_.initializers[fresh_name] = permuted;
+    return permuted_constants_[name] = fresh_name;
+  }
+
+  // `n` (already given its channels-last inputs) writes a channels-last copy of its output; the
+  // original name becomes a channels-first view of it.
+  void emit_with_view(Node n, std::vector<Node>& out) {
+    const std::string original = n.outputs[0];
+    const std::string last = fresh(original + "_nhwc");
+    if (auto type = permuted_type(g_, original)) g_.value_info[last] = {last, *type};
+    n.outputs[0] = last;
+    Node view;
+    view.op_type = "Transpose";
+    view.name = fresh(original + "_nchw");
+    view.inputs = {last};
+    view.outputs = {original};
+    view.attrs["perm"] = Attribute(nn::to_channels_first_perm(4));
+    out.push_back(std::move(n));
+    out.push_back(std::move(view));
+    last_[original] = last;
+    changed_ = true;
+  }
+
+  void convert_conv(Node& n, std::vector<Node>& out) {
+    Node c = n;
+    if (c.op_type == "Conv") {
+      c.op_type = "FusedConv";
+      c.domain = "ai.ingot";
+      c.attrs["activation"] = Attribute(std::string());
+      model_.opsets["ai.ingot"] = 1;
+    }
+    c.attrs["layout"] = Attribute(std::string("NHWC"));
+    c.inputs[0] = to_last(n.inputs[0], out);
+    const Tensor& w = *constant_initializer(g_, n.inputs[1]);
+    std::string w_name = fresh(n.inputs[1] + "_ohwi");
+    g_.initializers[w_name] = ops::transpose(w, nn::to_channels_last_perm(4));
+    c.inputs[1] = w_name;
+    if (c.inputs.size() > 3 && !c.inputs[3].empty()) c.inputs[3] = to_last(n.inputs[3], out);
+    emit_with_view(std::move(c), out);
+  }
+
+  void convert_elementwise(Node& n, std::vector<Node>& out) {
+    Node e = n;
+    for (auto& in : e.inputs) {
+      if (in.empty()) continue;
+      in = last_.count(in) ? last_.at(in) : constant_to_last(in);
+    }
+    emit_with_view(std::move(e), out);
+  }
+
+  void convert_global_average(Node& n, std::vector<Node>& out) {
+    Node r;
+    r.op_type = "ReduceMean";
+    r.name = n.name;
+    r.inputs = {last_.at(n.inputs[0])};
+    r.outputs = n.outputs;
+    r.attrs["keepdims"] = Attribute(int64_t(1));
+    const Ints axes{1, 2};
+    if (model_.opset("") >= 18) {
+      std::string axes_name = fresh(n.outputs[0] + "_axes");
+      g_.initializers[axes_name] = Tensor::from_vector<int64_t>(axes, {2});
+      r.inputs.push_back(axes_name);
+    } else {
+      r.attrs["axes"] = Attribute(axes);
+    }
+    emit_with_view(std::move(r), out);
+  }
+
+  Model& model_;
+  Graph& g_;
+  std::map<std::string, std::string> last_;  // value -> its channels-last copy
+  std::map<std::string, std::string> permuted_constants_;
+  std::set<std::string> taken_;  // names in use
+  bool changed_ = false;
+};
+
+}  // namespace
+
+bool to_channels_last(Model& model) { return Rewriter(model).run(); }
+
+}  // namespace ingot

@@ -1,0 +1,118 @@
+// The channels-last pass (src/passes/channels_last.cpp): which nodes it rewrites, where Transposes
+// remain, and that the rewritten graph computes what the plain graph computes (on the CPU, whose
+// FusedConv runs the NHWC layout through transposed copies; cuDNN's NHWC path is checked in
+// tests/gpu/nn_test.cpp and graph_test.cpp).
+#include <gtest/gtest.h>
+#include <ingot/ops.h>
+
+#include <cmath>
+#include <random>
+
+#include "channels_last_model.h"
+#include "graph/graph.h"
+#include "onnx/onnx_import.h"
+#include "passes/pass.h"
+#include "runtime/executor.h"
+
+using namespace ingot;
+
+namespace {
+
+std::string attr_s(const Node& n, const char* name) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? "" : it->second.s;
+}
+
+std::vector<Tensor> run(std::shared_ptr<Model> model, const std::vector<Tensor>& inputs) {
+  Executor executor(std::move(model), Device::cpu());
+  std::vector<Value> in(inputs.begin(), inputs.end());
+  std::vector<Tensor> out;
+  for (Value& v : executor.run(in)) out.push_back(v.tensor);
+  return out;
+}
+
+Tensor random_input(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(size_t(shape_numel(shape)));
+  for (float& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+TEST(ChannelsLast, ConvolutionsAndWhatIsBetweenThemGoChannelsLast) {
+  const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
+  auto model = import_onnx(path);
+  run_pipeline(*model);
+  ASSERT_TRUE(to_channels_last(*model));
+  verify(*model);
+  int transposes = 0, nhwc_convs = 0, nchw_convs = 0, global_pools = 0;
+  for (const Node& n : model->graph->nodes) {
+    if (n.op_type == "Transpose") ++transposes;
+    if (n.op_type == "GlobalAveragePool") ++global_pools;
+    if (n.op_type == "FusedConv" || n.op_type == "Conv") (attr_s(n, "layout") == "NHWC" ? nhwc_convs : nchw_convs)++;
+  }
+  // Channels last: the six convolutions with symmetric pads; the asymmetric one stays.
+  EXPECT_EQ(nhwc_convs, 6);
+  EXPECT_EQ(nchw_convs, 1);
+  EXPECT_EQ(global_pools, 0);  // ReduceMean over H and W of the channels-last copies
+  // x to channels last, the MaxPool's input back and its output forth again, the last pool's
+  // output back for Flatten; every other view was dropped as unread.
+  EXPECT_EQ(transposes, 4) << print_graph(*model->graph);
+  EXPECT_FALSE(to_channels_last(*model)) << "a second run changes nothing";
+}
+
+TEST(ChannelsLast, ComputesWhatThePlainGraphComputes) {
+  const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
+  auto plain = import_onnx(path);
+  auto rewritten = import_onnx(path);
+  run_pipeline(*rewritten);
+  to_channels_last(*rewritten);
+  verify(*rewritten);
+  for (int64_t batch : {1, 3}) {
+    Tensor x = random_input({batch, 3, 8, 8}, uint32_t(batch));
+    std::vector<Tensor> want = run(plain, {x}), got = run(rewritten, {x});
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(want[o].shape(), got[o].shape()) << "output " << o;
+      std::vector<float> a = got[o].to_vector<float>(), b = want[o].to_vector<float>();
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(a[i], b[i], 1e-4f * std::max(1.0f, std::fabs(b[i]))) << "batch " << batch << " output " << o << " element " << i;
+      }
+    }
+  }
+}
+
+// FusedConv layout "NHWC" against the NCHW op on permuted tensors, and its errors.
+TEST(ChannelsLast, FusedConvNhwcMatchesNchw) {
+  Tensor x = random_input({2, 4, 6, 5}, 3), w = random_input({6, 2, 3, 3}, 4), b = random_input({6}, 5);
+  Tensor r = random_input({2, 6, 3, 3}, 6);
+  Attributes attrs{{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 2}},
+                   {"group", int64_t(2)}, {"activation", std::string("Relu")}};
+  Tensor want = ops::call("FusedConv", {x, w, b, r}, attrs, 1, "ai.ingot").at(0);
+  Attributes nhwc = attrs;
+  nhwc["layout"] = std::string("NHWC");
+  const std::vector<int64_t> last{0, 2, 3, 1}, first{0, 3, 1, 2};
+  Tensor got = ops::call("FusedConv", {ops::transpose(x, last), ops::transpose(w, last), b, ops::transpose(r, last)},
+                         nhwc, 1, "ai.ingot")
+                   .at(0);
+  ASSERT_EQ(got.shape(), (Shape{2, 3, 3, 6}));
+  std::vector<float> a = ops::transpose(got, first).to_vector<float>(), e = want.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], e[i], 1e-5f) << i;
+
+  nhwc["layout"] = std::string("NCWH");
+  try {
+    ops::call("FusedConv", {x, w}, nhwc, 1, "ai.ingot");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attribute 'layout'"), std::string::npos) << e.what();
+  }
+  nhwc["layout"] = std::string("NHWC");
+  try {  // W in channels-first order given to an NHWC node: 5 input channels per group do not match
+    ops::call("FusedConv", {ops::transpose(x, last), w}, nhwc, 1, "ai.ingot");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(NHWC)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
