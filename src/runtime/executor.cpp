@@ -60,7 +60,11 @@ struct Executor::Env {
 // shape plan: host values derive from shapes, weights and the specialized inputs), for its capture.
 // A subgraph that ran twice (a Loop body) may have copied different values each time: `repeated`.
 struct Executor::Uploads {
-  std::map<std::pair<const Plan*, int>, Value> values;
+  struct Upload {
+    Value value;
+    const void* source;  // the host value's storage when copied (tells a second reader from a second run)
+  };
+  std::map<std::pair<const Plan*, int>, Upload> values;
   bool repeated = false;
 };
 
@@ -623,7 +627,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
     // Uploads of this graph (the map is ordered by plan, then slot).
     for (auto it = capture_uploads_->values.lower_bound({&plan, INT_MIN});
          it != capture_uploads_->values.end() && it->first.first == &plan; ++it) {
-      env.moved[size_t(it->first.second)] = it->second;
+      env.moved[size_t(it->first.second)] = it->second.value;
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
@@ -647,7 +651,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
         if (!v) fail("input {} ('{}') has no value", i, node.inputs[i]);
         if (device_.type != DeviceType::CPU && !step.kernel->any_device) {
           Device want = step.kernel->is_host_input(i) ? Device::cpu() : step.device;
-          v = move_input(plan, env, s, v, want, step.fallback);
+          v = move_input(plan, env, s, node.inputs[i], v, want, step.fallback);
         }
         in_values.push_back(v);
       }
@@ -742,8 +746,8 @@ Tensor Executor::transfer(const Tensor& t, Device want, const Tensor* into,
 
 // Returns `v` on device `want`, copying it there when needed. A copy of a slot's value is kept in
 // env.moved (and, for weights, in the plan) so that later readers on that device reuse it.
-const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want,
-                                  bool fallback) {
+const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const std::string& name, const Value* v,
+                                  Device want, bool fallback) {
   auto on = [&](const Value& x) {
     if (x.kind == Value::Kind::Tensor) return x.tensor.device() == want;
     if (x.kind == Value::Kind::Sequence) {
@@ -757,29 +761,69 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const Va
   if (slot >= 0 && !env.moved.empty() && on(env.moved[size_t(slot)]) && env.moved[size_t(slot)].kind == v->kind) {
     return &env.moved[size_t(slot)];
   }
+  // The graph and slot that own the value: this one, or an enclosing graph's (a branch reading an
+  // outer value); uploads are kept under them.
+  const Env* owner = &env;
+  int owner_slot = slot;
+  if (slot < 0) {
+    owner_slot = -1;
+    for (owner = env.parent; owner; owner = owner->parent) {
+      if (auto it = owner->plan->slot_of.find(name); it != owner->plan->slot_of.end()) {
+        owner_slot = it->second;
+        break;
+      }
+    }
+  }
+  const Plan* owner_plan = owner ? owner->plan : nullptr;
+  if (slot < 0 && owner_plan && want.type != DeviceType::CPU) {
+    // An outer weight already uploaded, or (capturing) an outer value the recording run uploaded.
+    if (auto w = owner_plan->uploaded.find(owner_slot); w != owner_plan->uploaded.end() && v->kind == Value::Kind::Tensor) {
+      env.outer_copies.emplace_back(w->second);
+      return &env.outer_copies.back();
+    }
+    if (capture_uploads_) {
+      if (auto it = capture_uploads_->values.find({owner_plan, owner_slot}); it != capture_uploads_->values.end()) {
+        env.outer_copies.push_back(it->second.value);
+        return &env.outer_copies.back();
+      }
+    }
+  }
   const bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
-  Value copy = copy_value(*v, want, &plan.slot_of, slot, fallback, from_fallback);
+  Value copy = copy_value(*v, want, owner_plan ? &owner_plan->slot_of : nullptr, owner_slot, fallback, from_fallback);
+  if (owner_plan && want.type != DeviceType::CPU) keep_upload(*owner_plan, *owner, owner_slot, *v, copy, slot < 0);
   if (slot < 0) {
     env.outer_copies.push_back(std::move(copy));
     return &env.outer_copies.back();
   }
+  env.moved[size_t(slot)] = std::move(copy);
+  return &env.moved[size_t(slot)];
+}
+
+// A host value copied to the device: a weight's copy is kept for later runs; while a shape plan is
+// recorded, any other host-computed value (shape arithmetic, a specialized input) is kept for the
+// capture, which must make no host copy.
+void Executor::keep_upload(const Plan& plan, const Env& env, int slot, const Value& source, const Value& copy,
+                           bool outer) {
   bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
                             [&](const auto& init) { return init.first == slot; });
-  if (weight && want.type != DeviceType::CPU) plan.uploaded[slot] = copy.tensor;
-  // Recording a shape plan: a host-computed value (shape arithmetic, a specialized input) copied to
-  // the device is kept for the capture, which must make no host copy.
+  if (weight) {
+    plan.uploaded[slot] = copy.tensor;
+    return;
+  }
+  if (!upload_sink_) return;
   // A top-level input is one only when specialized on (others differ from run to run).
   auto input = std::find(plan.input_slots.begin(), plan.input_slots.end(), slot);
   bool varies = !env.parent && input != plan.input_slots.end() &&
-                !(v->kind == Value::Kind::Tensor && specializable(v->tensor) &&
+                !(source.kind == Value::Kind::Tensor && specializable(source.tensor) &&
                   std::binary_search(host_read_inputs_.begin(), host_read_inputs_.end(),
                                      size_t(input - plan.input_slots.begin())));
-  if (upload_sink_ && !weight && !varies && want.type != DeviceType::CPU) {
-    auto [it, inserted] = upload_sink_->values.try_emplace({&plan, slot}, copy);
-    if (!inserted) upload_sink_->repeated = true;
-  }
-  env.moved[size_t(slot)] = std::move(copy);
-  return &env.moved[size_t(slot)];
+  if (varies) return;
+  const void* from = source.kind == Value::Kind::Tensor ? static_cast<const void*>(source.tensor.storage().get())
+                                                        : static_cast<const void*>(&source);
+  auto [it, inserted] = upload_sink_->values.try_emplace({&plan, slot}, Uploads::Upload{copy, from});
+  // Copied twice in one run: a value of a graph that ran twice (a Loop body), unless it is the same
+  // outer value read by two nodes of a branch.
+  if (!inserted && !(outer && it->second.source == from)) upload_sink_->repeated = true;
 }
 
 }  // namespace ingot

@@ -92,7 +92,9 @@ class Executor final : public SubgraphRunner {
   // `alloc`: the top-level graph's output allocation (recording or arena), null otherwise.
   std::vector<Value> run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
                                StepAllocator* alloc = nullptr);
-  const Value* move_input(const Plan& plan, Env& env, int slot, const Value* v, Device want, bool fallback);
+  const Value* move_input(const Plan& plan, Env& env, int slot, const std::string& name, const Value* v, Device want,
+                          bool fallback);
+  void keep_upload(const Plan& plan, const Env& env, int slot, const Value& source, const Value& copy, bool outer);
   Value copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names, int slot,
                    bool fallback, bool from_fallback);
   // `t` copied to `want` (into `into` when given), counted in the run's stats and the profile.

@@ -184,9 +184,22 @@ TEST(CudaGraph, OutputsCanStayOnTheDevice) {
 }
 
 // y = sr == 16000 ? x * 2 + sum(float(Shape(x))) : x + 1, the sample-rate switch of Silero VAD:
-// the If's condition is computed on the host from the input `sr`, and the then-branch copies a
-// host-computed value (the Cast of a shape) to the device.
+// the If's condition is computed on the host from the input `sr`; inside the then-branch a nested
+// If (on the same condition) copies a host value of the branch (Shape(x)) to the device for a Cast.
 std::string sample_rate_model() {
+  auto sum_of_dims = [](const std::string& tag) {
+    onnx::GraphProto b;
+    b.set_name("sum_of_dims_" + tag);
+    onnx::NodeProto cast = make_node("Cast", {"shape"}, {"shape_f_" + tag});
+    auto* to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    *b.add_node() = cast;
+    *b.add_node() = make_node("ReduceSum", {"shape_f_" + tag}, {"dims_sum_" + tag});
+    *b.add_output() = tensor_info("dims_sum_" + tag, onnx::TensorProto::FLOAT, {"1"});
+    return b;
+  };
   onnx::GraphProto then_g;
   then_g.set_name("then");
   onnx::TensorProto two;
@@ -196,13 +209,7 @@ std::string sample_rate_model() {
   *then_g.add_initializer() = two;
   *then_g.add_node() = make_node("Mul", {"x", "two"}, {"x2"});
   *then_g.add_node() = make_node("Shape", {"x"}, {"shape"});
-  onnx::NodeProto cast = make_node("Cast", {"shape"}, {"shape_f"});
-  auto* to = cast.add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT);
-  *then_g.add_node() = cast;
-  *then_g.add_node() = make_node("ReduceSum", {"shape_f"}, {"dims_sum"});
+  *then_g.add_node() = ingot::testing::make_if("is_16k", {"dims_sum"}, sum_of_dims("a"), sum_of_dims("b"));
   *then_g.add_node() = make_node("Add", {"x2", "dims_sum"}, {"y_then"});
   *then_g.add_output() = tensor_info("y_then", onnx::TensorProto::FLOAT, {"N", "4"});
   onnx::GraphProto else_g;
