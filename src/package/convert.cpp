@@ -86,7 +86,8 @@ std::shared_ptr<Model> convert_model(const std::string& onnx_path, const Convert
   if (options.precision != Precision::FP32) {
     to_half_precision(*model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
     // 16-bit convolutions on the GPU run channels last (cuDNN's tensor-core layout).
-    if (options.optimize && options.device.type == DeviceType::CUDA) to_channels_last(*model);
+    if (options.optimize && options.device.type == DeviceType::CUDA && !pass_disabled("channels-last"))
+      to_channels_last(*model);
     verify(*model);
   }
   step("precision", true);

@@ -52,6 +52,9 @@ bool run_pipeline(Model& model, const std::function<void(const Pass&, bool chang
 // inputs and outputs still float32. See to_half_precision.cpp for the rules.
 bool to_half_precision(Model& model, DType dtype);
 
+// INGOT_DISABLE_PASSES=a,b names passes to skip (pipeline passes, and "channels-last").
+bool pass_disabled(std::string_view pass);
+
 // Channels-last layout (not in the pipeline; Session::load and `ingot convert` run it after
 // to_half_precision for a CUDA target in float16/bfloat16): 2-D convolutions become FusedConv with
 // layout "NHWC" and the elementwise ops and global average pools between them follow, with

@@ -43,7 +43,7 @@ std::span<const Pass> pipeline_passes() { return kPipeline; }
 
 // INGOT_DISABLE_PASSES=name,name: passes to skip (A/B measurements of one pass, bisecting a pass
 // that breaks a model). Read once.
-bool disabled(const Pass& pass) {
+bool pass_disabled(std::string_view pass) {
   static const std::set<std::string> names = [] {
     std::set<std::string> out;
     const char* env = std::getenv("INGOT_DISABLE_PASSES");
@@ -56,13 +56,13 @@ bool disabled(const Pass& pass) {
     }
     return out;
   }();
-  return names.count(std::string(pass.name)) > 0;
+  return names.count(std::string(pass)) > 0;
 }
 
 bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
   bool changed = false;
   for (const Pass& pass : kPipeline) {
-    if (disabled(pass)) continue;
+    if (pass_disabled(pass.name)) continue;
     const bool pass_changed = pass.run(model);
     changed |= pass_changed;
     if (after_each) after_each(pass, pass_changed);
