@@ -10,7 +10,7 @@
 // temporary and crops it. Bias, the residual and Relu are applied by one epilogue kernel, except
 // float32 + Relu which goes through cudnnConvolutionBiasActivationForward when cuDNN accepts it.
 // Channels-last FusedConv (layout "NHWC", the channels-last pass's 16-bit layout) uses cuDNN's NHWC
-// descriptors for 2-D convolutions with symmetric pads (and tries the fused call for Relu); other
+// descriptors for 2-D convolutions with symmetric pads (bias, residual and activation in the epilogue kernel); other
 // geometries go through transposed copies (nn::fused_conv_by_transposes).
 // When cuDNN has no algorithm for a geometry (or sizes exceed its 32-bit limits), a direct CUDA
 // loop computes the convolution instead, so a registered dtype never fails.
@@ -561,9 +561,9 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
     apply_epilogue(y, b, residual, act, g.out_channels, g.channels_last);
     return;
   }
-  // cuDNN's fused bias + Relu: float32, and 16-bit channels last (tried; kept when cuDNN takes it).
-  const bool want_fused =
-      !g.transposed && act == FusedActivation::Relu && (x.dtype() == DType::Float32 || g.channels_last);
+  // cuDNN's fused bias + Relu: float32 only (16-bit channels last through it measured slower than
+  // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
+  const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (g.channels_last && !p.use_cudnn) {
     nn::fused_conv_by_transposes(ctx, y);
