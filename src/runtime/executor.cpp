@@ -600,7 +600,7 @@ MemoryPlanStats Executor::memory_plan() const {
 
 std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) {
   const auto* caller = static_cast<const Plan::Step*>(current_step_);
-  std::vector<Value> outputs = run_graph(graph, inputs, current_env_);
+  std::vector<Value> outputs = run_body(graph, inputs, current_env_);
   current_step_ = caller;
   // A host kernel (Loop, Scan, SequenceMap on the CPU) reads its bodies' results as host memory.
   if (device_.type != DeviceType::CPU && caller && caller->device.type == DeviceType::CPU &&
@@ -608,6 +608,40 @@ std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<
     for (Value& v : outputs) v = copy_value(v, Device::cpu(), nullptr, -1, caller->fallback, false);
   }
   return outputs;
+}
+
+// A body (If branch, Loop/Scan body) on the CPU: its intermediates get a static plan of their own,
+// per input shapes, like the main graph's (its outputs, handed to the caller, stay fresh tensors).
+// A request that does not fit (another outer shape, a branch grown since) gets a fresh tensor.
+// On a GPU bodies allocate as they run (a run that replays does not run them; an arena made while
+// capturing would belong to the graph's memory pool).
+std::vector<Value> Executor::run_body(const Graph& graph, const std::vector<Value>& inputs, const Env* parent) {
+  constexpr size_t kMaxBodyPlans = 8;
+  if (!options_.memory_plan || device_.type != DeviceType::CPU) return run_graph(graph, inputs, parent);
+  std::vector<std::tuple<DType, Shape, Device>> key;
+  for (const Value& v : inputs) {
+    if (v.kind != Value::Kind::Tensor) return run_graph(graph, inputs, parent);
+    key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
+  }
+  auto& plans = body_plans_[&graph];
+  auto it = std::find_if(plans.begin(), plans.end(), [&](const auto& p) { return p->key == key; });
+  if (it == plans.end()) {
+    if (plans.size() == kMaxBodyPlans) plans.pop_back();
+    auto sp = std::make_unique<ShapePlan>();
+    sp->key = std::move(key);
+    plans.insert(plans.begin(), std::move(sp));
+  } else {
+    std::rotate(plans.begin(), it, it + 1);
+  }
+  ShapePlan& sp = *plans.front();
+  if (!sp.stats.planned) {
+    StepAllocator recorder(sp, plan_for(graph).num_slots, true);
+    std::vector<Value> outputs = run_graph(graph, inputs, parent, &recorder);
+    recorder.finish();
+    return outputs;
+  }
+  StepAllocator arena(sp, 0, false);
+  return run_graph(graph, inputs, parent, &arena);
 }
 
 std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,

@@ -89,7 +89,8 @@ class Executor final : public SubgraphRunner {
   std::vector<Value> run_planned(ShapePlan& sp, const std::vector<Value>& inputs);
   std::optional<std::vector<Value>> capture(ShapePlan& sp, const std::vector<Value>& inputs);
   std::vector<Value> replay(ShapePlan& sp, const std::vector<Value>& inputs);
-  // `alloc`: the top-level graph's output allocation (recording or arena), null otherwise.
+  std::vector<Value> run_body(const Graph& graph, const std::vector<Value>& inputs, const Env* parent);
+  // `alloc`: the graph's output allocation (recording or arena), null when unplanned.
   std::vector<Value> run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
                                StepAllocator* alloc = nullptr);
   const Value* move_input(const Plan& plan, Env& env, int slot, const std::string& name, const Value* v, Device want,
@@ -109,6 +110,8 @@ class Executor final : public SubgraphRunner {
   ExecutorOptions options_;
   // Most recently used first; destroyed before plans_ (graphs use the steps' device state).
   std::vector<std::unique_ptr<ShapePlan>> shape_plans_;
+  // Static plans of bodies (If branches, Loop/Scan bodies) on the CPU, per input shapes.
+  std::unordered_map<const Graph*, std::vector<std::unique_ptr<ShapePlan>>> body_plans_;
   // Top-level inputs read on the host (by index): specialized on when small (see above).
   std::vector<size_t> host_read_inputs_;
   // During a run that records a shape plan: where host values copied to the device are kept; during
