@@ -202,11 +202,7 @@ std::string sample_rate_model() {
   };
   onnx::GraphProto then_g;
   then_g.set_name("then");
-  onnx::TensorProto two;
-  two.set_name("two");
-  two.set_data_type(onnx::TensorProto::FLOAT);
-  two.add_float_data(2.0f);
-  *then_g.add_initializer() = two;
+  ingot::testing::add_scalar(then_g, "two", 2.0f);
   *then_g.add_node() = make_node("Mul", {"x", "two"}, {"x2"});
   *then_g.add_node() = make_node("Shape", {"x"}, {"shape"});
   *then_g.add_node() = ingot::testing::make_if("is_16k", {"dims_sum"}, sum_of_dims("a"), sum_of_dims("b"));
@@ -214,10 +210,7 @@ std::string sample_rate_model() {
   *then_g.add_output() = tensor_info("y_then", onnx::TensorProto::FLOAT, {"N", "4"});
   onnx::GraphProto else_g;
   else_g.set_name("else");
-  onnx::TensorProto one = two;
-  one.set_name("one");
-  one.set_float_data(0, 1.0f);
-  *else_g.add_initializer() = one;
+  ingot::testing::add_scalar(else_g, "one", 1.0f);
   *else_g.add_node() = make_node("Add", {"x", "one"}, {"y_else"});
   *else_g.add_output() = tensor_info("y_else", onnx::TensorProto::FLOAT, {"N", "4"});
 

@@ -146,11 +146,7 @@ std::string if_model() {
   *g.add_node() = make_node("Neg", {"x"}, {"a"});
   *g.add_node() = make_node("Exp", {"a"}, {"b"});
   *g.add_node() = make_node("ReduceSum", {"x"}, {"sum"});
-  onnx::TensorProto zero;
-  zero.set_name("zero");
-  zero.set_data_type(onnx::TensorProto::FLOAT);
-  zero.add_float_data(0.0f);
-  *g.add_initializer() = zero;
+  testing::add_scalar(g, "zero", 0.0f);
   *g.add_node() = make_node("Greater", {"sum", "zero"}, {"cond"});
   *g.add_node() = ingot::testing::make_if("cond", {"y"}, branch("then", true), branch("else", false));
   *g.add_node() = make_node("Sigmoid", {"b"}, {"s"});
@@ -179,15 +175,8 @@ TEST(MemoryPlan, ValuesABranchMayReturnStayAlive) {
 std::string branch_work_model() {
   onnx::GraphProto then_g;
   then_g.set_name("then_work");
-  onnx::TensorProto one;
-  one.set_name("one");
-  one.set_data_type(onnx::TensorProto::FLOAT);
-  one.add_float_data(1.0f);
-  onnx::TensorProto two = one;
-  two.set_name("two");
-  two.set_float_data(0, 2.0f);
-  *then_g.add_initializer() = one;
-  *then_g.add_initializer() = two;
+  testing::add_scalar(then_g, "one", 1.0f);
+  testing::add_scalar(then_g, "two", 2.0f);
   *then_g.add_node() = make_node("Add", {"x", "one"}, {"p1"});
   *then_g.add_node() = make_node("Mul", {"p1", "two"}, {"p2"});
   *then_g.add_node() = make_node("Relu", {"p2"}, {"p3"});
@@ -200,11 +189,7 @@ std::string branch_work_model() {
   onnx::GraphProto g;
   g.set_name("branch_work");
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"N"});
-  onnx::TensorProto zero;
-  zero.set_name("zero");
-  zero.set_data_type(onnx::TensorProto::FLOAT);
-  zero.add_float_data(0.0f);
-  *g.add_initializer() = zero;
+  testing::add_scalar(g, "zero", 0.0f);
   *g.add_node() = make_node("ReduceSum", {"x"}, {"sum"});
   *g.add_node() = make_node("Greater", {"sum", "zero"}, {"cond"});
   *g.add_node() = ingot::testing::make_if("cond", {"y"}, std::move(then_g), std::move(else_g));

@@ -26,6 +26,7 @@ onnx::ValueInfoProto float_info(const std::string& name, const std::vector<int64
 
 using ingot::testing::add_int64_initializer;
 using ingot::testing::add_random_initializer;
+using ingot::testing::add_scalar;
 
 void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
   auto* a = n.add_attribute();
@@ -316,13 +317,6 @@ TEST(FoldBatchNorm, FoldsIntoGemmWeightsAndC) {
       expect_optimized_matches_plain(path, 1e-5f);
     }
   }
-}
-
-void add_scalar(onnx::GraphProto& g, const std::string& name, float v) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  t->add_float_data(v);
 }
 
 // x[2,5,16] -> layer normalization over the last axis, written out as PP-OCR rec's exporter does.

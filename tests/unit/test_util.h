@@ -80,6 +80,14 @@ inline onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
   return m;
 }
 
+// A float scalar initializer (rank 0).
+inline void add_scalar(onnx::GraphProto& g, const std::string& name, float v) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_float_data(v);
+}
+
 // A float initializer of uniform random values in [lo, hi).
 inline void add_random_initializer(onnx::GraphProto& g, const std::string& name, const std::vector<int64_t>& dims,
                                    std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
