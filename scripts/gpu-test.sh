@@ -89,6 +89,12 @@ run() {
       >"$out/gpu-unit-interpreter.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-interpreter.log"
     summary+=("unit, fused kernels without NVRTC: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-interpreter.log" | tr '\n' ' ') (exit $rc)")
+    # 16-bit convolutions again through cuDNN's legacy API (the graph API is the default).
+    rc=0
+    INGOT_CUDNN_GRAPH=0 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='*Conv*:CudaChannelsLast*' \
+      >"$out/gpu-unit-legacy-conv.log" 2>&1 || rc=$?
+    tail -n 8 "$out/gpu-unit-legacy-conv.log"
+    summary+=("unit, convolutions through cuDNN's legacy API: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-legacy-conv.log" | tr '\n' ' ') (exit $rc)")
   fi
   if want node; then
     # A crash in one case must not hide the rest: resume after it (test-onnx prints CRASH <case>).

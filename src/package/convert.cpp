@@ -85,8 +85,8 @@ std::shared_ptr<Model> convert_model(const std::string& onnx_path, const Convert
   step("precision", false);
   if (options.precision != Precision::FP32) {
     to_half_precision(*model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
-    // Opt-in: 16-bit convolutions on the GPU channels last (passes/pass.h says why not by default).
-    if (options.optimize && options.device.type == DeviceType::CUDA && pass_enabled("channels-last"))
+    // 16-bit convolutions on the GPU run channels last (cuDNN's tensor-core layout).
+    if (options.optimize && options.device.type == DeviceType::CUDA && !pass_disabled("channels-last"))
       to_channels_last(*model);
     verify(*model);
   }

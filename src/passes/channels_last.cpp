@@ -1,10 +1,9 @@
-// Channels-last layout for 2-D convolutional networks on the GPU (not in the pipeline; opt-in with
-// INGOT_ENABLE_PASSES=channels-last: Session::load and `ingot convert` then run it after
-// to_half_precision for a CUDA target in float16 or bfloat16). Meant for cuDNN's tensor-core
-// convolutions, which read and write NHWC; through cuDNN's legacy API (cudnnFind* algorithms) it
-// measured slower than NCHW on the H200 (ResNet-50 fp16 b32 6.34 vs 5.88 ms, MobileNetV3 3.57 vs
-// 2.86 ms; docs/PERFORMANCE.md), so it is off by default until the convolutions go through cuDNN's
-// graph API or engine heuristics for NHWC.
+// Channels-last layout for 2-D convolutional networks on the GPU (not in the pipeline: Session::load
+// and `ingot convert` run it after to_half_precision for a CUDA target in float16 or bfloat16;
+// INGOT_DISABLE_PASSES=channels-last skips it). cuDNN's tensor-core convolutions read and write
+// NHWC: through its graph API (backends/cuda/cudnn_conv_graph.h) ResNet-50 fp16 runs 3x faster
+// channels last than channels first on the H200; depthwise layers run Ingot's own NHWC kernel
+// (docs/PERFORMANCE.md).
 //
 // Rewrites, in graph order:
 //   - Conv and ai.ingot.FusedConv with a constant 4-D W and symmetric pads: FusedConv with layout

@@ -52,17 +52,13 @@ bool run_pipeline(Model& model, const std::function<void(const Pass&, bool chang
 // inputs and outputs still float32. See to_half_precision.cpp for the rules.
 bool to_half_precision(Model& model, DType dtype);
 
-// INGOT_DISABLE_PASSES=a,b names pipeline passes to skip; INGOT_ENABLE_PASSES=a,b opt-in passes to
-// run ("channels-last").
+// INGOT_DISABLE_PASSES=a,b names passes to skip (pipeline passes, and "channels-last").
 bool pass_disabled(std::string_view pass);
-bool pass_enabled(std::string_view pass);
 
-// Channels-last layout (not in the pipeline; opt-in with INGOT_ENABLE_PASSES=channels-last, then
-// Session::load and `ingot convert` run it after to_half_precision for a CUDA target in
-// float16/bfloat16): 2-D convolutions become FusedConv with layout "NHWC" and the elementwise ops
-// and global average pools between them follow, with Transposes only where the layout changes. Off
-// by default: with cuDNN's legacy API it measured slower than NCHW on the H200 (docs/PERFORMANCE.md).
-// See channels_last.cpp.
+// Channels-last layout (not in the pipeline; Session::load and `ingot convert` run it after
+// to_half_precision for a CUDA target in float16/bfloat16): 2-D convolutions become FusedConv with
+// layout "NHWC" (cuDNN's tensor-core layout) and the elementwise ops and global average pools
+// between them follow, with Transposes only where the layout changes. See channels_last.cpp.
 bool to_channels_last(Model& model);
 
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting

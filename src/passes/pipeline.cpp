@@ -59,20 +59,6 @@ bool pass_disabled(std::string_view pass) {
   return names.count(std::string(pass)) > 0;
 }
 
-// INGOT_ENABLE_PASSES=name,name: opt-in passes outside the pipeline ("channels-last"). Read at
-// every call (model loading only), so a process can turn one on before a load.
-bool pass_enabled(std::string_view pass) {
-  const char* env = std::getenv("INGOT_ENABLE_PASSES");
-  std::string_view list = env ? env : "";
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    if (list.substr(0, comma) == pass) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
   bool changed = false;
   for (const Pass& pass : kPipeline) {

@@ -80,7 +80,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
   if (!package && ((options.optimize && run_pipeline(*impl->model)) || lowered)) verify(*impl->model);
   if (!package && options.precision != Precision::FP32) {
     to_half_precision(*impl->model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
-    if (options.optimize && options.device.type == DeviceType::CUDA && pass_enabled("channels-last"))
+    if (options.optimize && options.device.type == DeviceType::CUDA && !pass_disabled("channels-last"))
       to_channels_last(*impl->model);
     verify(*impl->model);
   }

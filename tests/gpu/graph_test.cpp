@@ -262,7 +262,7 @@ TEST(CudaGraph, HostReadScalarInputsSpecializeTheGraph) {
   }
 }
 
-// A float16 session on the GPU with the channels-last pass (opt-in; passes/channels_last.cpp):
+// A float16 session on the GPU runs its convolutions channels last (passes/channels_last.cpp):
 // the whole network against the float32 CPU session, with and without graph replay.
 TEST(CudaChannelsLast, Float16NetworkMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
@@ -271,9 +271,7 @@ TEST(CudaChannelsLast, Float16NetworkMatchesTheCpu) {
   for (Precision precision : {Precision::FP16, Precision::BF16}) {
     SessionOptions options = on_gpu();
     options.precision = precision;
-    setenv("INGOT_ENABLE_PASSES", "channels-last", 1);
     Session gpu = Session::load(path, options);
-    unsetenv("INGOT_ENABLE_PASSES");
     for (int run = 0; run < 3; ++run) {
       Tensor x = random_tensor(DType::Float32, {4, 3, 8, 8}, uint32_t(60 + run), -1.0, 1.0);
       std::vector<Tensor> want = cpu.run({x}), got = gpu.run({x});

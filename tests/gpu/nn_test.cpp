@@ -348,6 +348,14 @@ TEST(CudaFusedConv, ChannelsLast) {
           {{"activation", "Relu"}, {"group", 8}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");
     check("FusedConv", {rnd(dt, {1, 5, 6, 8}, 12), rnd(dt, {4, 1, 1, 8}, 13), rnd(dt, {4}, 14)},
           {{"activation", "Relu"}, {"layout", "NHWC"}}, "ai.ingot");
+    // Depthwise (Ingot's NHWC kernel): 5x5 strided with residual and HardSwish; dilated, no bias.
+    check("FusedConv",
+          {rnd(dt, {2, 9, 7, 16}, 19), rnd(dt, {16, 5, 5, 1}, 20), rnd(dt, {16}, 21), rnd(dt, {2, 5, 4, 16}, 22)},
+          {{"activation", "HardSwish"}, {"group", 16}, {"strides", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}},
+           {"layout", "NHWC"}},
+          "ai.ingot");
+    check("FusedConv", {rnd(dt, {1, 8, 8, 12}, 23), rnd(dt, {12, 3, 3, 1}, 24)},
+          {{"group", 12}, {"dilations", Ints{2, 2}}, {"pads", Ints{2, 1, 2, 1}}, {"layout", "NHWC"}}, "ai.ingot");
     check("FusedConv", {rnd(dt, {1, 10, 9, 4}, 15), rnd(dt, {4, 3, 3, 2}, 16), rnd(dt, {4}, 17), rnd(dt, {1, 5, 4, 4}, 18)},
           {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}, {"layout", "NHWC"}},
           "ai.ingot");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -433,6 +434,34 @@ cudnnHandle_t cudnn() {
     INGOT_CUDNN_CHECK(cudnnSetStream(s.dnn, s.stream));
   }
   return s.dnn;
+}
+
+std::optional<size_t> fastest_of(size_t n, const std::function<bool(size_t)>& run) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
+  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  INGOT_CUDA_CHECK(cudaEventCreate(&start));
+  INGOT_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = std::numeric_limits<float>::infinity();
+  std::optional<size_t> best;
+  for (size_t i = 0; i < n; ++i) {
+    if (!run(i)) continue;  // warm-up, and whether the candidate runs at all
+    float ms = std::numeric_limits<float>::infinity();
+    for (int rep = 0; rep < 3; ++rep) {
+      INGOT_CUDA_CHECK(cudaEventRecord(start, stream()));
+      run(i);
+      INGOT_CUDA_CHECK(cudaEventRecord(stop, stream()));
+      INGOT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      INGOT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms = std::min(ms, t);
+    }
+    if (!best || ms < best_ms) best_ms = ms, best = i;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
 }
 
 void* workspace(size_t nbytes) {

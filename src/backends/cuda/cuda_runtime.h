@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace ingot::cuda {
@@ -34,6 +36,13 @@ cudnnHandle_t cudnn();  // bound to stream()
 // Scratch memory for library calls (cuBLASLt, cuDNN), valid until the next call on this stream
 // that asks for a workspace. Grows on demand.
 void* workspace(size_t nbytes);
+
+// Measures alternatives of one library call (cuBLASLt algorithms, cuDNN engines) on the stream:
+// run(i) enqueues candidate i and says whether it was accepted; each accepted one runs once to
+// warm up and three times timed with CUDA events, and the index of the fastest comes back. Nothing
+// comes back when none ran, or while a CUDA graph is being captured (nothing runs then: the caller
+// keeps the library's own preference and stores no measurement).
+std::optional<size_t> fastest_of(size_t n, const std::function<bool(size_t)>& run);
 
 // TF32 for float32 matrix products and convolutions: ingot::allow_tf32() (core/math_mode.h),
 // off by default (exact float32); SessionOptions::allow_tf32 turns it on.

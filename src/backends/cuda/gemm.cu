@@ -305,34 +305,15 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
       return;
     }
   }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
-  if (p.candidates.size() < 2 || g.beta != 0.0f || capture != cudaStreamCaptureStatusNone) return;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  INGOT_CUDA_CHECK(cudaEventCreate(&start));
-  INGOT_CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = std::numeric_limits<float>::infinity();
-  size_t best = 0;
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    const Candidate& c = p.candidates[i];
-    run_plan(p, g, c.algo, c.workspace);  // warm-up
-    float ms = std::numeric_limits<float>::infinity();
-    for (int rep = 0; rep < 3; ++rep) {
-      INGOT_CUDA_CHECK(cudaEventRecord(start, stream()));
-      run_plan(p, g, c.algo, c.workspace);
-      INGOT_CUDA_CHECK(cudaEventRecord(stop, stream()));
-      INGOT_CUDA_CHECK(cudaEventSynchronize(stop));
-      float t = 0;
-      INGOT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms = std::min(ms, t);
-    }
-    if (ms < best_ms) best_ms = ms, best = i;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  p.algo = p.candidates[best].algo;
-  p.workspace = p.candidates[best].workspace;
-  tuning::algorithms().put(key, encode(p.candidates[best]));
+  if (p.candidates.size() < 2 || g.beta != 0.0f) return;
+  const std::optional<size_t> best = fastest_of(p.candidates.size(), [&](size_t i) {
+    run_plan(p, g, p.candidates[i].algo, p.candidates[i].workspace);
+    return true;
+  });
+  if (!best) return;  // capturing: the heuristic's first
+  p.algo = p.candidates[*best].algo;
+  p.workspace = p.candidates[*best].workspace;
+  tuning::algorithms().put(key, encode(p.candidates[*best]));
 }
 
 }  // namespace

@@ -1,0 +1,301 @@
+#include "backends/cuda/cudnn_conv_graph.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "backends/cuda/cuda_runtime.h"
+#include "core/tuning.h"
+
+// The handle attributes of operation graphs and execution plans are deprecated from cuDNN 9.x on
+// (a device property descriptor replaces them) but still required by the 9.0-9.x libraries a
+// machine may have: set them and keep the build quiet about it.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace ingot::cuda {
+namespace {
+
+constexpr int64_t kMaxCandidates = 8;
+constexpr int64_t kAlignment = 16;  // bytes; every buffer handed in is checked (kernels/conv.cu)
+
+// A step cuDNN refused: the graph is not built (the caller takes the legacy path).
+struct Unsupported {};
+
+void check(cudnnStatus_t status) {
+  if (status != CUDNN_STATUS_SUCCESS) throw Unsupported{};
+}
+
+cudnnDataType_t data_type(DType dt) {
+  switch (dt) {
+    case DType::Float16: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::Float32: return CUDNN_DATA_FLOAT;
+    default: throw Unsupported{};
+  }
+}
+
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kVirtual = 100 };
+
+// Makes and owns descriptors (the ConvGraph destroys them).
+class Builder {
+ public:
+  explicit Builder(std::vector<cudnnBackendDescriptor_t>& owned) : owned_(owned) {}
+
+  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type) {
+    cudnnBackendDescriptor_t d = nullptr;
+    check(cudnnBackendCreateDescriptor(type, &d));
+    owned_.push_back(d);
+    return d;
+  }
+  template <class T>
+  static void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                  const T* values, int64_t count = 1) {
+    check(cudnnBackendSetAttribute(d, name, type, count, values));
+  }
+  static void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t v) {
+    set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v);
+  }
+
+  // A 4-D tensor with logical dims [N, C, H, W] laid out channels first or last.
+  cudnnBackendDescriptor_t tensor(int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w, bool channels_last,
+                                  cudnnDataType_t type, bool is_virtual) {
+    const int64_t dims[4] = {n, c, h, w};
+    int64_t strides[4] = {c * h * w, h * w, w, 1};
+    if (channels_last) {
+      strides[0] = h * w * c;
+      strides[1] = 1;
+      strides[2] = w * c;
+      strides[3] = c;
+    }
+    cudnnBackendDescriptor_t d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type);
+    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, 4);
+    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides, 4);
+    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &kAlignment);
+    if (is_virtual) {
+      const bool yes = true;
+      set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &yes);
+    }
+    check(cudnnBackendFinalize(d));
+    return d;
+  }
+
+  // y = mode(x[, b]) in float32 arithmetic.
+  cudnnBackendDescriptor_t pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                     cudnnBackendDescriptor_t y) {
+    cudnnBackendDescriptor_t pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode);
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &precision);
+    check(cudnnBackendFinalize(pw));
+    cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    if (b) set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
+    set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+    check(cudnnBackendFinalize(op));
+    return op;
+  }
+
+ private:
+  std::vector<cudnnBackendDescriptor_t>& owned_;
+};
+
+// The operation graph of the spec: conv, then + bias, + residual, Relu as asked, the intermediate
+// results virtual (float32); the last op writes Y.
+cudnnBackendDescriptor_t operation_graph(Builder& b, const ConvGraphSpec& s) {
+  const cudnnDataType_t io = data_type(s.dtype);
+  const bool last = s.channels_last;
+  cudnnBackendDescriptor_t x = b.tensor(kX, s.n, s.c, s.h, s.w, last, io, false);
+  cudnnBackendDescriptor_t w = b.tensor(kW, s.k, s.c / s.group, s.r, s.s, last, io, false);
+  const int steps = int(s.bias) + int(s.residual) + int(s.relu);
+  int64_t next_virtual = kVirtual;
+  // The output of the next op: Y for the last one, else a float32 virtual tensor.
+  auto result = [&](int remaining) {
+    return remaining == 0 ? b.tensor(kY, s.n, s.k, s.out_h, s.out_w, last, io, false)
+                          : b.tensor(next_virtual++, s.n, s.k, s.out_h, s.out_w, last, CUDNN_DATA_FLOAT, true);
+  };
+  int remaining = steps;
+  cudnnBackendDescriptor_t conv_out = result(remaining);
+
+  cudnnBackendDescriptor_t conv = b.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, s.dilation, 2);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, s.stride, 2);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, s.pad_begin, 2);
+  Builder::set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, s.pad_end, 2);
+  check(cudnnBackendFinalize(conv));
+
+  std::vector<cudnnBackendDescriptor_t> ops;
+  cudnnBackendDescriptor_t op = b.make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  const float alpha = 1.0f, beta = 0.0f;
+  Builder::set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+  Builder::set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+  Builder::set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, conv_out);
+  Builder::set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+  Builder::set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
+  Builder::set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
+  check(cudnnBackendFinalize(op));
+  ops.push_back(op);
+
+  cudnnBackendDescriptor_t current = conv_out;
+  if (s.bias) {
+    cudnnBackendDescriptor_t bias = b.tensor(kBias, 1, s.k, 1, 1, last, io, false);
+    cudnnBackendDescriptor_t out = result(--remaining);
+    ops.push_back(b.pointwise(CUDNN_POINTWISE_ADD, current, bias, out));
+    current = out;
+  }
+  if (s.residual) {
+    cudnnBackendDescriptor_t residual = b.tensor(kResidual, s.n, s.k, s.out_h, s.out_w, last, io, false);
+    cudnnBackendDescriptor_t out = result(--remaining);
+    ops.push_back(b.pointwise(CUDNN_POINTWISE_ADD, current, residual, out));
+    current = out;
+  }
+  if (s.relu) {
+    cudnnBackendDescriptor_t out = result(--remaining);
+    ops.push_back(b.pointwise(CUDNN_POINTWISE_RELU_FWD, current, nullptr, out));
+  }
+
+  cudnnBackendDescriptor_t graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), int64_t(ops.size()));
+  cudnnHandle_t handle = cudnn();
+  Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  check(cudnnBackendFinalize(graph));
+  return graph;
+}
+
+// The heuristic's engine configurations for the graph, best first (at most kMaxCandidates).
+std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph) {
+  cudnnBackendDescriptor_t heur = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  Builder::set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+  check(cudnnBackendFinalize(heur));
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr));
+  count = std::min(count, kMaxCandidates);
+  std::vector<cudnnBackendDescriptor_t> configs;
+  for (int64_t i = 0; i < count; ++i) configs.push_back(b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+  int64_t got = 0;
+  check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                 configs.data()));
+  configs.resize(size_t(std::max<int64_t>(0, std::min(got, count))));
+  return configs;
+}
+
+// An execution plan for one configuration, or null when this engine does not take the graph.
+cudnnBackendDescriptor_t execution_plan(Builder& b, cudnnBackendDescriptor_t config, int64_t* workspace) {
+  cudnnBackendDescriptor_t plan = b.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  cudnnHandle_t handle = cudnn();
+  Builder::set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  Builder::set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+  if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) return nullptr;
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count,
+                                 workspace));
+  return plan;
+}
+
+cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, const ConvGraphSpec& s,
+                      const ConvGraphArgs& a) {
+  int64_t uids[5] = {kX, kW, kY, 0, 0};
+  void* ptrs[5] = {const_cast<void*>(a.x), const_cast<void*>(a.w), a.y, nullptr, nullptr};
+  int64_t n = 3;
+  if (s.bias) uids[n] = kBias, ptrs[n++] = const_cast<void*>(a.bias);
+  if (s.residual) uids[n] = kResidual, ptrs[n++] = const_cast<void*>(a.residual);
+  void* ws = workspace_bytes > 0 ? workspace(size_t(workspace_bytes)) : nullptr;
+  cudnnBackendDescriptor_t pack = nullptr;
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(cudnn(), plan, pack);
+  cudnnBackendDestroyDescriptor(pack);
+  return st;
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("INGOT_CUDNN_GRAPH");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+
+}  // namespace
+
+std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
+                                            const std::string& tuning_key) {
+  if (!enabled()) return nullptr;
+  std::unique_ptr<ConvGraph> g(new ConvGraph());
+  g->spec_ = spec;
+  Builder b(g->owned_);
+  try {
+    cudnnBackendDescriptor_t graph = operation_graph(b, spec);
+    std::vector<cudnnBackendDescriptor_t> configs = engine_configs(b, graph);
+    struct Candidate {
+      size_t index;
+      cudnnBackendDescriptor_t plan;
+      int64_t workspace;
+    };
+    // A stored choice that still finalizes.
+    const std::string key = "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph." + tuning_key;
+    if (auto stored = tuning::algorithms().find(key)) {
+      size_t index = size_t(std::strtoull(stored->c_str(), nullptr, 10));
+      int64_t ws = 0;
+      if (index < configs.size()) {
+        if (cudnnBackendDescriptor_t plan = execution_plan(b, configs[index], &ws)) {
+          g->plan_ = plan;
+          g->workspace_ = ws;
+          return g;
+        }
+      }
+    }
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      int64_t ws = 0;
+      if (cudnnBackendDescriptor_t plan = execution_plan(b, configs[i], &ws)) candidates.push_back({i, plan, ws});
+    }
+    if (candidates.empty()) return nullptr;
+    // Candidates that fail to run are skipped (an engine may finalize and still refuse).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
+    if (capture != cudaStreamCaptureStatusNone) {  // nothing can run now: the heuristic's first, not stored
+      g->plan_ = candidates[0].plan;
+      g->workspace_ = candidates[0].workspace;
+      return g;
+    }
+    std::optional<size_t> best = fastest_of(candidates.size(), [&](size_t i) {
+      return execute(candidates[i].plan, candidates[i].workspace, spec, args) == CUDNN_STATUS_SUCCESS;
+    });
+    if (!best) return nullptr;
+    g->plan_ = candidates[*best].plan;
+    g->workspace_ = candidates[*best].workspace;
+    tuning::algorithms().put(key, std::to_string(candidates[*best].index));
+    return g;
+  } catch (const Unsupported&) {
+    return nullptr;
+  }
+}
+
+ConvGraph::~ConvGraph() {
+  for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
+}
+
+void ConvGraph::run(const ConvGraphArgs& args) const {
+  INGOT_CUDNN_CHECK(execute(plan_, workspace_, spec_, args));
+}
+
+}  // namespace ingot::cuda
