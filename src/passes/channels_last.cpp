@@ -88,8 +88,8 @@ class Rewriter {
         out.push_back(std::move(n));
       }
     }
+    g_.nodes = std::move(out);  // (every node was moved there, rewritten or not)
     if (!changed_) return false;
-    g_.nodes = std::move(out);
     dead_code(model_);
     return true;
   }

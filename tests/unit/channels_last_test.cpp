@@ -58,7 +58,30 @@ TEST(ChannelsLast, ConvolutionsAndWhatIsBetweenThemGoChannelsLast) {
   // x to channels last, the MaxPool's input back and its output forth again, the last pool's
   // output back for Flatten; every other view was dropped as unread.
   EXPECT_EQ(transposes, 4) << print_graph(*model->graph);
+  const std::string before = print_graph(*model->graph);
   EXPECT_FALSE(to_channels_last(*model)) << "a second run changes nothing";
+  EXPECT_EQ(print_graph(*model->graph), before);
+  verify(*model);
+}
+
+// A model without 2-D convolutions (a 1-D Conv, as in Whisper's encoder stem, and a MatMul) is left
+// exactly as it was.
+TEST(ChannelsLast, LeavesModelsWithoutImageConvolutionsAlone) {
+  std::mt19937 rng(4);
+  onnx::GraphProto g;
+  g.set_name("no_image_convs");
+  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "4", "16"});
+  ingot::testing::add_random_initializer(g, "w", {8, 4, 3}, rng);
+  ingot::testing::add_random_initializer(g, "m", {14, 5}, rng);
+  *g.add_node() = ingot::testing::make_node("Conv", {"x", "w"}, {"c"});
+  *g.add_node() = ingot::testing::make_node("Relu", {"c"}, {"r"});
+  *g.add_node() = ingot::testing::make_node("MatMul", {"r", "m"}, {"y"});
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "8", "5"});
+  auto model = import_onnx(ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "no_image_convs.onnx"));
+  const std::string before = print_graph(*model->graph);
+  EXPECT_FALSE(to_channels_last(*model));
+  EXPECT_EQ(print_graph(*model->graph), before);
+  verify(*model);
 }
 
 TEST(ChannelsLast, ComputesWhatThePlainGraphComputes) {
