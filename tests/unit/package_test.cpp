@@ -66,16 +66,7 @@ onnx::ModelProto test_model() {
   ingot::testing::add_random_initializer(g, "W", {4, 8}, rng);
   ingot::testing::add_random_initializer(g, "B", {8}, rng);
   *g.add_node() = make_node("MatMul", {"x", "W"}, {"xw"}, "matmul");
-  onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
-  auto* then_attr = n.add_attribute();
-  then_attr->set_name("then_branch");
-  then_attr->set_type(onnx::AttributeProto::GRAPH);
-  *then_attr->mutable_g() = then_g;
-  auto* else_attr = n.add_attribute();
-  else_attr->set_name("else_branch");
-  else_attr->set_type(onnx::AttributeProto::GRAPH);
-  *else_attr->mutable_g() = else_g;
-  *g.add_node() = n;
+  *g.add_node() = ingot::testing::make_if("cond", {"y"}, then_g, else_g, "choose");
   onnx::NodeProto tr = make_node("Transpose", {"xw"}, {"z"}, "transpose");
   auto* perm = tr.add_attribute();
   perm->set_name("perm");

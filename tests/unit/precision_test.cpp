@@ -157,10 +157,7 @@ onnx::ModelProto if_model() {
   else_g.set_name("else");
   *else_g.add_node() = make_node("Neg", {"h"}, {"e"}, "else_neg");
   *else_g.add_output() = float_info("e", {3, 4});
-  auto node = make_node("If", {"cond"}, {"o"}, "if");
-  *attr(node, "then_branch", onnx::AttributeProto::GRAPH)->mutable_g() = then_g;
-  *attr(node, "else_branch", onnx::AttributeProto::GRAPH)->mutable_g() = else_g;
-  *g.add_node() = node;
+  *g.add_node() = ingot::testing::make_if("cond", {"o"}, then_g, else_g, "if");
   *g.add_node() = make_node("Relu", {"h"}, {"r"}, "relu");
   *g.add_node() = make_node("Mul", {"o", "r"}, {"out"}, "mul");
   *g.add_output() = float_info("out", {3, 4});

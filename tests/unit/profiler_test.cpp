@@ -57,14 +57,7 @@ std::string if_model() {
   *g.add_input() = static_tensor_info("cond", onnx::TensorProto::BOOL, {});
   *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {2});
   *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {2});
-  onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
-  for (auto [attr, op] : {std::pair{"then_branch", "Add"}, std::pair{"else_branch", "Mul"}}) {
-    auto* a = n.add_attribute();
-    a->set_name(attr);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    *a->mutable_g() = branch(op, std::string(attr) == "then_branch" ? "then" : "else");
-  }
-  *g.add_node() = n;
+  *g.add_node() = ingot::testing::make_if("cond", {"y"}, branch("Add", "then"), branch("Mul", "else"), "choose");
   return save(g, "if.onnx");
 }
 

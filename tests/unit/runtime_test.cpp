@@ -193,16 +193,7 @@ TEST(Executor, SubgraphsSeeOuterValuesAndBranchesRun) {
   *g.add_input() = tensor_info("cond", onnx::TensorProto::BOOL, {});
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"2"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
-  onnx::NodeProto n = make_node("If", {"cond"}, {"y"}, "choose");
-  auto* then_attr = n.add_attribute();
-  then_attr->set_name("then_branch");
-  then_attr->set_type(onnx::AttributeProto::GRAPH);
-  *then_attr->mutable_g() = branch("Add", "then");
-  auto* else_attr = n.add_attribute();
-  else_attr->set_name("else_branch");
-  else_attr->set_type(onnx::AttributeProto::GRAPH);
-  *else_attr->mutable_g() = branch("Mul", "else");
-  *g.add_node() = n;
+  *g.add_node() = ingot::testing::make_if("cond", {"y"}, branch("Add", "then"), branch("Mul", "else"), "choose");
   Session session = Session::load(save(model_with(g), "if.onnx"));
   Tensor x = Tensor::from_vector<float>({3, -2}, {2});
   EXPECT_EQ(session.run({Tensor::scalar(true), x})[0].to_vector<float>(), (std::vector<float>{6, -4}));

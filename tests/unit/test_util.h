@@ -58,8 +58,8 @@ inline onnx::NodeProto make_node(const std::string& op, const std::vector<std::s
 
 // If(cond) with the two branch graphs as its then_branch/else_branch attributes.
 inline onnx::NodeProto make_if(const std::string& cond, const std::vector<std::string>& out, onnx::GraphProto then_g,
-                               onnx::GraphProto else_g) {
-  onnx::NodeProto n = make_node("If", {cond}, out);
+                               onnx::GraphProto else_g, const std::string& node_name = "") {
+  onnx::NodeProto n = make_node("If", {cond}, out, node_name);
   for (auto [name, body] : {std::pair{"then_branch", &then_g}, std::pair{"else_branch", &else_g}}) {
     auto* a = n.add_attribute();
     a->set_name(name);
