@@ -356,6 +356,9 @@ TEST(CudaFusedConv, ChannelsLast) {
           "ai.ingot");
     check("FusedConv", {rnd(dt, {1, 8, 8, 12}, 23), rnd(dt, {12, 3, 3, 1}, 24)},
           {{"group", 12}, {"dilations", Ints{2, 2}}, {"pads", Ints{2, 1, 2, 1}}, {"layout", "NHWC"}}, "ai.ingot");
+    // An odd channel count (the last thread has one channel) spanning several blocks of channels.
+    check("FusedConv", {rnd(dt, {2, 6, 5, 151}, 25), rnd(dt, {151, 3, 3, 1}, 26), rnd(dt, {151}, 27)},
+          {{"activation", "Relu"}, {"group", 151}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");
     check("FusedConv", {rnd(dt, {1, 10, 9, 4}, 15), rnd(dt, {4, 3, 3, 2}, 16), rnd(dt, {4}, 17), rnd(dt, {1, 5, 4, 4}, 18)},
           {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}, {"layout", "NHWC"}},
           "ai.ingot");
