@@ -104,6 +104,9 @@ class SpinLock {
 struct NodeSlot {
   const Node* node = nullptr;
   uint32_t id = 0;
+  // Where the node's last recorded inputs are encoded in State::shapes: a node usually sees the
+  // same shapes run after run, and its records then share one encoding (compared, not rewritten).
+  uint64_t last_inputs = UINT64_MAX;
 };
 constexpr size_t kNodeSlots = 1024;
 size_t node_slot(const Node* node) { return size_t((uintptr_t(node) * 0x9E3779B97F4A7C15ull) >> 54) % kNodeSlots; }
@@ -616,6 +619,30 @@ uint32_t value_id(State& s, const std::string& name) {
   return it->second;
 }
 
+// The header word of one op input in State::shapes (its dims follow for a tensor).
+int64_t input_word(const Value* v) {
+  if (v && v->kind == Value::Kind::Tensor) {
+    return input_header(TensorDesc::Kind::Tensor, v->tensor.dtype(), v->tensor.shape().size());
+  }
+  auto kind = v && v->kind == Value::Kind::Sequence ? TensorDesc::Kind::Sequence : TensorDesc::Kind::None;
+  return input_header(kind, DType::Undefined, 0);
+}
+
+// Whether `inputs` are encoded at shapes[at...] (a node's previous record).
+bool same_inputs(const std::vector<int64_t>& shapes, uint64_t at, const std::vector<const Value*>& inputs) {
+  size_t i = size_t(at);
+  for (const Value* v : inputs) {
+    if (i >= shapes.size() || shapes[i++] != input_word(v)) return false;
+    if (v && v->kind == Value::Kind::Tensor) {
+      const auto& shape = v->tensor.shape();
+      if (i + shape.size() > shapes.size() || !std::equal(shape.begin(), shape.end(), shapes.begin() + ptrdiff_t(i)))
+        return false;
+      i += shape.size();
+    }
+  }
+  return true;
+}
+
 // Appends a finished range's record (end time, thread) unless the profile stopped while it ran.
 // Called with the lock held.
 bool push_range(State& s, Record& r) {
@@ -655,7 +682,7 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
       std::string name = node.name.empty() ? op_type : node.name;
       s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
     }
-    slot = {&node, it->second};
+    slot = {&node, it->second, UINT64_MAX};
   }
   const uint32_t node_id = slot.id;
   if (fallback && !s.nodes[node_id].outputs_interned) {
@@ -667,17 +694,17 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
   }
   r.name = node_id;
   r.backend = backend_index(s, backend);
-  r.inputs = s.shapes.size();
   r.n_inputs = uint32_t(inputs.size());
-  if (!push_range(s, r)) return;
+  const bool same = slot.last_inputs != UINT64_MAX && same_inputs(s.shapes, slot.last_inputs, inputs);
+  r.inputs = same ? slot.last_inputs : s.shapes.size();
+  if (!push_range(s, r) || same) return;
+  slot.last_inputs = r.inputs;
   for (const Value* v : inputs) {
+    const int64_t header = input_word(v);
+    s.shapes.push_back(header);
     if (v && v->kind == Value::Kind::Tensor) {
       const auto& shape = v->tensor.shape();
-      s.shapes.push_back(input_header(TensorDesc::Kind::Tensor, v->tensor.dtype(), shape.size()));
       s.shapes.insert(s.shapes.end(), shape.begin(), shape.end());
-    } else {
-      auto kind = v && v->kind == Value::Kind::Sequence ? TensorDesc::Kind::Sequence : TensorDesc::Kind::None;
-      s.shapes.push_back(input_header(kind, DType::Undefined, 0));
     }
   }
 }

@@ -165,6 +165,29 @@ TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
   EXPECT_NE(table.find("peak live"), std::string::npos);
 }
 
+// A node's records share the encoding of its input shapes while they repeat: each event must still
+// show the shapes of its own run.
+TEST(Profiler, EveryEventShowsTheShapesOfItsOwnRun) {
+  onnx::GraphProto g;
+  g.set_name("dynamic_rows");
+  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "3"});
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "3"});
+  *g.add_node() = make_node("Add", {"x", "x"}, {"s"}, "add");
+  *g.add_node() = make_node("Relu", {"s"}, {"y"}, "relu");
+  Session session = Session::load(save(g, "dynamic_rows.onnx"), node_by_node());
+  const std::vector<int64_t> rows = {2, 2, 4, 4, 2, 1};
+  profiler::start();
+  for (int64_t n : rows) session.run({Tensor::zeros(DType::Float32, {n, 3})});
+  profiler::Trace t = profiler::stop();
+  auto ops = of_kind(t, profiler::EventKind::Op);
+  ASSERT_EQ(ops.size(), 2 * rows.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string want = "float32[" + std::to_string(rows[i / 2]) + ",3]";
+    ASSERT_EQ(ops[i]->inputs.size(), i % 2 == 0 ? 2u : 1u) << i;
+    for (const auto& in : ops[i]->inputs) EXPECT_EQ(in.str(), want) << "event " << i;
+  }
+}
+
 TEST(Profiler, IfBodyOpsNestInsideTheirNode) {
   Session session = Session::load(if_model());
   Tensor x = Tensor::from_vector<float>({3, -2}, {2});
