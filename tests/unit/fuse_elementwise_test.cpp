@@ -27,6 +27,7 @@
 
 using namespace ingot;
 
+using ingot::testing::add_scalar;
 using ingot::testing::add_random_initializer;
 using ingot::testing::make_node;
 
@@ -38,20 +39,6 @@ constexpr int kInt64 = onnx::TensorProto::INT64;
 
 onnx::ValueInfoProto info(const std::string& name, const std::vector<int64_t>& dims, int elem = kFloat) {
   return ingot::testing::static_tensor_info(name, elem, dims);
-}
-
-// A one-element float32 or float16 initializer: rank 0, or `dims` (all ones) when given.
-void add_scalar(onnx::GraphProto& g, const std::string& name, float v, int elem = kFloat,
-                const std::vector<int64_t>& dims = {}) {
-  auto* t = g.add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem);
-  for (int64_t d : dims) t->add_dims(d);
-  if (elem == kHalf) {
-    t->add_int32_data(float_to_half(v));  // ONNX keeps float16 bit patterns in int32_data
-  } else {
-    t->add_float_data(v);
-  }
 }
 
 // A float16 initializer of uniform random values in [lo, hi); returns the values it holds.

@@ -1,5 +1,6 @@
 // Helpers shared by the unit tests: a private scratch folder and builders for small ONNX models.
 #pragma once
+#include <ingot/dtype.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -80,12 +81,18 @@ inline onnx::ModelProto model_with(onnx::GraphProto graph, int opset = 17) {
   return m;
 }
 
-// A float scalar initializer (rank 0).
-inline void add_scalar(onnx::GraphProto& g, const std::string& name, float v) {
+// A one-element float32 or float16 initializer: rank 0, or `dims` (all ones) when given.
+inline void add_scalar(onnx::GraphProto& g, const std::string& name, float v, int elem = onnx::TensorProto::FLOAT,
+                       const std::vector<int64_t>& dims = {}) {
   auto* t = g.add_initializer();
   t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  t->add_float_data(v);
+  t->set_data_type(elem);
+  for (int64_t d : dims) t->add_dims(d);
+  if (elem == onnx::TensorProto::FLOAT16) {
+    t->add_int32_data(ingot::float_to_half(v));  // ONNX keeps float16 bit patterns in int32_data
+  } else {
+    t->add_float_data(v);
+  }
 }
 
 // A float initializer of uniform random values in [lo, hi).
