@@ -250,6 +250,38 @@ void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, 
 // A host-read input small enough to specialize a shape plan on (a few scalars: cheap to match).
 bool specializable(const Tensor& t) { return t.nbytes() <= 64 && t.dtype() != DType::String; }
 
+using InputKey = std::vector<std::tuple<DType, Shape, Device>>;
+
+// The dtype, shape and device of every input, or nullopt when one is not a tensor (no static plan).
+std::optional<InputKey> input_key(const std::vector<Value>& inputs) {
+  InputKey key;
+  for (const Value& v : inputs) {
+    if (v.kind != Value::Kind::Tensor) return std::nullopt;
+    key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
+  }
+  return key;
+}
+
+// The plan of `key` and `host_values` among `plans` (the main graph's, or a body's), made when
+// missing: most recently used first, at most 8 kept.
+template <class ShapePlanT>
+ShapePlanT& most_recent_plan(std::vector<std::unique_ptr<ShapePlanT>>& plans, InputKey key,
+                             std::vector<std::string> host_values) {
+  constexpr size_t kMaxPlans = 8;
+  auto it = std::find_if(plans.begin(), plans.end(),
+                         [&](const auto& p) { return p->key == key && p->host_values == host_values; });
+  if (it == plans.end()) {
+    if (plans.size() == kMaxPlans) plans.pop_back();
+    auto sp = std::make_unique<ShapePlanT>();
+    sp->key = std::move(key);
+    sp->host_values = std::move(host_values);
+    plans.insert(plans.begin(), std::move(sp));
+  } else {
+    std::rotate(plans.begin(), it, it + 1);
+  }
+  return *plans.front();
+}
+
 bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
 
 const char* backend_name(Device d) { return d.type == DeviceType::CPU ? "cpu" : "cuda"; }
@@ -456,14 +488,10 @@ std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
 // The plan of these input shapes and host-read values (made on first sight), or null when the
 // inputs are not all tensors of the declared count.
 Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs, std::vector<Value>& staged) {
-  constexpr size_t kMaxShapePlans = 8;
   const Plan& top = plan_for(*model_->graph);
   if (inputs.size() != top.input_slots.size()) return nullptr;
-  std::vector<std::tuple<DType, Shape, Device>> key;
-  for (const Value& v : inputs) {
-    if (v.kind != Value::Kind::Tensor) return nullptr;
-    key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
-  }
+  std::optional<InputKey> key = input_key(inputs);
+  if (!key) return nullptr;
   std::vector<std::string> host_values;
   if (!host_read_inputs_.empty()) host_values.resize(inputs.size());
   for (size_t i : host_read_inputs_) {
@@ -477,18 +505,7 @@ Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs, 
     }
     host_values[i].assign(static_cast<const char*>(host->raw_data()), host->nbytes());
   }
-  auto it = std::find_if(shape_plans_.begin(), shape_plans_.end(),
-                         [&](const auto& p) { return p->key == key && p->host_values == host_values; });
-  if (it == shape_plans_.end()) {
-    if (shape_plans_.size() == kMaxShapePlans) shape_plans_.pop_back();
-    auto sp = std::make_unique<ShapePlan>();
-    sp->key = std::move(key);
-    sp->host_values = std::move(host_values);
-    shape_plans_.insert(shape_plans_.begin(), std::move(sp));
-  } else {
-    std::rotate(shape_plans_.begin(), it, it + 1);  // most recently used first
-  }
-  return shape_plans_.front().get();
+  return &most_recent_plan(shape_plans_, std::move(*key), std::move(host_values));
 }
 
 std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>& inputs) {
@@ -616,24 +633,11 @@ std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<
 // On a GPU bodies allocate as they run (a run that replays does not run them; an arena made while
 // capturing would belong to the graph's memory pool).
 std::vector<Value> Executor::run_body(const Graph& graph, const std::vector<Value>& inputs, const Env* parent) {
-  constexpr size_t kMaxBodyPlans = 8;
-  if (!options_.memory_plan || device_.type != DeviceType::CPU) return run_graph(graph, inputs, parent);
-  std::vector<std::tuple<DType, Shape, Device>> key;
-  for (const Value& v : inputs) {
-    if (v.kind != Value::Kind::Tensor) return run_graph(graph, inputs, parent);
-    key.emplace_back(v.tensor.dtype(), v.tensor.shape(), v.tensor.device());
+  std::optional<InputKey> key;
+  if (!options_.memory_plan || device_.type != DeviceType::CPU || !(key = input_key(inputs))) {
+    return run_graph(graph, inputs, parent);
   }
-  auto& plans = body_plans_[&graph];
-  auto it = std::find_if(plans.begin(), plans.end(), [&](const auto& p) { return p->key == key; });
-  if (it == plans.end()) {
-    if (plans.size() == kMaxBodyPlans) plans.pop_back();
-    auto sp = std::make_unique<ShapePlan>();
-    sp->key = std::move(key);
-    plans.insert(plans.begin(), std::move(sp));
-  } else {
-    std::rotate(plans.begin(), it, it + 1);
-  }
-  ShapePlan& sp = *plans.front();
+  ShapePlan& sp = most_recent_plan(body_plans_[&graph], std::move(*key), {});
   if (!sp.stats.planned) {
     StepAllocator recorder(sp, plan_for(graph).num_slots, true);
     std::vector<Value> outputs = run_graph(graph, inputs, parent, &recorder);
