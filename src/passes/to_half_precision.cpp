@@ -3,8 +3,9 @@
 // Session::load runs it after the pipeline when the precision is not FP32, then verifies.
 //
 // Every node of the main graph gets one of three precisions:
-//   half   - convolutions and matrix products (Conv, ConvTranspose, MatMul, Gemm, ai.ingot.FusedConv/FusedMatMul):
-//            always, as autocast's lower-precision list;
+//   half   - convolutions and matrix products (Conv, ConvTranspose, MatMul, Gemm, ai.ingot.FusedConv/FusedMatMul/
+//            Attention): always, as autocast's lower-precision list (Attention's softmax runs in
+//            float32 inside its kernels);
 //   follow - elementwise and data-movement ops (kFollowOps): half when one of their float32 data
 //            inputs is a half activation, else float32 (so shape arithmetic done in float, like
 //            Cast(Shape) * scale feeding Resize, keeps full precision);
@@ -112,7 +113,8 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
     return it == dtypes.end() ? DType::Undefined : it->second;
   };
   if (!is_default_domain(n.domain)) {
-    const bool same = n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "LayerNormalization" ||
+    const bool same = n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "Attention" ||
+                      n.op_type == "LayerNormalization" ||
                       n.op_type == "HardSwish" || n.op_type == "FusedElementwise";  // ai.ingot's (fused.cpp)
     return same ? input_dtype(0) : DType::Undefined;
   }
@@ -345,7 +347,7 @@ class Converter {
     if (has_subgraph(n)) {
       half = false;
     } else if ((default_domain && kHalfOps.count(n.op_type)) ||
-               (n.domain == "ai.ingot" && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul"))) {
+               (n.domain == "ai.ingot" && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "Attention"))) {
       half = true;
     } else if (default_domain && n.op_type == "Cast") {
       // Cast(to=float32) of a half activation stays in half; other Casts read their input as it is.

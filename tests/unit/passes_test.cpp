@@ -3,6 +3,7 @@
 // computes what the unoptimized graph computes on random inputs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <ingot/ops.h>
 #include <ingot/session.h>
 #include <onnx/onnx_pb.h>
 
@@ -745,4 +746,241 @@ TEST(Pipeline, ListsPassesAndReportsEachRun) {
   bool changed = run_pipeline(*model, [&](const Pass& p, bool) { ran.emplace_back(p.name); });
   EXPECT_TRUE(changed);
   EXPECT_EQ(ran, names);
+}
+
+// ---- fuse_attention and the ai.ingot.Attention kernel ----
+
+namespace {
+
+// Attention as exporters write it. Default (Whisper's TorchScript export): q, k, v [B, T, H, D];
+// Transpose(q, [0,2,1,3]) * 0.35, K^T = Transpose(k, [0,2,3,1]), Transpose(v, [0,2,1,3]); MatMul,
+// Softmax(axis -1), MatMul: y [B, H, Tq, D].
+struct AttentionCase {
+  bool mask = false;         // + mask [B, 1, 1, Tk] (an input) after the scale
+  bool div_scores = false;   // scores / 2 as well
+  bool sdpa_scales = false;  // torch's scaled_dot_product_attention: sqrt(0.35) on Q and on K^T
+  bool kt_input = false;     // K^T is an input [B, H, D, Tk] (no Transpose to compose)
+  bool mqa = false;          // k, v with one head, broadcast over Q's three
+  bool scores_output = false;  // the scores are also a graph output (the pattern must stay)
+  int opset = 17;
+  int64_t softmax_axis = -1;  // 0: attribute not set
+};
+
+constexpr float kAttentionScale = 0.35f;
+
+std::string attention_model(const AttentionCase& c, const std::string& file) {
+  const int64_t b = 2, tq = 7, tk = 9, h = 3, d = 8, kv_heads = c.mqa ? 1 : h;
+  onnx::GraphProto g;
+  g.set_name("attention");
+  *g.add_input() = float_info("q", {b, tq, h, d});
+  if (c.kt_input) {
+    *g.add_input() = float_info("kt", {b, kv_heads, d, tk});
+  } else {
+    *g.add_input() = float_info("k", {b, tk, kv_heads, d});
+  }
+  *g.add_input() = float_info("v", {b, tk, kv_heads, d});
+  if (c.mask) *g.add_input() = float_info("mask", {b, 1, 1, tk});
+  const float s = c.sdpa_scales ? std::sqrt(kAttentionScale) : kAttentionScale;
+  add_scalar(g, "s", s);
+  add_scalar(g, "two", 2.0f);
+  auto transpose = [&](const std::string& in, const std::string& out, std::vector<int64_t> perm) {
+    onnx::NodeProto t = make_node("Transpose", {in}, {out});
+    set_ints(t, "perm", perm);
+    *g.add_node() = t;
+  };
+  transpose("q", "qt", {0, 2, 1, 3});
+  *g.add_node() = make_node("Mul", {"qt", "s"}, {"qs"});
+  std::string kt = "kt";
+  if (!c.kt_input) transpose("k", "kt", {0, 2, 3, 1});
+  if (c.sdpa_scales) {
+    *g.add_node() = make_node("Mul", {"s", kt}, {"kts"});
+    kt = "kts";
+  }
+  *g.add_node() = make_node("MatMul", {"qs", kt}, {"scores"});
+  std::string x = "scores";
+  if (c.div_scores) {
+    *g.add_node() = make_node("Div", {x, "two"}, {"scores_div"});
+    x = "scores_div";
+  }
+  if (c.mask) {
+    *g.add_node() = make_node("Add", {"mask", x}, {"scores_masked"});
+    x = "scores_masked";
+  }
+  onnx::NodeProto softmax = make_node("Softmax", {x}, {"p"});
+  if (c.softmax_axis != 0) set_attr(softmax, "axis", c.softmax_axis);
+  *g.add_node() = softmax;
+  transpose("v", "vt", {0, 2, 1, 3});
+  *g.add_node() = make_node("MatMul", {"p", "vt"}, {"y"});
+  *g.add_output() = float_info("y", {b, h, tq, d});
+  if (c.scores_output) *g.add_output() = float_info("scores", {b, h, tq, tk});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g), c.opset), file);
+}
+
+// The model's Attention nodes after fuse_attention (the model is verified).
+std::vector<Node> fused_attention(const std::string& path) {
+  auto model = import_onnx(path);
+  fuse_attention(*model);
+  verify(*model);
+  std::vector<Node> out;
+  for (const Node& n : model->graph->nodes) {
+    if (n.op_type == "Attention" && n.domain == "ai.ingot") out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(FuseAttention, RewritesWhisperStyleAttention) {
+  const std::string path = attention_model({}, "attention_whisper.onnx");
+  auto model = import_onnx(path);
+  EXPECT_TRUE(fuse_attention(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  // Q's and V's Transposes stay; K^T's Transpose now produces K; one Attention replaces the rest.
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"Transpose", "Transpose", "Transpose", "Attention"}));
+  const Node& k = g.nodes[1];
+  EXPECT_EQ(k.inputs, (std::vector<std::string>{"k"}));
+  EXPECT_EQ(k.attrs.at("perm").ints, (std::vector<int64_t>{0, 2, 1, 3}));
+  const Node& att = g.nodes[3];
+  EXPECT_EQ(att.domain, "ai.ingot");
+  EXPECT_EQ(att.inputs, (std::vector<std::string>{"qt", k.outputs[0], "vt"}));
+  EXPECT_EQ(att.outputs, (std::vector<std::string>{"y"}));
+  EXPECT_FLOAT_EQ(att.attrs.at("scale").f, kAttentionScale);
+  EXPECT_EQ(model->opset("ai.ingot"), 1);
+  EXPECT_FALSE(fuse_attention(*model));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(FuseAttention, TakesTheMaskAndEveryPlacementOfTheScale) {
+  AttentionCase masked;
+  masked.mask = masked.div_scores = true;
+  AttentionCase sdpa;
+  sdpa.sdpa_scales = true;
+  AttentionCase kt_input;
+  kt_input.kt_input = true;
+  AttentionCase mqa;
+  mqa.mqa = mqa.mask = true;
+  AttentionCase old_opset;  // before opset 13 Softmax coerces to 2-D at axis: the last axis is the same
+  old_opset.opset = 11;
+  old_opset.softmax_axis = 3;
+  const std::pair<AttentionCase, float> cases[] = {
+      {masked, kAttentionScale / 2}, {sdpa, kAttentionScale}, {kt_input, kAttentionScale}, {mqa, kAttentionScale},
+      {old_opset, kAttentionScale}};
+  int i = 0;
+  for (const auto& [c, scale] : cases) {
+    SCOPED_TRACE(i);
+    const std::string path = attention_model(c, fmt::format("attention_case{}.onnx", i++));
+    std::vector<Node> fused = fused_attention(path);
+    ASSERT_EQ(fused.size(), 1u);
+    EXPECT_NEAR(fused[0].attrs.at("scale").f, scale, 1e-6f);
+    EXPECT_EQ(fused[0].inputs.size(), c.mask ? 4u : 3u);
+    if (c.mask) EXPECT_EQ(fused[0].inputs[3], "mask");
+    if (c.kt_input) EXPECT_NE(fused[0].inputs[1], "kt");  // a Transpose of it was inserted
+    expect_optimized_matches_plain(path);
+  }
+}
+
+TEST(FuseAttention, LeavesOtherPatternsAlone) {
+  AttentionCase old_default;  // opset 11's default axis 1 of a rank-4 input: not the last axis
+  old_default.opset = 11;
+  old_default.softmax_axis = 0;
+  AttentionCase other_axis;
+  other_axis.softmax_axis = 2;
+  AttentionCase shared_scores;
+  shared_scores.scores_output = true;
+  int i = 0;
+  for (const AttentionCase& c : {old_default, other_axis, shared_scores}) {
+    SCOPED_TRACE(i);
+    const std::string path = attention_model(c, fmt::format("attention_alone{}.onnx", i++));
+    EXPECT_TRUE(fused_attention(path).empty());
+    expect_optimized_matches_plain(path);
+  }
+}
+
+namespace {
+
+// Softmax(scale * Q K^T + mask) V in float64 for Q [B, Tq, D], K [B or 1, Tk, D], V [.., Tk, Dv]
+// and a mask [Tq, Tk] (or none): the independent reference of the Attention kernel tests.
+std::vector<double> attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                                        double scale) {
+  const int64_t b = q.dim(0), tq = q.dim(1), d = q.dim(2), tk = k.dim(1), dv = v.dim(2);
+  std::vector<float> qv = q.cast(DType::Float32).to_vector<float>(), kv = k.cast(DType::Float32).to_vector<float>(),
+                     vv = v.cast(DType::Float32).to_vector<float>();
+  std::vector<float> mv = mask ? mask->cast(DType::Float32).to_vector<float>() : std::vector<float>();
+  std::vector<double> out(size_t(b * tq * dv), 0.0);
+  for (int64_t n = 0; n < b; ++n) {
+    const int64_t kb = k.dim(0) == 1 ? 0 : n, vb = v.dim(0) == 1 ? 0 : n;
+    for (int64_t i = 0; i < tq; ++i) {
+      std::vector<double> s(static_cast<size_t>(tk));
+      double best = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < tk; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += double(qv[size_t((n * tq + i) * d + c)]) * kv[size_t((kb * tk + j) * d + c)];
+        s[size_t(j)] = scale * dot + (mask ? mv[size_t(i * tk + j)] : 0.0);
+        best = std::max(best, s[size_t(j)]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - best));
+      for (int64_t j = 0; j < tk; ++j) {
+        for (int64_t c = 0; c < dv; ++c) out[size_t((n * tq + i) * dv + c)] += s[size_t(j)] / sum * vv[size_t((vb * tk + j) * dv + c)];
+      }
+    }
+  }
+  return out;
+}
+
+Tensor uniform_tensor(DType dtype, const Shape& shape, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(size_t(shape_numel(shape)));
+  for (float& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape).cast(dtype);
+}
+
+}  // namespace
+
+TEST(AttentionKernel, MatchesAFloat64Reference) {
+  std::mt19937 rng(5);
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
+    for (bool masked : {false, true}) {
+      for (bool shared_kv : {false, true}) {  // K and V broadcast over the batch
+        SCOPED_TRACE(fmt::format("{} mask {} shared {}", dtype_name(dt), masked, shared_kv));
+        const int64_t b = 3, tq = 5, tk = 11, d = 6, dv = 4;
+        Tensor q = uniform_tensor(dt, {b, tq, d}, rng, -2, 2);
+        Tensor k = uniform_tensor(dt, {shared_kv ? 1 : b, tk, d}, rng, -2, 2);
+        Tensor v = uniform_tensor(dt, {shared_kv ? 1 : b, tk, dv}, rng);
+        Tensor mask = uniform_tensor(dt, {tq, tk}, rng, -3, 0);
+        std::vector<Tensor> inputs = {q, k, v};
+        if (masked) inputs.push_back(mask);
+        Tensor y = ops::call("Attention", inputs, {{"scale", Attribute(0.4f)}}, 1, "ai.ingot")[0];
+        ASSERT_EQ(y.shape(), (Shape{b, tq, dv}));
+        ASSERT_EQ(y.dtype(), dt);
+        const std::vector<double> ref = attention_reference(q, k, v, masked ? &mask : nullptr, 0.4);
+        const std::vector<float> got = y.cast(DType::Float32).to_vector<float>();
+        const double tol = dt == DType::Float16 ? 2e-3 : dt == DType::BFloat16 ? 1.6e-2 : 1e-5;
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], tol) << "element " << i;
+      }
+    }
+  }
+}
+
+TEST(AttentionKernel, RejectsOperandsThatDoNotFit) {
+  Tensor q = Tensor::from_vector(std::vector<float>(2 * 3 * 4, 0.5f), {2, 3, 4});
+  Tensor k = Tensor::from_vector(std::vector<float>(2 * 5 * 4, 0.5f), {2, 5, 4});
+  Tensor v = Tensor::from_vector(std::vector<float>(2 * 5 * 2, 0.5f), {2, 5, 2});
+  auto error_of = [](const std::vector<Tensor>& inputs) {
+    try {
+      ops::call("Attention", inputs, {}, 1, "ai.ingot");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor k_wide = Tensor::from_vector(std::vector<float>(2 * 5 * 3, 0.5f), {2, 5, 3});
+  EXPECT_NE(error_of({q, k_wide, v}).find("input 1 (K)"), std::string::npos) << error_of({q, k_wide, v});
+  Tensor v_short = Tensor::from_vector(std::vector<float>(2 * 4 * 2, 0.5f), {2, 4, 2});
+  EXPECT_NE(error_of({q, k, v_short}).find("input 2 (V)"), std::string::npos);
+  Tensor k_batch = Tensor::from_vector(std::vector<float>(3 * 5 * 4, 0.5f), {3, 5, 4});
+  EXPECT_NE(error_of({q, k_batch, v}).find("do not broadcast"), std::string::npos);
+  Tensor mask = Tensor::from_vector(std::vector<float>(3 * 4, 0.0f), {3, 4});
+  EXPECT_NE(error_of({q, k, v, mask}).find("input 3 (mask)"), std::string::npos);
+  EXPECT_NE(error_of({q, k.cast(DType::Float16), v}).find("input 1 (K)"), std::string::npos);
 }

@@ -30,6 +30,18 @@ INGOT_OP(FusedMatMul)
     .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and activation "
              "('Relu' or '').");
 
+// Written by fuse_attention: Y = Softmax(scale * Q K^T + mask) V over the last axis, without the
+// score matrix in memory where a backend can avoid it. Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv]
+// (leading dims broadcast numpy-style, like MatMul's), optional additive mask broadcastable to
+// [..., Tq, Tk]; Y [..., Tq, Dv]. Arguments: ops/semantics/attention_args.h.
+INGOT_OP(Attention)
+    .domain("ai.ingot")
+    .versions(1)
+    .inputs(3, 4)
+    .attr("scale", 1.0f)
+    .summary("Scaled dot-product attention: Softmax(scale * Q K^T + mask) V over the last axis; the leading dims "
+             "broadcast; the additive mask (optional) broadcasts to [..., Tq, Tk].");
+
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).
 INGOT_OP(LayerNormalization)

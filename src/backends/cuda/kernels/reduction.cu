@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/reduction.h"
 #include "ops/semantics/reduce_axes.h"
 
 namespace ingot::cuda {
@@ -642,6 +643,20 @@ __global__ void softmax_cols_kernel(const T* __restrict__ x, T* __restrict__ y, 
   }
 }
 
+// Contiguous rows: the warp-per-row kernel where it measured faster, else one warp (rows up to
+// 1024) or one block per row.
+template <SoftmaxKind K, class T>
+void launch_softmax_rows(const T* in, T* out, int64_t rows, int64_t dim) {
+  if constexpr (K != SoftmaxKind::Hardmax && !std::is_same_v<T, double>) {
+    if (launch_softmax_warp_rows<K, T>(in, out, rows, dim)) return;
+  }
+  if (dim > 1024) {
+    softmax_rows_kernel<K, T, true><<<blocks_for(rows * kThreads), kThreads, 0, stream()>>>(in, out, rows, dim);
+  } else {
+    softmax_rows_kernel<K, T, false><<<blocks_for(rows * 32), kThreads, 0, stream()>>>(in, out, rows, dim);
+  }
+}
+
 template <SoftmaxKind K>
 void softmax_family(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -651,18 +666,8 @@ void softmax_family(KernelContext& ctx) {
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     const T* in = ptr<const T>(x);
     T* out = ptr<T>(y);
-    if constexpr (K != SoftmaxKind::Hardmax && !std::is_same_v<T, double>) {
-      if (v.inner == 1 && launch_softmax_warp_rows<K, T>(in, out, v.outer, v.dim)) {
-        INGOT_CUDA_LAUNCH_CHECK();
-        return;
-      }
-    }
     if (v.inner == 1) {
-      if (v.dim > 1024) {
-        softmax_rows_kernel<K, T, true><<<blocks_for(v.outer * kThreads), kThreads, 0, stream()>>>(in, out, v.outer, v.dim);
-      } else {
-        softmax_rows_kernel<K, T, false><<<blocks_for(v.outer * 32), kThreads, 0, stream()>>>(in, out, v.outer, v.dim);
-      }
+      launch_softmax_rows<K, T>(in, out, v.outer, v.dim);
     } else {
       softmax_cols_kernel<K, T><<<blocks_for(v.outer * v.inner), kThreads, 0, stream()>>>(in, out, v.outer, v.dim,
                                                                                            v.inner);
@@ -805,6 +810,14 @@ void top_k(KernelContext& ctx) {
 }
 
 }  // namespace
+
+void softmax_rows(DType dtype, const void* in, void* out, int64_t rows, int64_t dim) {
+  if (rows == 0 || dim == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(dtype, [&]<class T>() {
+    launch_softmax_rows<SoftmaxKind::Softmax, T>(static_cast<const T*>(in), static_cast<T*>(out), rows, dim);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
 
 INGOT_CUDA_KERNEL(ReduceSum, reduce_kernel<ReduceKind::Sum>).versions(1).host_inputs({1}).dtypes({INGOT_CUDA_FLOAT_TYPES, DType::Int32, DType::Int64});
 INGOT_CUDA_KERNEL(ReduceMean, reduce_kernel<ReduceKind::Mean>).versions(1).host_inputs({1}).dtypes({INGOT_CUDA_FLOAT_TYPES, DType::Int32, DType::Int64});

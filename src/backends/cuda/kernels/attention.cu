@@ -1,0 +1,421 @@
+// ai.ingot.Attention on CUDA: Y = Softmax(scale * Q K^T + mask) V (ops/semantics/attention_args.h).
+//
+// Flash path (float16 and bfloat16, head size D == Dv of 32, 64 or 128): FlashAttention-2's
+// schedule. A block of 4 warps owns 64 query rows of one batch; K and V stream through shared
+// memory in tiles of 64 keys (cp.async, two stages, so the next tile loads while this one computes);
+// each warp computes its 16 x 64 score tile with mma.sync m16n8k16 (float32 accumulation), keeps
+// the running row maximum and sum (online softmax in base 2) and accumulates P V in registers; Y is
+// written once. Scores never reach global memory: per batch the traffic is Q, K, V and Y (plus the
+// mask, read where the scores are, through broadcast strides) instead of Tq x Tk scores written and
+// read three times. Rows are padded by 8 elements in shared memory so that the fragment loads and
+// ldmatrix hit 32 distinct banks.
+//
+// Materialized path (everything else: float32/float64, other head sizes, leading dims that do not
+// fold into two levels, INGOT_FLASH_ATTENTION=0): what the unfused graph does, in chunks of batches
+// so the scores stay below kChunkBytes: S = mask (broadcast) or nothing, S = scale * Q K^T + S
+// (cuBLASLt), the Softmax kernel in place, Y = S V (cuBLASLt).
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/reduction.h"
+#include "ops/semantics/attention_args.h"
+
+namespace ingot {
+namespace {
+
+using cuda::load;
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16 * kWarps;  // query rows per block
+constexpr int kKeys = 64;           // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct FlashParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* mask;
+  void* y;
+  int64_t tq, tk;
+  int64_t inner;  // batch = outer * inner; blockIdx.x is the batch
+  int64_t q_stride[2], k_stride[2], v_stride[2], mask_stride[2];
+  int64_t mask_q, mask_k;
+  float scale_log2;  // scale * log2(e): scores in base 2
+};
+
+// ---- sm_80+ building blocks (Ingot builds for sm_90) ----
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices, transposed: the B fragments of two n-tiles from a row-major [k][n] tile.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+// c += a (16x16, row-major fragment) * b (16x8, column-major fragment), float32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+__device__ __forceinline__ uint32_t lds32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// 64 rows of D elements from global row `row0` on (rows past `rows` zero-filled) into shared memory
+// rows of D + 8.
+template <class T, int D>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t row0, int64_t rows) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kRows == kKeys, "one loader serves Q, K and V tiles");
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kWarps * 32) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool valid = row0 + r < rows;
+    cp_async16(smem + r * (D + 8) + col, g + (valid ? row0 + r : 0) * D + col, valid);
+  }
+}
+
+template <int D>
+constexpr int flash_smem_bytes() {
+  return (kRows + 4 * kKeys) * (D + 8) * 2;  // Q, then K and V in two stages each
+}
+
+template <class T, int D, bool kMask>
+__global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParams p) {
+  constexpr int S = D + 8;  // shared-memory row stride (elements)
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const sq = reinterpret_cast<T*>(smem_raw);
+  T* const sk = sq + kRows * S;
+  T* const sv = sk + 2 * kKeys * S;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r_lo = lane >> 2, c2 = (lane & 3) * 2;  // a fragment's row (and row + 8) and column pair
+  const int64_t b = blockIdx.x;
+  const int64_t outer = b / p.inner, inner = b - outer * p.inner;
+  const T* q = static_cast<const T*>(p.q) + outer * p.q_stride[0] + inner * p.q_stride[1];
+  const T* k = static_cast<const T*>(p.k) + outer * p.k_stride[0] + inner * p.k_stride[1];
+  const T* v = static_cast<const T*>(p.v) + outer * p.v_stride[0] + inner * p.v_stride[1];
+  const T* mask = nullptr;
+  if constexpr (kMask) mask = static_cast<const T*>(p.mask) + outer * p.mask_stride[0] + inner * p.mask_stride[1];
+  const int64_t q0 = int64_t(blockIdx.y) * kRows;
+  const int tiles = int((p.tk + kKeys - 1) / kKeys);
+
+  load_tile<T, D>(sq, q, q0, p.tq);
+  load_tile<T, D>(sk, k, 0, p.tk);
+  load_tile<T, D>(sv, v, 0, p.tk);
+  cp_async_commit();
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.0f, 0.0f};  // rows r_lo and r_lo + 8
+  uint32_t qf[D / 16][4];
+
+  for (int t = 0; t < tiles; ++t) {
+    const int stage = t & 1;
+    if (t + 1 < tiles) {
+      load_tile<T, D>(sk + (stage ^ 1) * kKeys * S, k, int64_t(t + 1) * kKeys, p.tk);
+      load_tile<T, D>(sv + (stage ^ 1) * kKeys * S, v, int64_t(t + 1) * kKeys, p.tk);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (t == 0) {
+      const T* qw = sq + warp * 16 * S;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        qf[kk][0] = lds32(qw + r_lo * S + kk * 16 + c2);
+        qf[kk][1] = lds32(qw + (r_lo + 8) * S + kk * 16 + c2);
+        qf[kk][2] = lds32(qw + r_lo * S + kk * 16 + c2 + 8);
+        qf[kk][3] = lds32(qw + (r_lo + 8) * S + kk * 16 + c2 + 8);
+      }
+    }
+
+    // Scores of this warp's 16 rows against the tile's 64 keys.
+    const T* kt = sk + stage * kKeys * S;
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const T* row = kt + (n * 8 + r_lo) * S + kk * 16 + c2;
+        mma16816<T>(s[n], qf[kk], lds32(row), lds32(row + 8));
+      }
+    }
+
+    // Base-2 logits (scale, mask, keys past the end), the tile's row maxima.
+    const int64_t key0 = int64_t(t) * kKeys;
+    float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1;
+        const int64_t key = key0 + n * 8 + c2 + (e & 1);
+        float x = s[n][e] * p.scale_log2;
+        if constexpr (kMask) {
+          const int64_t qrow = q0 + warp * 16 + r_lo + h * 8;
+          if (key < p.tk && qrow < p.tq) x += float(load(mask[qrow * p.mask_q + key * p.mask_k])) * kLog2e;
+        }
+        if (key >= p.tk) x = kNegInf;
+        s[n][e] = x;
+        tile_max[h] = fmaxf(tile_max[h], x);
+      }
+    }
+    // Online softmax: rescale what was accumulated to the new maximum.
+    float base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float m = fmaxf(row_max[h], tile_max[h]);
+      base[h] = m == kNegInf ? 0.0f : m;  // a row masked so far: exp2(-inf - 0) = 0, no NaN
+      const float corr = exp2f(row_max[h] - base[h]);
+      row_max[h] = m;
+      row_sum[h] *= corr;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * h] *= corr;
+        o[j][2 * h + 1] *= corr;
+      }
+    }
+    // P = exp2(logits - max) as 16-bit A fragments: n-tiles 2i and 2i + 1 form k-step i.
+    uint32_t pf[kKeys / 16][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
+      const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
+      row_sum[0] += p0 + p1;
+      row_sum[1] += p2 + p3;
+      pf[n / 2][(n & 1) * 2] = pack2<T>(p0, p1);
+      pf[n / 2][(n & 1) * 2 + 1] = pack2<T>(p2, p3);
+    }
+    // O += P V.
+    const T* vt = sv + stage * kKeys * S;
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + j * 16 + (lane >> 4) * 8);
+        mma16816<T>(o[2 * j], pf[kk], r[0], r[1]);
+        mma16816<T>(o[2 * j + 1], pf[kk], r[2], r[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite the other stage
+  }
+
+  T* y = static_cast<T*>(p.y) + b * p.tq * D;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+    const float inv = 1.0f / row_sum[h];  // a fully masked row: 0 * inf = NaN, as the unfused graph
+    const int64_t row = q0 + warp * 16 + r_lo + h * 8;
+    if (row >= p.tq) continue;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(y + row * D + j * 8 + c2) = pack2<T>(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+    }
+  }
+}
+
+bool flash_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("INGOT_FLASH_ATTENTION");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class T, int D, bool kMask>
+void launch_flash(const FlashParams& p, int64_t batch) {
+  constexpr int bytes = flash_smem_bytes<D>();
+  auto kernel = flash_attention_kernel<T, D, kMask>;
+  if constexpr (bytes > 48 * 1024) {
+    static const bool raised = [&] {
+      INGOT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      return true;
+    }();
+    (void)raised;
+  }
+  const dim3 grid(unsigned(batch), unsigned((p.tq + kRows - 1) / kRows));
+  kernel<<<grid, kWarps * 32, bytes, cuda::stream()>>>(p);
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// The flash path when it applies; false otherwise.
+bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
+  const DType dt = y.dtype();
+  if (!flash_enabled() || (dt != DType::Float16 && dt != DType::BFloat16) || a.d != a.dv ||
+      (a.d != 32 && a.d != 64 && a.d != 128) || a.batch > std::numeric_limits<int32_t>::max() ||
+      (a.tq + kRows - 1) / kRows > 65535)
+    return false;
+  const auto lead = nn::attention_lead2(a);
+  if (!lead) return false;
+  FlashParams p{};
+  p.q = ctx.input(0).raw_data();
+  p.k = ctx.input(1).raw_data();
+  p.v = ctx.input(2).raw_data();
+  p.mask = a.has_mask ? ctx.input(3).raw_data() : nullptr;
+  p.y = y.raw_data();
+  if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.y)) return false;
+  p.tq = a.tq, p.tk = a.tk, p.inner = lead->inner;
+  for (int i = 0; i < 2; ++i) {
+    p.q_stride[i] = lead->q[i], p.k_stride[i] = lead->k[i], p.v_stride[i] = lead->v[i];
+    p.mask_stride[i] = lead->mask[i];
+  }
+  p.mask_q = a.mask_q, p.mask_k = a.mask_k;
+  p.scale_log2 = a.scale * kLog2e;
+  auto go = [&]<class T>() {
+    auto with_d = [&]<int D>() {
+      if (a.has_mask) {
+        launch_flash<T, D, true>(p, a.batch);
+      } else {
+        launch_flash<T, D, false>(p, a.batch);
+      }
+    };
+    if (a.d == 32) with_d.template operator()<32>();
+    if (a.d == 64) with_d.template operator()<64>();
+    if (a.d == 128) with_d.template operator()<128>();
+  };
+  if (dt == DType::Float16) {
+    go.template operator()<__half>();
+  } else {
+    go.template operator()<__nv_bfloat16>();
+  }
+  return true;
+}
+
+// ---- materialized path ----
+
+constexpr int64_t kChunkBytes = int64_t(256) << 20;
+
+template <class T>
+__global__ void broadcast_mask_kernel(T* __restrict__ s, const T* __restrict__ mask, int64_t n, int64_t first,
+                                      cuda::Indexer index) {
+  for (int64_t i = cuda::thread_index(); i < n; i += cuda::grid_stride()) s[i] = mask[index.offset(first + i)];
+}
+
+void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
+  const DType dt = y.dtype();
+  const size_t elem = dtype_size(dt);
+  const int64_t matrix = a.tq * a.tk;
+  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(1, matrix * int64_t(elem)), 1, a.batch);
+  Tensor scores = Tensor::empty(dt, {chunk, a.tq, a.tk}, y.device());
+  const char* q = static_cast<const char*>(ctx.input(0).raw_data());
+  const char* k = static_cast<const char*>(ctx.input(1).raw_data());
+  const char* v = static_cast<const char*>(ctx.input(2).raw_data());
+  char* out = static_cast<char*>(y.raw_data());
+  char* s = static_cast<char*>(scores.raw_data());
+  Shape all_scores = a.lead;
+  all_scores.push_back(a.tq);
+  all_scores.push_back(a.tk);
+  const cuda::Indexer mask_index = a.has_mask ? cuda::make_indexer(ctx.input(3).shape(), all_scores) : cuda::Indexer{};
+  for (int64_t b0 = 0; b0 < a.batch; b0 += chunk) {
+    const int64_t nb = std::min(chunk, a.batch - b0);
+    if (a.has_mask) {
+      // The mask of batches [b0, b0 + nb), which gemm's beta = 1 then adds to the product.
+      const int64_t n = nb * matrix;
+      cuda::dispatch_device<INGOT_CUDA_FLOAT_TYPES>(dt, [&]<class T>() {
+        broadcast_mask_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+            reinterpret_cast<T*>(s), cuda::ptr<const T>(ctx.input(3)), n, b0 * matrix, mask_index);
+        INGOT_CUDA_LAUNCH_CHECK();
+      });
+    }
+    // One strided-batched product per chunk when every operand advances by a constant stride
+    // over it, else one product per batch.
+    auto uniform = [&](const std::vector<int64_t>& strides, int64_t& step) {
+      step = nb > 1 ? a.offset(strides, b0 + 1) - a.offset(strides, b0) : 0;
+      for (int64_t b = 1; b < nb; ++b) {
+        if (a.offset(strides, b0 + b) - a.offset(strides, b0 + b - 1) != step) return false;
+      }
+      return true;
+    };
+    int64_t sq = 0, sk = 0, sv = 0;
+    const bool batched = uniform(a.q_lead, sq) && uniform(a.k_lead, sk) && uniform(a.v_lead, sv);
+    for (int64_t b = 0; b < nb; b += batched ? nb : 1) {
+      const int64_t count = batched ? nb : 1;
+      cuda::GemmArgs g;
+      g.dtype = dt;
+      g.trans_b = true;
+      g.m = a.tq, g.n = a.tk, g.k = a.d;
+      g.a = q + a.offset(a.q_lead, b0 + b) * int64_t(elem), g.lda = a.d, g.stride_a = sq;
+      g.b = k + a.offset(a.k_lead, b0 + b) * int64_t(elem), g.ldb = a.d, g.stride_b = sk;
+      g.c = s + b * matrix * int64_t(elem), g.ldc = a.tk, g.stride_c = matrix;
+      g.batch = count;
+      g.alpha = a.scale;
+      g.beta = a.has_mask ? 1.0f : 0.0f;
+      cuda::gemm(g);
+    }
+    cuda::softmax_rows(dt, s, s, nb * a.tq, a.tk);
+    for (int64_t b = 0; b < nb; b += batched ? nb : 1) {
+      const int64_t count = batched ? nb : 1;
+      cuda::GemmArgs g;
+      g.dtype = dt;
+      g.m = a.tq, g.n = a.dv, g.k = a.tk;
+      g.a = s + b * matrix * int64_t(elem), g.lda = a.tk, g.stride_a = matrix;
+      g.b = v + a.offset(a.v_lead, b0 + b) * int64_t(elem), g.ldb = a.dv, g.stride_b = sv;
+      g.c = out + (b0 + b) * a.tq * a.dv * int64_t(elem), g.ldc = a.dv, g.stride_c = a.tq * a.dv;
+      g.batch = count;
+      cuda::gemm(g);
+    }
+  }
+}
+
+void attention_kernel(KernelContext& ctx) {
+  const nn::AttentionArgs a = nn::attention_args(ctx);
+  Tensor& y = ctx.allocate(0, ctx.input(0).dtype(), a.out_shape);
+  if (y.numel() == 0) return;
+  if (a.tk == 0) {  // an empty softmax: the product with no keys is zero, as MatMul's
+    INGOT_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), cuda::stream()));
+    return;
+  }
+  if (!try_flash(a, ctx, y)) materialized(a, ctx, y);
+}
+
+}  // namespace
+
+INGOT_CUDA_KERNEL(Attention, attention_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+
+}  // namespace ingot
