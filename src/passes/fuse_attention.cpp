@@ -6,8 +6,11 @@
 // the last two axes, or of any other value (a Transpose is then inserted). Scalar constants s on the
 // scores, on Q or on K multiply into `scale` (exporters put 1/sqrt(d) in any of these places; torch's
 // scaled_dot_product_attention splits it between Q and K). The Transpose feeding B is rewritten to
-// produce K directly: Whisper's exporter writes K^T as Transpose(k, [0,2,3,1]) of [B,T,H,D], which
-// becomes Transpose(k, [0,2,1,3]).
+// produce K directly (e.g. K^T = Transpose(k, [0,2,3,1]) of [B,T,H,D] becomes Transpose(k, [0,3,1,2])
+// swapped back: Transpose(k, [0,2,1,3])).
+// Transposes by [0, 2, 1, 3] of Q, K (also the composed K^T Transpose), V and of the result, each
+// read once, are absorbed too: the op reads and writes [B, T, H, D] through row strides (its
+// `transposed` flags), so Whisper's attention is one node between the projections' Reshapes.
 // Every intermediate must have one reader; ranks of Q, K^T and V must be known and >= 2, the mask's
 // known and at most the scores'; all float operands share one dtype. Softmax before opset 13 works on
 // rows coerced at `axis`, the same thing only when axis is the last one.
@@ -37,6 +40,8 @@ struct Match {
   std::optional<size_t> k_transpose;       // the Transpose rewritten to produce K (absorbed)
   std::vector<int64_t> k_perm;             // its new permutation (empty: K is that Transpose's input)
   std::string k_source;                    // input of the K Transpose, or the value B when none exists
+  std::vector<int64_t> transposed = {0, 0, 0, 0};  // Q, K, V, Y as [B, T, H, D] (the attribute)
+  std::optional<size_t> y_transpose;       // the head Transpose after MatMul(P, V) (absorbed)
 };
 
 class AttentionMatcher {
@@ -144,6 +149,7 @@ class AttentionMatcher {
     } else {
       m.k_perm = perm;
     }
+    absorb_head_transposes(m, *rank);
     return m;
   }
 
@@ -156,6 +162,48 @@ class AttentionMatcher {
     return it->second;
   }
   bool single_reader(const std::string& value) const { return readers_.single(value).has_value(); }
+
+  // Q, K, V and Y given as [B, T, H, D]: the Transposes by [0, 2, 1, 3] that exporters write around
+  // the heads (read once) become the Attention's `transposed` flags, which its kernels follow with
+  // row strides instead of copies.
+  void absorb_head_transposes(Match& m, int64_t rank) {
+    static const std::vector<int64_t> kHeads = {0, 2, 1, 3};
+    auto head_input = [&](const std::string& value) -> std::optional<std::string> {
+      auto t = producer(value, "Transpose");
+      if (!t || !single_reader(value)) return std::nullopt;
+      auto it = g_.nodes[*t].attrs.find("perm");
+      if (it == g_.nodes[*t].attrs.end() || it->second.ints != kHeads) return std::nullopt;
+      return g_.nodes[*t].inputs[0];
+    };
+    for (std::string* operand : {&m.q, &m.v}) {
+      if (auto in = head_input(*operand)) {
+        m.absorbed.push_back(producers_.at(*operand));
+        m.transposed[operand == &m.q ? 0 : 2] = 1;
+        *operand = *in;
+      }
+    }
+    if (m.k_perm == kHeads) {  // K^T's Transpose composed to [0, 2, 1, 3]: K read in place
+      m.k_perm.clear();
+      m.k = m.k_source;
+      m.transposed[1] = 1;
+    } else if (m.k_perm.empty()) {
+      if (auto in = head_input(m.k)) {
+        m.absorbed.push_back(producers_.at(m.k));
+        m.k = *in;
+        m.transposed[1] = 1;
+      }
+    }
+    if (rank != 4) return;
+    const std::string& y = g_.nodes[m.absorbed[1]].outputs[0];
+    if (auto t = only_reader(g_, readers_, removed_, y, "Transpose")) {
+      auto it = g_.nodes[*t].attrs.find("perm");
+      if (it != g_.nodes[*t].attrs.end() && it->second.ints == kHeads) {
+        m.y_transpose = *t;
+        m.absorbed.push_back(*t);
+        m.transposed[3] = 1;
+      }
+    }
+  }
   bool operand_ok(const std::string& value) const {
     auto r = rank_of(g_, value);
     return r && *r >= 2 && value_dtype(g_, value) == dtype_;
@@ -210,7 +258,8 @@ bool fuse_attention(Model& model) {
     fused.op_type = "Attention";
     fused.domain = kDomain;
     fused.name = pv.name.empty() ? pv.outputs[0] : pv.name;
-    fused.outputs = pv.outputs;
+    fused.outputs = m->y_transpose ? g.nodes[*m->y_transpose].outputs : pv.outputs;
+    if (m->transposed != std::vector<int64_t>{0, 0, 0, 0}) fused.attrs["transposed"] = Attribute(m->transposed);
     if (!m->k_perm.empty()) {
       // K's Transpose sits where the score MatMul was (or the old Transpose, when there was one).
       Node t;
@@ -231,7 +280,7 @@ bool fuse_attention(Model& model) {
     if (!m->mask.empty()) fused.inputs.push_back(m->mask);
     fused.attrs["scale"] = Attribute(float(m->scale));
     for (size_t a : m->absorbed) removed[a] = true;
-    replacements.emplace(m->absorbed[1], std::move(fused));
+    replacements.emplace(m->y_transpose.value_or(m->absorbed[1]), std::move(fused));
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);

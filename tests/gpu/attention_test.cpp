@@ -13,11 +13,14 @@ namespace {
 
 struct Case {
   Shape q, k, v;
-  Shape mask;  // empty: no mask
+  Shape mask;                       // empty: no mask
+  std::vector<int64_t> transposed;  // the attribute: Q, K, V, Y as [B, T, H, D]
   float scale = 0.125f;
 };
 
-void expect_attention_matches(const Case& c, DType dt, uint32_t seed) {
+void expect_attention_matches(DType dt, uint32_t seed, Shape q, Shape k, Shape v, Shape mask = {},
+                              std::vector<int64_t> transposed = {}) {
+  const Case c{std::move(q), std::move(k), std::move(v), std::move(mask), std::move(transposed)};
   SCOPED_TRACE(fmt::format("{} q {} k {} v {} mask {}", dtype_name(dt), shape_str(c.q), shape_str(c.k), shape_str(c.v),
                            c.mask.empty() ? "none" : shape_str(c.mask)));
   std::vector<Tensor> inputs = {random_tensor(dt, c.q, seed, -2, 2), random_tensor(dt, c.k, seed + 1, -2, 2),
@@ -25,6 +28,7 @@ void expect_attention_matches(const Case& c, DType dt, uint32_t seed) {
   if (!c.mask.empty()) inputs.push_back(random_tensor(dt, c.mask, seed + 3, -4, 0));
   Attributes attrs;
   attrs["scale"] = Attribute(c.scale);
+  if (!c.transposed.empty()) attrs["transposed"] = Attribute(c.transposed);
   // 16-bit: the flash kernel rounds the probabilities to the input type before P V (as
   // FlashAttention does); the CPU keeps them in float32.
   const double atol = dt == DType::Float16 ? 4e-3 : dt == DType::BFloat16 ? 3e-2 : -1;
@@ -38,7 +42,7 @@ TEST(CudaAttention, FlashKernelMatchesTheCpu) {
     for (int64_t d : {32, 64, 128}) {
       // One tile, ragged tiles on both sides, a long key sequence, a single query row.
       for (auto [tq, tk] : {std::pair<int64_t, int64_t>{64, 64}, {77, 131}, {150, 1500}, {1, 5}}) {
-        expect_attention_matches({{2, 3, tq, d}, {2, 3, tk, d}, {2, 3, tk, d}}, dt, seed++);
+        expect_attention_matches(dt, seed++, {2, 3, tq, d}, {2, 3, tk, d}, {2, 3, tk, d});
       }
     }
   }
@@ -51,14 +55,17 @@ TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     // Padding mask per batch, one mask for all, a full mask, a per-head one without batch.
     for (const Shape& mask : {Shape{b, 1, 1, tk}, Shape{tq, tk}, Shape{b, h, tq, tk}, Shape{h, 1, tk}, Shape{1, tk}}) {
-      expect_attention_matches({{b, h, tq, d}, {b, h, tk, d}, {b, h, tk, d}, mask}, dt, seed++);
+      expect_attention_matches(dt, seed++, {b, h, tq, d}, {b, h, tk, d}, {b, h, tk, d}, mask);
     }
     // Multi-query attention: one K/V head for every query head; K/V shared by the batch.
-    expect_attention_matches({{b, h, tq, d}, {b, 1, tk, d}, {b, 1, tk, d}}, dt, seed++);
-    expect_attention_matches({{b, h, tq, d}, {1, h, tk, d}, {1, h, tk, d}, {b, 1, 1, tk}}, dt, seed++);
+    expect_attention_matches(dt, seed++, {b, h, tq, d}, {b, 1, tk, d}, {b, 1, tk, d});
+    expect_attention_matches(dt, seed++, {b, h, tq, d}, {1, h, tk, d}, {1, h, tk, d}, {b, 1, 1, tk});
+    // [B, T, H, D] operands (Whisper's after fuse_attention), with and without the result's layout.
+    expect_attention_matches(dt, seed++, {b, tq, h, d}, {b, tk, h, d}, {b, tk, h, d}, {}, {1, 1, 1, 1});
+    expect_attention_matches(dt, seed++, {b, tq, h, d}, {b, h, tk, d}, {b, tk, 1, d}, {b, 1, 1, tk}, {1, 0, 1, 0});
     // Rank 3 ([B*H, T, D], transformers' bmm form) and rank 2 (no batch).
-    expect_attention_matches({{6, tq, d}, {6, tk, d}, {6, tk, d}}, dt, seed++);
-    expect_attention_matches({{tq, d}, {tk, d}, {tk, d}}, dt, seed++);
+    expect_attention_matches(dt, seed++, {6, tq, d}, {6, tk, d}, {6, tk, d});
+    expect_attention_matches(dt, seed++, {tq, d}, {tk, d}, {tk, d});
   }
 }
 
@@ -67,20 +74,22 @@ TEST(CudaAttention, MaterializedPathMatchesTheCpu) {
   uint32_t seed = 200;
   // float32/float64 and head sizes the flash kernel does not take (40; D != Dv).
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16}) {
-    expect_attention_matches({{2, 3, 33, 40}, {2, 3, 50, 40}, {2, 3, 50, 40}, {2, 1, 1, 50}}, dt, seed++);
-    expect_attention_matches({{2, 3, 33, 64}, {2, 3, 50, 64}, {2, 3, 50, 32}}, dt, seed++);
+    expect_attention_matches(dt, seed++, {2, 3, 33, 40}, {2, 3, 50, 40}, {2, 3, 50, 40}, {2, 1, 1, 50});
+    expect_attention_matches(dt, seed++, {2, 3, 33, 64}, {2, 3, 50, 64}, {2, 3, 50, 32});
   }
   for (DType dt : {DType::Float32, DType::Float16}) {
     // Leading dims [2, 3, 4] whose K broadcasts over the middle one only: no two-level fold, one
     // product per batch.
-    expect_attention_matches({{2, 3, 4, 20, 64}, {2, 1, 4, 30, 64}, {2, 1, 4, 30, 64}}, dt, seed++);
-    expect_attention_matches({{2, 3, 20, 64}, {2, 3, 30, 64}, {2, 3, 30, 64}, {3, 20, 30}}, dt, seed++);
+    expect_attention_matches(dt, seed++, {2, 3, 4, 20, 64}, {2, 1, 4, 30, 64}, {2, 1, 4, 30, 64});
+    expect_attention_matches(dt, seed++, {2, 3, 20, 64}, {2, 3, 30, 64}, {2, 3, 30, 64}, {3, 20, 30});
+    // [B, T, H, D] operands through cuBLASLt's leading dimensions.
+    expect_attention_matches(dt, seed++, {2, 20, 3, 64}, {2, 30, 3, 64}, {2, 30, 3, 64}, {}, {1, 1, 1, 1});
   }
 }
 
 TEST(CudaAttention, EmptyKeysGiveZeros) {
   INGOT_REQUIRE_GPU();
-  expect_attention_matches({{2, 5, 64}, {2, 0, 64}, {2, 0, 64}}, DType::Float16, 300);
+  expect_attention_matches(DType::Float16, 300, {2, 5, 64}, {2, 0, 64}, {2, 0, 64});
 }
 
 }  // namespace

@@ -762,6 +762,7 @@ struct AttentionCase {
   bool kt_input = false;     // K^T is an input [B, H, D, Tk] (no Transpose to compose)
   bool mqa = false;          // k, v with one head, broadcast over Q's three
   bool scores_output = false;  // the scores are also a graph output (the pattern must stay)
+  bool y_transpose = false;    // y back to [B, Tq, H, D] (the heads' Transpose after the product)
   int opset = 17;
   int64_t softmax_axis = -1;  // 0: attribute not set
 };
@@ -810,8 +811,14 @@ std::string attention_model(const AttentionCase& c, const std::string& file) {
   if (c.softmax_axis != 0) set_attr(softmax, "axis", c.softmax_axis);
   *g.add_node() = softmax;
   transpose("v", "vt", {0, 2, 1, 3});
-  *g.add_node() = make_node("MatMul", {"p", "vt"}, {"y"});
-  *g.add_output() = float_info("y", {b, h, tq, d});
+  if (c.y_transpose) {
+    *g.add_node() = make_node("MatMul", {"p", "vt"}, {"yh"});
+    transpose("yh", "y", {0, 2, 1, 3});
+    *g.add_output() = float_info("y", {b, tq, h, d});
+  } else {
+    *g.add_node() = make_node("MatMul", {"p", "vt"}, {"y"});
+    *g.add_output() = float_info("y", {b, h, tq, d});
+  }
   if (c.scores_output) *g.add_output() = float_info("scores", {b, h, tq, tk});
   return ingot::testing::save_model(ingot::testing::model_with(std::move(g), c.opset), file);
 }
@@ -836,15 +843,14 @@ TEST(FuseAttention, RewritesWhisperStyleAttention) {
   EXPECT_TRUE(fuse_attention(*model));
   verify(*model);
   const Graph& g = *model->graph;
-  // Q's and V's Transposes stay; K^T's Transpose now produces K; one Attention replaces the rest.
-  ASSERT_EQ(op_types(g), (std::vector<std::string>{"Transpose", "Transpose", "Transpose", "Attention"}));
-  const Node& k = g.nodes[1];
-  EXPECT_EQ(k.inputs, (std::vector<std::string>{"k"}));
-  EXPECT_EQ(k.attrs.at("perm").ints, (std::vector<int64_t>{0, 2, 1, 3}));
-  const Node& att = g.nodes[3];
+  // One Attention reading q, k and v as [B, T, H, D]: the heads' Transposes (K^T's composed with
+  // the swap of its last two axes) are its `transposed` flags.
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"Attention"}));
+  const Node& att = g.nodes[0];
   EXPECT_EQ(att.domain, "ai.ingot");
-  EXPECT_EQ(att.inputs, (std::vector<std::string>{"qt", k.outputs[0], "vt"}));
+  EXPECT_EQ(att.inputs, (std::vector<std::string>{"q", "k", "v"}));
   EXPECT_EQ(att.outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(att.attrs.at("transposed").ints, (std::vector<int64_t>{1, 1, 1, 0}));
   EXPECT_FLOAT_EQ(att.attrs.at("scale").f, kAttentionScale);
   EXPECT_EQ(model->opset("ai.ingot"), 1);
   EXPECT_FALSE(fuse_attention(*model));
@@ -863,9 +869,11 @@ TEST(FuseAttention, TakesTheMaskAndEveryPlacementOfTheScale) {
   AttentionCase old_opset;  // before opset 13 Softmax coerces to 2-D at axis: the last axis is the same
   old_opset.opset = 11;
   old_opset.softmax_axis = 3;
+  AttentionCase y_transpose;  // the result's Transpose too: all four operands [B, T, H, D]
+  y_transpose.y_transpose = y_transpose.mask = true;
   const std::pair<AttentionCase, float> cases[] = {
-      {masked, kAttentionScale / 2}, {sdpa, kAttentionScale}, {kt_input, kAttentionScale}, {mqa, kAttentionScale},
-      {old_opset, kAttentionScale}};
+      {masked, kAttentionScale / 2}, {sdpa, kAttentionScale},   {kt_input, kAttentionScale},
+      {mqa, kAttentionScale},        {old_opset, kAttentionScale}, {y_transpose, kAttentionScale}};
   int i = 0;
   for (const auto& [c, scale] : cases) {
     SCOPED_TRACE(i);
@@ -874,8 +882,14 @@ TEST(FuseAttention, TakesTheMaskAndEveryPlacementOfTheScale) {
     ASSERT_EQ(fused.size(), 1u);
     EXPECT_NEAR(fused[0].attrs.at("scale").f, scale, 1e-6f);
     EXPECT_EQ(fused[0].inputs.size(), c.mask ? 4u : 3u);
-    if (c.mask) EXPECT_EQ(fused[0].inputs[3], "mask");
-    if (c.kt_input) EXPECT_NE(fused[0].inputs[1], "kt");  // a Transpose of it was inserted
+    if (c.mask) {
+      EXPECT_EQ(fused[0].inputs[3], "mask");
+    }
+    if (c.kt_input) {
+      EXPECT_NE(fused[0].inputs[1], "kt");  // a Transpose of it was inserted
+    }
+    const std::vector<int64_t> flags = {1, c.kt_input ? 0 : 1, 1, c.y_transpose ? 1 : 0};
+    EXPECT_EQ(fused[0].attrs.at("transposed").ints, flags);
     expect_optimized_matches_plain(path);
   }
 }

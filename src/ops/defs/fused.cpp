@@ -33,14 +33,18 @@ INGOT_OP(FusedMatMul)
 // Written by fuse_attention: Y = Softmax(scale * Q K^T + mask) V over the last axis, without the
 // score matrix in memory where a backend can avoid it. Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv]
 // (leading dims broadcast numpy-style, like MatMul's), optional additive mask broadcastable to
-// [..., Tq, Tk]; Y [..., Tq, Dv]. Arguments: ops/semantics/attention_args.h.
+// [..., Tq, Tk]; Y [..., Tq, Dv]. `transposed` (flags for Q, K, V and Y, or empty): a flagged
+// operand of rank 4 is given (Y: produced) as [B, T, H, D], the heads' usual layout before the
+// Transposes exporters write, instead of [B, H, T, D]. Arguments: ops/semantics/attention_args.h.
 INGOT_OP(Attention)
     .domain("ai.ingot")
     .versions(1)
     .inputs(3, 4)
     .attr("scale", 1.0f)
+    .attr("transposed", Ints{})
     .summary("Scaled dot-product attention: Softmax(scale * Q K^T + mask) V over the last axis; the leading dims "
-             "broadcast; the additive mask (optional) broadcasts to [..., Tq, Tk].");
+             "broadcast; the additive mask (optional) broadcasts to [..., Tq, Tk]; `transposed` flags Q, K, V, Y "
+             "given as [B, T, H, D].");
 
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).

@@ -12,14 +12,17 @@
 namespace ingot::nn {
 
 struct AttentionArgs {
-  Shape lead;      // the broadcast leading dims; `batch` is their product
-  Shape out_shape; // lead + [tq, dv]
+  Shape lead;       // the broadcast leading dims; `batch` is their product
+  Shape out_shape;  // lead + [tq, dv], or [B, tq, H, dv] when Y is transposed
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
   float scale = 1.0f;
   bool has_mask = false;
-  // Element strides per leading dim (0 where an operand broadcasts); Q, K and V are contiguous
-  // [T, D] matrices within a batch. The mask's strides along Tq and Tk are mask_q and mask_k.
-  std::vector<int64_t> q_lead, k_lead, v_lead, mask_lead;
+  bool transposed[4] = {};  // Q, K, V, Y given (produced) as [B, T, H, D]
+  // Element strides per leading dim (0 where an operand broadcasts) and between consecutive rows
+  // (along T; the D elements of a row are contiguous). The mask's strides along Tq and Tk are
+  // mask_q and mask_k.
+  std::vector<int64_t> q_lead, k_lead, v_lead, y_lead, mask_lead;
+  int64_t q_row = 0, k_row = 0, v_row = 0, y_row = 0;
   int64_t mask_q = 0, mask_k = 0;
 
   // Element offset of batch b (row-major over `lead`) for an operand's lead strides.
@@ -34,7 +37,7 @@ struct AttentionArgs {
   }
 };
 
-// Reads and checks inputs Q, K, V (and mask) and the scale attribute.
+// Reads and checks inputs Q, K, V (and mask) and the scale and transposed attributes.
 AttentionArgs attention_args(const KernelContext& ctx);
 
 // The leading dims as two levels, batch = outer * inner (inner the last leading dim), each operand
@@ -42,7 +45,7 @@ AttentionArgs attention_args(const KernelContext& ctx);
 // merge into one stride (broadcast in one of them but not the next).
 struct AttentionLead2 {
   int64_t outer = 1, inner = 1;
-  int64_t q[2] = {}, k[2] = {}, v[2] = {}, mask[2] = {};
+  int64_t q[2] = {}, k[2] = {}, v[2] = {}, y[2] = {}, mask[2] = {};
 };
 std::optional<AttentionLead2> attention_lead2(const AttentionArgs& a);
 
