@@ -15,6 +15,7 @@
 // fold into two levels, INGOT_FLASH_ATTENTION=0): what the unfused graph does, in chunks of batches
 // so the scores stay below kChunkBytes: S = mask (broadcast) or nothing, S = scale * Q K^T + S
 // (cuBLASLt), the Softmax kernel in place, Y = S V (cuBLASLt).
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -285,12 +286,15 @@ template <class T, int D, bool kMask>
 void launch_flash(const FlashParams& p, int64_t batch) {
   constexpr int bytes = flash_smem_bytes<D>();
   auto kernel = flash_attention_kernel<T, D, kMask>;
-  if constexpr (bytes > 48 * 1024) {
-    static const bool raised = [&] {
+  if constexpr (bytes > 48 * 1024) {  // opt in to more shared memory, once per device
+    static std::atomic<uint64_t> raised{0};
+    int device = 0;
+    INGOT_CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = uint64_t(1) << (device & 63);
+    if (!(raised.load(std::memory_order_acquire) & bit)) {
       INGOT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-      return true;
-    }();
-    (void)raised;
+      raised.fetch_or(bit, std::memory_order_acq_rel);
+    }
   }
   const dim3 grid(unsigned(batch), unsigned((p.tq + kRows - 1) / kRows));
   kernel<<<grid, kWarps * 32, bytes, cuda::stream()>>>(p);

@@ -635,13 +635,14 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A 16-bit 2-D forward convolution through cuDNN's graph API (backends/cuda/cudnn_conv_graph.h),
-// bias, residual and Relu included (HardSwish after it, by the epilogue kernel). False when the
-// problem is not one (float32, transposed, other ranks, unaligned buffers) or no engine takes it:
-// the caller's legacy path runs then.
+// A 16-bit 1-D or 2-D forward convolution through cuDNN's graph API (backends/cuda/cudnn_conv_graph.h),
+// bias, residual and Relu included (HardSwish after it, by the epilogue kernel); 1-D as 2-D of unit
+// height (the same memory in either layout). False when the problem is not one (float32,
+// transposed, other ranks, unaligned buffers) or no engine takes it: the caller's legacy path runs then.
 bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                     const Tensor* residual, FusedActivation act, Tensor& y) {
-  if (g.transposed || g.win.in.size() != 2 || x.dtype() == DType::Float32) return false;
+  const size_t rank = g.win.in.size();
+  if (g.transposed || (rank != 1 && rank != 2) || x.dtype() == DType::Float32) return false;
   cuda::ConvGraphArgs args{x.raw_data(), w.raw_data(), b ? b->raw_data() : nullptr,
                            residual ? residual->raw_data() : nullptr, y.raw_data()};
   if (!aligned(args.x) || !aligned(args.w) || !aligned(args.y) || (b && !aligned(args.bias)) ||
@@ -661,19 +662,21 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     s.channels_last = g.channels_last;
     s.n = g.batch;
     s.c = g.in_channels;
-    s.h = g.win.in[0];
-    s.w = g.win.in[1];
+    // Axis i of the 2-D problem: the window's axis, or the unit height a 1-D problem gets.
+    auto axis = [&](const Ints& v, int i, int64_t unit) { return rank == 2 ? v[size_t(i)] : i == 0 ? unit : v[0]; };
+    s.h = axis(g.win.in, 0, 1);
+    s.w = axis(g.win.in, 1, 1);
     s.k = g.out_channels;
-    s.r = g.win.kernel[0];
-    s.s = g.win.kernel[1];
+    s.r = axis(g.win.kernel, 0, 1);
+    s.s = axis(g.win.kernel, 1, 1);
     s.group = g.group;
-    s.out_h = g.win.out[0];
-    s.out_w = g.win.out[1];
+    s.out_h = axis(g.win.out, 0, 1);
+    s.out_w = axis(g.win.out, 1, 1);
     for (int i = 0; i < 2; ++i) {
-      s.pad_begin[i] = g.win.pad_begin[size_t(i)];
-      s.pad_end[i] = g.win.pad_end[size_t(i)];
-      s.stride[i] = g.win.strides[size_t(i)];
-      s.dilation[i] = g.win.dilations[size_t(i)];
+      s.pad_begin[i] = axis(g.win.pad_begin, i, 0);
+      s.pad_end[i] = axis(g.win.pad_end, i, 0);
+      s.stride[i] = axis(g.win.strides, i, 1);
+      s.dilation[i] = axis(g.win.dilations, i, 1);
     }
     s.bias = b != nullptr;
     s.residual = residual != nullptr;
