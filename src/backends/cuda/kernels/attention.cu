@@ -1,9 +1,10 @@
 // ai.ingot.Attention on CUDA: Y = Softmax(scale * Q K^T + mask) V (ops/semantics/attention_args.h).
 //
 // Flash path (float16 and bfloat16, head size D == Dv of 32, 64 or 128): FlashAttention-2's
-// schedule. A block of 4 warps owns 64 query rows of one batch; K and V stream through shared
-// memory in tiles of 64 keys (cp.async, two stages, so the next tile loads while this one computes);
-// each warp computes its 16 x 64 score tile with mma.sync m16n8k16 (float32 accumulation), keeps
+// schedule. A block of 4 warps owns 128 query rows of one batch (64 for head size 128); K and V
+// stream through shared memory in tiles of 64 keys (cp.async, two stages, so the next tile loads
+// while this one computes); each warp computes its 32 (16) x 64 score tile with mma.sync m16n8k16
+// (float32 accumulation; each K and V fragment read once for both m16 tiles), keeps
 // the running row maximum and sum (online softmax in base 2) and accumulates P V in registers; Y is
 // written once; Q, K, V and Y may be [B, T, H, D] (row strides of H * D, the `transposed` flags).
 // Scores never reach global memory: per batch the traffic is Q, K, V and Y (plus the
@@ -31,8 +32,7 @@ namespace {
 using cuda::load;
 
 constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // query rows per block
-constexpr int kKeys = 64;           // keys per tile
+constexpr int kKeys = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct FlashParams {
@@ -62,8 +62,9 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Four 8x8 b16 matrices (lanes 8i..8i+7 address matrix i's rows): the B fragments of two n-tiles
-// from a row-major [n][k] tile; transposed, from a row-major [k][n] tile.
+// Four 8x8 b16 matrices (lanes 8i..8i+7 address matrix i's rows): an A fragment (16 x 16) or the
+// B fragments of two n-tiles from a row-major [n][k] tile; transposed, B fragments from a
+// row-major [k][n] tile.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -104,33 +105,42 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-__device__ __forceinline__ uint32_t lds32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-// 64 rows of D elements (`stride` apart) from global row `row0` on (rows past `rows` zero-filled)
-// into shared memory rows of D + 8.
-template <class T, int D>
+// `kTileRows` rows of D elements (`stride` apart) from global row `row0` on (rows past `rows`
+// zero-filled) into shared memory rows of D + 8.
+template <class T, int D, int kTileRows>
 __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int64_t row0, int64_t rows) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  static_assert(kRows == kKeys, "one loader serves Q, K and V tiles");
-  for (int c = threadIdx.x; c < kRows * kChunks; c += kWarps * 32) {
+  for (int c = threadIdx.x; c < kTileRows * kChunks; c += kWarps * 32) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < rows;
     cp_async16(smem + r * (D + 8) + col, g + (valid ? row0 + r : 0) * stride + col, valid);
   }
 }
 
+// Query rows per warp, in m16 tiles: two for head sizes up to 64 (each K and V fragment read from
+// shared memory then serves two products; Whisper-tiny fp16 b32 on the H200: 6.04 -> 5.53 ms, the
+// attention 2.45 -> 2.11 ms per run), one for 128 (the accumulators would not fit in registers).
 template <int D>
+constexpr int flash_m_tiles() {
+  return D <= 64 ? 2 : 1;
+}
+template <int M>
+constexpr int flash_block_rows() {
+  return 16 * M * kWarps;
+}
+template <int D, int M>
 constexpr int flash_smem_bytes() {
-  return (kRows + 4 * kKeys) * (D + 8) * 2;  // Q, then K and V in two stages each
+  return (flash_block_rows<M>() + 4 * kKeys) * (D + 8) * 2;  // Q, then K and V in two stages each
 }
 
-template <class T, int D, bool kMask>
+template <class T, int D, int M, bool kMask>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParams p) {
+  constexpr int kBlockRows = flash_block_rows<M>();
   constexpr int S = D + 8;  // shared-memory row stride (elements)
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const sq = reinterpret_cast<T*>(smem_raw);
-  T* const sk = sq + kRows * S;
+  T* const sk = sq + kBlockRows * S;
   T* const sv = sk + 2 * kKeys * S;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -142,107 +152,120 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
   const T* v = static_cast<const T*>(p.v) + outer * p.v_stride[0] + inner * p.v_stride[1];
   const T* mask = nullptr;
   if constexpr (kMask) mask = static_cast<const T*>(p.mask) + outer * p.mask_stride[0] + inner * p.mask_stride[1];
-  const int64_t q0 = int64_t(blockIdx.y) * kRows;
+  const int64_t q0 = int64_t(blockIdx.y) * kBlockRows;
+  const int64_t warp_row0 = q0 + warp * 16 * M;  // this warp's first query row
   const int tiles = int((p.tk + kKeys - 1) / kKeys);
 
-  load_tile<T, D>(sq, q, p.q_row, q0, p.tq);
-  load_tile<T, D>(sk, k, p.k_row, 0, p.tk);
-  load_tile<T, D>(sv, v, p.v_row, 0, p.tk);
+  load_tile<T, D, kBlockRows>(sq, q, p.q_row, q0, p.tq);
+  load_tile<T, D, kKeys>(sk, k, p.k_row, 0, p.tk);
+  load_tile<T, D, kKeys>(sv, v, p.v_row, 0, p.tk);
   cp_async_commit();
 
-  float o[D / 8][4];
+  float o[M][D / 8][4];
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.0f, 0.0f};  // rows r_lo and r_lo + 8
-  uint32_t qf[D / 16][4];
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.0f;
+  }
+  float row_max[M][2], row_sum[M][2];  // rows r_lo and r_lo + 8 of each m-tile
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    row_max[m][0] = row_max[m][1] = kNegInf;
+    row_sum[m][0] = row_sum[m][1] = 0.0f;
+  }
 
   for (int t = 0; t < tiles; ++t) {
     const int stage = t & 1;
     if (t + 1 < tiles) {
-      load_tile<T, D>(sk + (stage ^ 1) * kKeys * S, k, p.k_row, int64_t(t + 1) * kKeys, p.tk);
-      load_tile<T, D>(sv + (stage ^ 1) * kKeys * S, v, p.v_row, int64_t(t + 1) * kKeys, p.tk);
+      load_tile<T, D, kKeys>(sk + (stage ^ 1) * kKeys * S, k, p.k_row, int64_t(t + 1) * kKeys, p.tk);
+      load_tile<T, D, kKeys>(sv + (stage ^ 1) * kKeys * S, v, p.v_row, int64_t(t + 1) * kKeys, p.tk);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (t == 0) {
-      const T* qw = sq + warp * 16 * S;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        qf[kk][0] = lds32(qw + r_lo * S + kk * 16 + c2);
-        qf[kk][1] = lds32(qw + (r_lo + 8) * S + kk * 16 + c2);
-        qf[kk][2] = lds32(qw + r_lo * S + kk * 16 + c2 + 8);
-        qf[kk][3] = lds32(qw + (r_lo + 8) * S + kk * 16 + c2 + 8);
-      }
-    }
-
-    // Scores of this warp's 16 rows against the tile's 64 keys (K fragments of two n-tiles per
-    // ldmatrix: lanes 0-15 address tile n's keys, 16-31 tile n + 1's; odd groups of 8 the upper 8 columns).
+    // Scores of this warp's rows against the tile's 64 keys. Q's fragments come from shared memory
+    // one k-step at a time (registers kept for the accumulators), K's two n-tiles per ldmatrix
+    // (lanes 0-15 address tile n's keys, 16-31 tile n + 1's; odd groups of 8 the upper 8 columns),
+    // each K fragment used by every m-tile.
     const T* kt = sk + stage * kKeys * S;
-    float s[kKeys / 8][4];
+    float s[M][kKeys / 8][4];
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; n += 2) {
+      for (int n = 0; n < kKeys / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+    }
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[M][4];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        ldmatrix_x4(a[m], sq + ((warp * M + m) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + kk * 16 + (lane >> 4) * 8);
+      }
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; n += 2) {
         uint32_t r[4];
         ldmatrix_x4(r, kt + ((n + (lane >> 4)) * 8 + (lane & 7)) * S + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma16816<T>(s[n], qf[kk], r[0], r[1]);
-        mma16816<T>(s[n + 1], qf[kk], r[2], r[3]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          mma16816<T>(s[m][n], a[m], r[0], r[1]);
+          mma16816<T>(s[m][n + 1], a[m], r[2], r[3]);
+        }
       }
     }
 
-    // Base-2 logits (scale, mask, keys past the end), the tile's row maxima.
     const int64_t key0 = int64_t(t) * kKeys;
-    float tile_max[2] = {kNegInf, kNegInf};
+    uint32_t pf[M][kKeys / 16][4];
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int m = 0; m < M; ++m) {
+      // Base-2 logits (scale, mask, keys past the end), the tile's row maxima.
+      float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        const int64_t key = key0 + n * 8 + c2 + (e & 1);
-        float x = s[n][e] * p.scale_log2;
-        if constexpr (kMask) {
-          const int64_t qrow = q0 + warp * 16 + r_lo + h * 8;
-          if (key < p.tk && qrow < p.tq) x += float(load(mask[qrow * p.mask_q + key * p.mask_k])) * kLog2e;
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int64_t key = key0 + n * 8 + c2 + (e & 1);
+          float x = s[m][n][e] * p.scale_log2;
+          if constexpr (kMask) {
+            const int64_t qrow = warp_row0 + m * 16 + r_lo + h * 8;
+            if (key < p.tk && qrow < p.tq) x += float(load(mask[qrow * p.mask_q + key * p.mask_k])) * kLog2e;
+          }
+          if (key >= p.tk) x = kNegInf;
+          s[m][n][e] = x;
+          tile_max[h] = fmaxf(tile_max[h], x);
         }
-        if (key >= p.tk) x = kNegInf;
-        s[n][e] = x;
-        tile_max[h] = fmaxf(tile_max[h], x);
+      }
+      // Online softmax: rescale what was accumulated to the new maximum.
+      float base[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+        const float mx = fmaxf(row_max[m][h], tile_max[h]);
+        base[h] = mx == kNegInf ? 0.0f : mx;  // a row masked so far: exp2(-inf - 0) = 0, no NaN
+        const float corr = exp2f(row_max[m][h] - base[h]);
+        row_max[m][h] = mx;
+        row_sum[m][h] *= corr;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[m][j][2 * h] *= corr;
+          o[m][j][2 * h + 1] *= corr;
+        }
+      }
+      // P = exp2(logits - max) as 16-bit A fragments: n-tiles 2i and 2i + 1 form k-step i.
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        const float p0 = exp2f(s[m][n][0] - base[0]), p1 = exp2f(s[m][n][1] - base[0]);
+        const float p2 = exp2f(s[m][n][2] - base[1]), p3 = exp2f(s[m][n][3] - base[1]);
+        row_sum[m][0] += p0 + p1;
+        row_sum[m][1] += p2 + p3;
+        pf[m][n / 2][(n & 1) * 2] = pack2<T>(p0, p1);
+        pf[m][n / 2][(n & 1) * 2 + 1] = pack2<T>(p2, p3);
       }
     }
-    // Online softmax: rescale what was accumulated to the new maximum.
-    float base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float m = fmaxf(row_max[h], tile_max[h]);
-      base[h] = m == kNegInf ? 0.0f : m;  // a row masked so far: exp2(-inf - 0) = 0, no NaN
-      const float corr = exp2f(row_max[h] - base[h]);
-      row_max[h] = m;
-      row_sum[h] *= corr;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * h] *= corr;
-        o[j][2 * h + 1] *= corr;
-      }
-    }
-    // P = exp2(logits - max) as 16-bit A fragments: n-tiles 2i and 2i + 1 form k-step i.
-    uint32_t pf[kKeys / 16][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
-      const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
-      row_sum[0] += p0 + p1;
-      row_sum[1] += p2 + p3;
-      pf[n / 2][(n & 1) * 2] = pack2<T>(p0, p1);
-      pf[n / 2][(n & 1) * 2 + 1] = pack2<T>(p2, p3);
-    }
-    // O += P V.
+    // O += P V, each V fragment used by every m-tile.
     const T* vt = sv + stage * kKeys * S;
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -250,8 +273,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
       for (int j = 0; j < D / 16; ++j) {
         uint32_t r[4];
         ldmatrix_x4_trans(r, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + j * 16 + (lane >> 4) * 8);
-        mma16816<T>(o[2 * j], pf[kk], r[0], r[1]);
-        mma16816<T>(o[2 * j + 1], pf[kk], r[2], r[3]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          mma16816<T>(o[m][2 * j], pf[m][kk], r[0], r[1]);
+          mma16816<T>(o[m][2 * j + 1], pf[m][kk], r[2], r[3]);
+        }
       }
     }
     __syncthreads();  // the next iteration's loads overwrite the other stage
@@ -259,15 +285,20 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
 
   T* y = static_cast<T*>(p.y) + outer * p.y_stride[0] + inner * p.y_stride[1];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-    const float inv = 1.0f / row_sum[h];  // a fully masked row: 0 * inf = NaN, as the unfused graph
-    const int64_t row = q0 + warp * 16 + r_lo + h * 8;
-    if (row >= p.tq) continue;
+  for (int m = 0; m < M; ++m) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(y + row * p.y_row + j * 8 + c2) = pack2<T>(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[m][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.0f / sum;  // a fully masked row: 0 * inf = NaN, as the unfused graph
+      const int64_t row = warp_row0 + m * 16 + r_lo + h * 8;
+      if (row >= p.tq) continue;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(y + row * p.y_row + j * 8 + c2) =
+            pack2<T>(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
+      }
     }
   }
 }
@@ -282,10 +313,10 @@ bool flash_enabled() {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <class T, int D, bool kMask>
+template <class T, int D, int M, bool kMask>
 void launch_flash(const FlashParams& p, int64_t batch) {
-  constexpr int bytes = flash_smem_bytes<D>();
-  auto kernel = flash_attention_kernel<T, D, kMask>;
+  constexpr int bytes = flash_smem_bytes<D, M>();
+  auto kernel = flash_attention_kernel<T, D, M, kMask>;
   if constexpr (bytes > 48 * 1024) {  // opt in to more shared memory, once per device
     static std::atomic<uint64_t> raised{0};
     int device = 0;
@@ -296,7 +327,7 @@ void launch_flash(const FlashParams& p, int64_t batch) {
       raised.fetch_or(bit, std::memory_order_acq_rel);
     }
   }
-  const dim3 grid(unsigned(batch), unsigned((p.tq + kRows - 1) / kRows));
+  const dim3 grid(unsigned(batch), unsigned((p.tq + flash_block_rows<M>() - 1) / flash_block_rows<M>()));
   kernel<<<grid, kWarps * 32, bytes, cuda::stream()>>>(p);
   INGOT_CUDA_LAUNCH_CHECK();
 }
@@ -306,7 +337,7 @@ bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) 
   const DType dt = y.dtype();
   if (!flash_enabled() || (dt != DType::Float16 && dt != DType::BFloat16) || a.d != a.dv ||
       (a.d != 32 && a.d != 64 && a.d != 128) || a.batch > std::numeric_limits<int32_t>::max() ||
-      (a.tq + kRows - 1) / kRows > 65535)
+      (a.tq + 15) / 16 > 65535)
     return false;
   const auto lead = nn::attention_lead2(a);
   if (!lead) return false;
@@ -328,10 +359,11 @@ bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) 
   p.scale_log2 = a.scale * kLog2e;
   auto go = [&]<class T>() {
     auto with_d = [&]<int D>() {
+      constexpr int M = flash_m_tiles<D>();
       if (a.has_mask) {
-        launch_flash<T, D, true>(p, a.batch);
+        launch_flash<T, D, M, true>(p, a.batch);
       } else {
-        launch_flash<T, D, false>(p, a.batch);
+        launch_flash<T, D, M, false>(p, a.batch);
       }
     };
     if (a.d == 32) with_d.template operator()<32>();
