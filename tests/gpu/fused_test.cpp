@@ -38,6 +38,19 @@ TEST(FusedElementwise, EveryOpMatchesTheCpuInEveryDtype) {
     INGOT_FUSED_BINARY_OPS(INGOT_BINARY)
 #undef INGOT_UNARY
 #undef INGOT_BINARY
+    // Sizes that are multiples of 4 with inputs of the output's shape or of one element: the
+    // generated kernels' four-elements-per-thread path (the shapes above take the scalar loop).
+    Tensor x4 = random_tensor(dt, {2, 3, 64}, 14, 0.05, 3.0);
+    Tensor y4 = random_tensor(dt, {2, 3, 64}, 15, -2.0, 2.0);
+    Tensor s4 = random_tensor(dt, {1}, 16, 0.5, 2.0);
+#define INGOT_UNARY(name) expect_fused_matches(std::string(#name) + "(x0); Mul(t0, 1.5)", {x4}, std::string(dtype_name(dt)) + " x4");
+#define INGOT_BINARY(name)                                                                                     \
+  expect_fused_matches(std::string(#name) + "(x0, x1); " + #name + "(t0, x2)", {x4, y4, s4},                  \
+                       std::string(dtype_name(dt)) + " x4");
+    INGOT_FUSED_UNARY_OPS(INGOT_UNARY)
+    INGOT_FUSED_BINARY_OPS(INGOT_BINARY)
+#undef INGOT_UNARY
+#undef INGOT_BINARY
     // Negative and NaN-free mixed-sign inputs through the activations.
     Tensor z = random_tensor(dt, {2, 1, 300}, 13, -6.0, 6.0);
     expect_fused_matches("Sigmoid(x0); Tanh(x0); Mul(t0, t1); HardSwish(t2); Relu(x0); LeakyRelu(t4, 0.1); Add(t3, t5)",

@@ -71,6 +71,78 @@ __device__ __forceinline__ long long ingot_fused_offset(const IngotFusedArgs& a,
   return off;
 }
 
+// Four elements per thread (generated kernels): when the output's size is a multiple of 4 and every
+// input is read at the output's index (SAME, aligned for one 16-byte or 8-byte access) or is one
+// element (SCALAR), each thread moves 4 elements per load and store instead of one (2-byte accesses
+// kept 16-bit chains at about half the memory bandwidth).
+struct alignas(16) IngotFusedF32x4 {
+  float v[4];
+};
+struct alignas(8) IngotFusedU16x4 {
+  unsigned short v[4];
+};
+
+template <int D>
+__device__ __forceinline__ bool ingot_fused_vec4(const IngotFusedArgs& a) {
+  const unsigned long long align = D == 0 ? 16 : 8;
+  if ((a.n & 3) != 0 || (reinterpret_cast<unsigned long long>(a.out) & (align - 1)) != 0) return false;
+  for (int k = 0; k < a.num_inputs; ++k) {
+    if (a.mode[k] == INGOT_FUSED_SCALAR) continue;
+    if (a.mode[k] != INGOT_FUSED_SAME || (reinterpret_cast<unsigned long long>(a.in[k]) & (align - 1)) != 0)
+      return false;
+  }
+  return true;
+}
+
+template <int D>
+__device__ __forceinline__ float ingot_fused_from_bits(unsigned short h) {
+  float f;
+  if (D == 1) {
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  } else {
+    f = __uint_as_float(static_cast<unsigned int>(h) << 16);
+  }
+  return f;
+}
+
+template <int D>
+__device__ __forceinline__ unsigned short ingot_fused_to_bits(float v) {
+  unsigned short h;
+  if (D == 1) {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  } else {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  }
+  return h;
+}
+
+// Elements i..i+3 (i a multiple of 4) of input k.
+template <int D>
+__device__ __forceinline__ void ingot_fused_load4(const void* p, int mode, long long i, float (&v)[4]) {
+  if (mode == INGOT_FUSED_SCALAR) {
+    v[0] = v[1] = v[2] = v[3] = ingot_fused_load<D>(p, 0);
+  } else if (D == 0) {
+    const IngotFusedF32x4 f = static_cast<const IngotFusedF32x4*>(p)[i / 4];
+    for (int l = 0; l < 4; ++l) v[l] = f.v[l];
+  } else {
+    const IngotFusedU16x4 h = static_cast<const IngotFusedU16x4*>(p)[i / 4];
+    for (int l = 0; l < 4; ++l) v[l] = ingot_fused_from_bits<D>(h.v[l]);
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void ingot_fused_store4(void* p, long long i, const float (&v)[4]) {
+  if (D == 0) {
+    IngotFusedF32x4 f;
+    for (int l = 0; l < 4; ++l) f.v[l] = v[l];
+    static_cast<IngotFusedF32x4*>(p)[i / 4] = f;
+  } else {
+    IngotFusedU16x4 h;
+    for (int l = 0; l < 4; ++l) h.v[l] = ingot_fused_to_bits<D>(v[l]);
+    static_cast<IngotFusedU16x4*>(p)[i / 4] = h;
+  }
+}
+
 // One function per op, ingot_fused_<Name>(a, b); unary ops ignore b.
 __device__ __forceinline__ float ingot_fused_Neg(float a, float) { return -a; }
 __device__ __forceinline__ float ingot_fused_Abs(float a, float) { return fabsf(a); }
