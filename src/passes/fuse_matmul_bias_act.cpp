@@ -1,8 +1,10 @@
 // Fuses matrix products with what follows them into one ai.ingot FusedMatMul (inputs A, B, optional
-// bias of N elements; attributes activation "" or "Relu", transB), so the bias and the activation
-// are applied while the product is in cache (CPU) or in cuBLASLt's epilogue (CUDA):
-//   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., bias) or Add(bias, .)] [-> Relu]
-//                                     (at least one; s a scalar constant: alpha = s or 1 / s)
+// bias of N elements, optional residual; attributes activation "" or "Relu", transB), so the bias,
+// the residual and the activation are applied while the product is in cache (CPU) or in cuBLASLt's
+// epilogue (CUDA; the residual as its C with beta 1):
+//   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., bias) or Add(bias, .)] [-> Add(., R)] [-> Relu]
+//                                     (at least one; s a scalar constant: alpha = s or 1 / s; R of the
+//                                      product's shape, provably: the same static or named dims)
 //   Gemm(A, B, C) -> Relu     with alpha = beta = 1, transA = 0, C of shape [N] or [1, N] (or no C)
 // A bias needs B's static shape (rank >= 2: N known) and a static shape [N] (or [1, N] when A has
 // rank >= 2); every operand has the same floating dtype. Anything else stays as it is.
@@ -26,6 +28,21 @@ bool bias_fits(const Graph& g, const std::string& bias, int64_t n, int64_t a_ran
   if (!shape || value_dtype(g, bias) != dtype) return false;
   if (shape->size() == 1) return (*shape)[0] == n;
   return shape->size() == 2 && (*shape)[0] == 1 && (*shape)[1] == n && a_rank >= 2;
+}
+
+// Whether two values provably have one shape: known ranks, each dim the same number or the same
+// named symbol.
+bool same_shape(const Graph& g, const std::string& a, const std::string& b) {
+  auto ta = value_type(g, a), tb = value_type(g, b);
+  if (!ta || !tb || ta->kind != ValueKind::Tensor || tb->kind != ValueKind::Tensor || !ta->shape || !tb->shape ||
+      ta->shape->size() != tb->shape->size())
+    return false;
+  for (size_t i = 0; i < ta->shape->size(); ++i) {
+    const Dim& da = (*ta->shape)[i];
+    const Dim& db = (*tb->shape)[i];
+    if (da.is_static() ? da.value != db.value : (da.symbol.empty() || da.symbol != db.symbol)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -91,6 +108,19 @@ bool fuse_matmul_bias_act(Model& model) {
       const std::string& bias = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
       if (add.inputs[0] != add.inputs[1] && bias_fits(g, bias, n, a_rank, dtype)) {
         fused.inputs[2] = bias;
+        absorbed.push_back(*r);
+        out = add.outputs[0];
+      }
+    }
+    // A residual of the product's shape (a transformer's x + Linear(x)): cuBLASLt's C with beta 1.
+    if (is_gemm) {
+    } else if (auto r = readers.single(out); r && !removed[*r] && is_op(g.nodes[*r], "Add") &&
+                                             g.nodes[*r].inputs.size() == 2 && g.nodes[*r].outputs.size() == 1) {
+      const Node& add = g.nodes[*r];
+      const std::string& residual = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      if (add.inputs[0] != add.inputs[1] && value_dtype(g, residual) == dtype && same_shape(g, residual, out)) {
+        fused.inputs.resize(4);
+        fused.inputs[3] = residual;
         absorbed.push_back(*r);
         out = add.outputs[0];
       }

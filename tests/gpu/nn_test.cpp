@@ -72,6 +72,17 @@ TEST(CudaMatMul, FusedAlphaBiasRelu) {
           {{"alpha", -0.5f}, {"activation", std::string("Relu")}}, "ai.ingot");
     check("FusedMatMul", {rnd(dt, {3, 4, 9}, 6), rnd(dt, {6, 9}, 7), rnd(dt, {6}, 8)},
           {{"alpha", 2.0f}, {"transB", int64_t(1)}}, "ai.ingot");
+    // A residual (cuBLASLt's C, read beside the output) through each batching path: strided batch,
+    // one product, B shared (A's batch folded into M), the outer loop of a general broadcast.
+    check("FusedMatMul", {rnd(dt, {2, 3, 5, 8}, 9), rnd(dt, {2, 3, 8, 5}, 10), Tensor(), rnd(dt, {2, 3, 5, 5}, 11)},
+          {{"alpha", 0.125f}}, "ai.ingot");
+    check("FusedMatMul", {rnd(dt, {4, 9}, 12), rnd(dt, {9, 6}, 13), rnd(dt, {6}, 14), rnd(dt, {4, 6}, 15)},
+          {{"activation", std::string("Relu")}}, "ai.ingot");
+    check("FusedMatMul", {rnd(dt, {3, 4, 9}, 16), rnd(dt, {6, 9}, 17), rnd(dt, {6}, 18), rnd(dt, {3, 4, 6}, 19)},
+          {{"transB", int64_t(1)}}, "ai.ingot");
+    check("FusedMatMul",
+          {rnd(dt, {2, 1, 7, 13}, 20), rnd(dt, {1, 3, 13, 5}, 21), Tensor(), rnd(dt, {2, 3, 7, 5}, 22)}, {},
+          "ai.ingot");
   }
 }
 

@@ -599,6 +599,46 @@ TEST(FuseMatMulBiasAct, FusesBiasAndRelu) {
   expect_optimized_matches_plain(path);
 }
 
+// Residuals: MatMul(x [2,5,8], w) + b + r [2,5,6] -> Relu -> y; MatMul(x, w) + r -> y2 (no bias);
+// MatMul(x, w) + b + r1 [1,5,6] -> y3 (r1 broadcasts: no residual, the Add stays).
+std::string residual_matmul_model() {
+  std::mt19937 rng(19);
+  onnx::GraphProto g;
+  g.set_name("residual_matmuls");
+  *g.add_input() = float_info("x", {2, 5, 8});
+  *g.add_input() = float_info("r", {2, 5, 6});
+  *g.add_input() = float_info("r1", {1, 5, 6});
+  add_random_initializer(g, "w", {8, 6}, rng);
+  add_random_initializer(g, "b", {6}, rng);
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"p"});
+  *g.add_node() = make_node("Add", {"p", "b"}, {"pb"});
+  *g.add_node() = make_node("Add", {"r", "pb"}, {"pr"});
+  *g.add_node() = make_node("Relu", {"pr"}, {"y"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"q"});
+  *g.add_node() = make_node("Add", {"q", "r"}, {"y2"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"s"});
+  *g.add_node() = make_node("Add", {"s", "b"}, {"sb"});
+  *g.add_node() = make_node("Add", {"sb", "r1"}, {"y3"});
+  for (const char* y : {"y", "y2", "y3"}) *g.add_output() = float_info(y, {2, 5, 6});
+  return save(std::move(g), "residual_matmuls.onnx");
+}
+
+TEST(FuseMatMulBiasAct, TakesAResidualOfTheProductsShape) {
+  const std::string path = residual_matmul_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(fuse_matmul_bias_act(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"FusedMatMul", "FusedMatMul", "FusedMatMul", "Add"}));
+  EXPECT_EQ(g.nodes[0].inputs, (std::vector<std::string>{"x", "w", "b", "r"}));
+  EXPECT_EQ(g.nodes[0].attrs.at("activation").s, "Relu");
+  EXPECT_EQ(g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(g.nodes[1].inputs, (std::vector<std::string>{"x", "w", "", "r"}));
+  EXPECT_EQ(g.nodes[2].inputs, (std::vector<std::string>{"x", "w", "b"}));
+  EXPECT_EQ(g.nodes[3].inputs, (std::vector<std::string>{"sb", "r1"}));
+  expect_optimized_matches_plain(path);
+}
+
 // Attention-style scores: batched Q [2, 3, 5, 4] times K^T [2, 3, 4, 5], then * 0.5 (or / 2) and
 // + a bias row; a Div by the product (2 / p) is no scale and stays.
 std::string scaled_matmul_model() {

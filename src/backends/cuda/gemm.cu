@@ -83,6 +83,18 @@ __global__ void bias_act_kernel(T* c, const T* bias, int64_t batch, int64_t m, i
   }
 }
 
+// c = c_in over [batch, m, n] with c's leading dimension and batch stride (both laid out alike).
+template <class T>
+__global__ void copy_matrix_kernel(T* c, const T* c_in, int64_t batch, int64_t m, int64_t n, int64_t ldc,
+                                   int64_t stride_c) {
+  const int64_t total = batch * m * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / (m * n), r = (i / n) % m, col = i % n;
+    const int64_t at = b * stride_c + r * ldc + col;
+    c[at] = c_in[at];
+  }
+}
+
 // k == 0: c = beta * c (or 0), the empty product.
 template <class T>
 __global__ void scale_kernel(T* c, int64_t batch, int64_t m, int64_t n, int64_t ldc, int64_t stride_c, float beta) {
@@ -277,13 +289,14 @@ bool decode(const std::string& s, Candidate& c) {
 
 void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, size_t ws_bytes) {
   void* ws = ws_bytes > 0 ? workspace(ws_bytes) : nullptr;
+  const void* c_in = g.c_in ? g.c_in : g.c;
   if (g.dtype == DType::Float64) {
     const double alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
                                       &algo, ws, ws_bytes, stream()));
   } else {
     const float alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, g.c, p.lc, g.c, p.lc,
+    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
                                       &algo, ws, ws_bytes, stream()));
   }
 }
@@ -305,7 +318,9 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
       return;
     }
   }
-  if (p.candidates.size() < 2 || g.beta != 0.0f) return;
+  // Timing runs the product several times: only when it overwrites its output (beta 0, or C read
+  // from another buffer).
+  if (p.candidates.size() < 2 || (g.beta != 0.0f && (!g.c_in || g.c_in == g.c))) return;
   const std::optional<size_t> best = fastest_of(p.candidates.size(), [&](size_t i) {
     run_plan(p, g, p.candidates[i].algo, p.candidates[i].workspace);
     return true;
@@ -326,6 +341,11 @@ void gemm(const GemmArgs& g) {
   if (g.k == 0) {
     const int64_t total = g.batch * g.m * g.n;
     dispatch_device<DType::Float32, DType::Float16, DType::BFloat16, DType::Float64>(g.dtype, [&]<class T>() {
+      if (g.c_in && g.c_in != g.c && g.beta != 0.0f) {  // the empty product: c = beta * c_in
+        copy_matrix_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(
+            static_cast<T*>(g.c), static_cast<const T*>(g.c_in), g.batch, g.m, g.n, g.ldc, g.stride_c);
+        INGOT_CUDA_LAUNCH_CHECK();
+      }
       scale_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(g.c), g.batch, g.m, g.n, g.ldc,
                                                                      g.stride_c, g.beta);
       INGOT_CUDA_LAUNCH_CHECK();
@@ -356,6 +376,7 @@ void gemm(const GemmArgs& g) {
   key.align_a = alignment(g.a, g.stride_a, g.batch, elem);
   key.align_b = alignment(g.b, g.stride_b, g.batch, elem);
   key.align_c = alignment(g.c, g.stride_c, g.batch, elem);
+  if (g.c_in) key.align_c = std::min(key.align_c, alignment(g.c_in, g.stride_c, g.batch, elem));
   key.align_bias = g.bias ? alignment(g.bias, 0, 1, elem) : 0;
 
   std::lock_guard<std::mutex> lock(g_mutex);

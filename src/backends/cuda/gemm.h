@@ -20,8 +20,9 @@ struct GemmArgs {
   int64_t ldb = 0, stride_b = 0;
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
+  const void* c_in = nullptr;  // the C that beta scales, laid out like c (a residual); nullptr: c itself
   int64_t batch = 1;
-  float alpha = 1.0f, beta = 0.0f;  // C = alpha * op(A) op(B) + beta * C
+  float alpha = 1.0f, beta = 0.0f;  // c = alpha * op(A) op(B) + beta * (c_in or c)
   const void* bias = nullptr;       // n values added to every row, or nullptr
   Epilogue epilogue = Epilogue::None;
 };

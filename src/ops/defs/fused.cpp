@@ -17,18 +17,18 @@ INGOT_OP(FusedConv)
     .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or ''); "
              "layout 'NHWC' puts channels last in X, W, R and Y.");
 
-// Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias),
+// Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias + R),
 // MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N
-// elements ([N] or [1, N]) and is optional ("").
+// elements ([N] or [1, N]); the residual R has the product's shape; both optional ("").
 INGOT_OP(FusedMatMul)
     .domain("ai.ingot")
     .versions(1)
-    .inputs(2, 3)
+    .inputs(2, 4)
     .attr("activation", "")
     .attr("transB", 0)
     .attr("alpha", 1.0f)
-    .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and activation "
-             "('Relu' or '').");
+    .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and residual (the "
+             "product's shape), then activation ('Relu' or '').");
 
 // Written by fuse_attention: Y = Softmax(scale * Q K^T + mask) V over the last axis, without the
 // score matrix in memory where a backend can avoid it. Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv]

@@ -1,5 +1,5 @@
 // MatMul (numpy semantics: batch broadcasting, 1-D operands), Gemm and ai.ingot FusedMatMul (MatMul
-// with B optionally transposed, then bias and Relu applied row by row while the rows are in cache).
+// with B optionally transposed, then residual, bias and Relu applied row by row while the rows are in cache).
 // Floating types go to OpenBLAS (half types through float32); integer types use a plain loop.
 #include <algorithm>
 #include <vector>
@@ -19,18 +19,23 @@ using cpu::gemm;
 // Half types compute in float32: convert the inputs, run, convert the result back.
 bool is_half(DType dt) { return dt == DType::Float16 || dt == DType::BFloat16; }
 
-// What FusedMatMul applies to each row of N outputs: y = relu?(y + bias?).
+// What FusedMatMul applies to each row of N outputs: y = relu?(y + bias? + residual?), the
+// residual laid out like y.
 template <class T>
-void bias_act_rows(T* y, int64_t rows, int64_t n, const T* bias, bool relu) {
-  if (!bias && !relu) return;
+void bias_act_rows(T* y, int64_t rows, int64_t n, const T* bias, bool relu, const T* residual) {
+  if (!bias && !relu && !residual) return;
   parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, n)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       T* row = y + r * n;
+      if (residual) {
+        const T* res = residual + r * n;
+        for (int64_t j = 0; j < n; ++j) row[j] += res[j];
+      }
       if (bias && relu) {
         for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + bias[j], T(0));
       } else if (bias) {
         for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
-      } else {
+      } else if (relu) {
         for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j], T(0));
       }
     }
@@ -38,8 +43,10 @@ void bias_act_rows(T* y, int64_t rows, int64_t n, const T* bias, bool relu) {
 }
 
 // MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b, scaled by alpha) with
-// its epilogue: bias (N elements, or nullptr) and an optional Relu on the result.
-void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool relu, double alpha = 1.0) {
+// its epilogue: bias (N elements, or nullptr), a residual of the output's shape (or nullptr) and an
+// optional Relu on the result.
+void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool relu, double alpha = 1.0,
+                 const Tensor* residual_in = nullptr) {
   const Tensor& a_in = ctx.input(0);
   const Tensor& b_in = ctx.input(1);
   if (a_in.dtype() != b_in.dtype()) {
@@ -72,6 +79,10 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool r
   Shape out_shape = batch;
   if (a_in.rank() > 1) out_shape.push_back(m);
   if (b_in.rank() > 1) out_shape.push_back(n);
+  if (residual_in && (residual_in->dtype() != a_in.dtype() || residual_in->shape() != out_shape)) {
+    fail("input 3 (residual): expected {}{} like the product, got {}", dtype_name(a_in.dtype()), shape_str(out_shape),
+         residual_in->describe());
+  }
   Tensor& y = ctx.allocate(0, a_in.dtype(), out_shape);
   if (y.numel() == 0) return;
 
@@ -80,6 +91,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool r
   Tensor b = half ? b_in.cast(DType::Float32) : b_in;
   Tensor out = half ? Tensor::empty(DType::Float32, y.shape()) : y;
   Tensor bias = bias_in ? (half ? bias_in->cast(DType::Float32) : *bias_in) : Tensor();
+  Tensor residual = residual_in ? (half ? residual_in->cast(DType::Float32) : *residual_in) : Tensor();
   const int64_t batches = shape_numel(batch);
   const int64_t ldb = trans_b ? k : n;
   const bool b_shared = shape_numel(b_batch) == 1;  // one B for every batch: fold A's batch into M
@@ -105,7 +117,8 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias_in, bool r
       }
     }
     if constexpr (std::is_floating_point_v<T>) {
-      bias_act_rows<T>(cp, out.numel() / n, n, bias.defined() ? bias.data<T>() : nullptr, relu);
+      bias_act_rows<T>(cp, out.numel() / n, n, bias.defined() ? bias.data<T>() : nullptr, relu,
+                       residual.defined() ? residual.data<T>() : nullptr);
     }
   });
   if (half) copy_tensor(out.cast(y.dtype()), y);
@@ -117,7 +130,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const std::string& activation = ctx.attr_string("activation");
   if (!activation.empty() && activation != "Relu") fail("activation: expected '' or 'Relu', got '{}'", activation);
   matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr, activation == "Relu",
-              ctx.attr_float("alpha"));
+              ctx.attr_float("alpha"), ctx.has_input(3) ? &ctx.input(3) : nullptr);
 }
 
 void gemm_kernel(KernelContext& ctx) {

@@ -1,5 +1,5 @@
 // MatMul (numpy batch broadcasting, 1-D operands), Gemm and ai.ingot FusedMatMul (bias and Relu in
-// cuBLASLt's epilogue) on cuBLASLt through cuda::gemm.
+// cuBLASLt's epilogue, a residual as its C with beta 1) on cuBLASLt through cuda::gemm.
 // Semantics and validation mirror src/backends/cpu/kernels/matmul.cpp. Floating types only; the
 // integer types stay on the CPU kernel.
 //
@@ -22,7 +22,8 @@ using cuda::GemmArgs;
 
 // MatMul, and FusedMatMul's product (B's last two axes swapped when trans_b, scaled by alpha) with
 // its bias (N elements, or nullptr) and activation in cuBLASLt's epilogue.
-void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epilogue epilogue, float alpha = 1.0f) {
+void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epilogue epilogue, float alpha = 1.0f,
+                 const Tensor* residual = nullptr) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -54,6 +55,10 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epi
   Shape out_shape = batch;
   if (a.rank() > 1) out_shape.push_back(m);
   if (b.rank() > 1) out_shape.push_back(n);
+  if (residual && (residual->dtype() != a.dtype() || residual->shape() != out_shape)) {
+    fail("input 3 (residual): expected {}{} like the product, got {}", dtype_name(a.dtype()), shape_str(out_shape),
+         residual->describe());
+  }
   Tensor& y = ctx.allocate(0, a.dtype(), out_shape);
   if (y.numel() == 0) return;
 
@@ -69,15 +74,17 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epi
   g.ldb = trans_b ? k : n;
   g.ldc = n;
   g.alpha = alpha;
-  g.beta = 0.0f;
+  g.beta = residual ? 1.0f : 0.0f;  // the residual as cuBLASLt's C, read beside the output
   g.bias = bias ? bias->raw_data() : nullptr;
   g.epilogue = epilogue;
+  const char* rp = residual ? static_cast<const char*>(residual->raw_data()) : nullptr;
   if (nb == 1 && na == batches) {
     // One B for every batch: A's batches stack into the rows of one product.
     g.m = batches * m;
     g.a = a.raw_data();
     g.b = b.raw_data();
     g.c = y.raw_data();
+    g.c_in = rp;
     cuda::gemm(g);
     return;
   }
@@ -87,6 +94,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epi
     g.a = a.raw_data();
     g.b = b.raw_data();
     g.c = y.raw_data();
+    g.c_in = rp;
     g.stride_a = na == 1 ? 0 : m * k;
     g.stride_b = nb == 1 ? 0 : k * n;
     g.stride_c = m * n;
@@ -115,6 +123,7 @@ void matmul_impl(KernelContext& ctx, bool trans_b, const Tensor* bias, cuda::Epi
     g.a = ap + size_t(oa * m * k) * elem;
     g.b = bp + size_t(ob * k * n) * elem;
     g.c = cp + size_t(o * inner * m * n) * elem;
+    g.c_in = rp ? rp + size_t(o * inner * m * n) * elem : nullptr;
     cuda::gemm(g);
     for (int64_t d = int64_t(rank) - 2; d >= 0 && ++index[size_t(d)] == batch[size_t(d)]; --d) index[size_t(d)] = 0;
   }
@@ -126,7 +135,8 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const std::string& activation = ctx.attr_string("activation");
   if (!activation.empty() && activation != "Relu") fail("activation: expected '' or 'Relu', got '{}'", activation);
   matmul_impl(ctx, ctx.attr_int("transB") != 0, ctx.has_input(2) ? &ctx.input(2) : nullptr,
-              activation == "Relu" ? cuda::Epilogue::Relu : cuda::Epilogue::None, ctx.attr_float("alpha"));
+              activation == "Relu" ? cuda::Epilogue::Relu : cuda::Epilogue::None, ctx.attr_float("alpha"),
+              ctx.has_input(3) ? &ctx.input(3) : nullptr);
 }
 
 // y[i, j] = c[i * s0 + j * s1]: C broadcast to [M, N].
