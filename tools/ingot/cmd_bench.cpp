@@ -64,28 +64,7 @@ Runner add_bench_command(CLI::App& app) {
     Session session = Session::load(o->model, options);
     double load_ms = ms_since(load_start);
 
-    std::vector<std::string> names;
-    for (const auto& in : session.inputs()) names.push_back(in.name);
-    auto given = load_inputs(o->inputs, names);
-    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-    for (const auto& spec : o->input_shapes) {
-      shapes.push_back(parse_input_shape(spec));
-      if (std::find(names.begin(), names.end(), shapes.back().first) == names.end())
-        fail("--input-shape {}: the model has no input named '{}'", spec, shapes.back().first);
-    }
-    std::mt19937 rng(42);
-    std::vector<std::pair<std::string, Tensor>> feeds;
-    bool random = false;
-    for (const auto& info : session.inputs()) {
-      auto it = std::find_if(given.begin(), given.end(), [&](const auto& f) { return f.first == info.name; });
-      if (it != given.end()) {
-        feeds.emplace_back(info.name, it->second);
-        continue;
-      }
-      auto fixed = std::find_if(shapes.begin(), shapes.end(), [&](const auto& s) { return s.first == info.name; });
-      feeds.emplace_back(info.name, random_input(info, o->batch, fixed == shapes.end() ? nullptr : &fixed->second, rng));
-      random = true;
-    }
+    auto [feeds, random] = make_feeds(session, o->inputs, o->input_shapes, o->batch, 42, true);
 
     DeviceMemory* device_mem = nullptr;
     if (o->device_io && session.device().type != DeviceType::CPU) {

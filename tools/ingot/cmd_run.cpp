@@ -100,6 +100,36 @@ std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::s
   return feeds;
 }
 
+Feeds make_feeds(const Session& session, const std::vector<std::string>& inputs,
+                 const std::vector<std::string>& input_shapes, int64_t batch, uint32_t seed, bool symbolic_ok) {
+  std::vector<std::string> names;
+  for (const auto& in : session.inputs()) names.push_back(in.name);
+  auto given = load_inputs(inputs, names);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& spec : input_shapes) {
+    shapes.push_back(parse_input_shape(spec));
+    if (std::find(names.begin(), names.end(), shapes.back().first) == names.end())
+      fail("--input-shape {}: the model has no input named '{}'", spec, shapes.back().first);
+  }
+  std::mt19937 rng(seed);
+  Feeds out;
+  for (const auto& info : session.inputs()) {
+    auto it = std::find_if(given.begin(), given.end(), [&](const auto& f) { return f.first == info.name; });
+    if (it != given.end()) {
+      out.feeds.emplace_back(info.name, it->second);
+      continue;
+    }
+    auto fixed = std::find_if(shapes.begin(), shapes.end(), [&](const auto& s) { return s.first == info.name; });
+    if (fixed == shapes.end() && !symbolic_ok && !std::all_of(info.dims.begin(), info.dims.end(), is_static_dim)) {
+      fail("input '{}' has a symbolic shape [{}]: give it with --input {}=FILE (.npy or .pb) or --input-shape {}=DIMS",
+           info.name, join(info.dims, ","), info.name, info.name);
+    }
+    out.feeds.emplace_back(info.name, random_input(info, batch, fixed == shapes.end() ? nullptr : &fixed->second, rng));
+    out.random = true;
+  }
+  return out;
+}
+
 namespace {
 
 void print_summary(const TensorInfo& info, const Tensor& t) {

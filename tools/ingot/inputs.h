@@ -29,4 +29,15 @@ std::pair<std::string, std::vector<int64_t>> parse_input_shape(const std::string
 std::vector<std::pair<std::string, Tensor>> load_inputs(const std::vector<std::string>& args,
                                                         const std::vector<std::string>& input_names);
 
+// The feeds of `ingot bench` and `ingot profile`: inputs given with --input ("NAME=FILE" or FILE),
+// the others random (random_input, seeded) with the shapes given with --input-shape, else a symbolic
+// first dim of `batch`. `symbolic_ok` false: an input with a symbolic dim and no --input-shape is an
+// error naming it (a profile of made-up shapes would mislead). `random` says whether any was made up.
+struct Feeds {
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  bool random = false;
+};
+Feeds make_feeds(const Session& session, const std::vector<std::string>& inputs,
+                 const std::vector<std::string>& input_shapes, int64_t batch, uint32_t seed, bool symbolic_ok);
+
 }  // namespace ingot::cli

@@ -27,11 +27,9 @@ struct IngotFusedArgs {
   float consts[2 * INGOT_FUSED_MAX_INSTRS];  // instruction j's immediate operands at 2j (a) and 2j + 1 (b)
 };
 
-// Element types: 0 float32, 1 float16, 2 bfloat16.
+// Element types: 0 float32, 1 float16, 2 bfloat16 (the 16-bit ones converted from and to their bits).
 template <int D>
-__device__ __forceinline__ float ingot_fused_load(const void* p, long long i) {
-  if (D == 0) return static_cast<const float*>(p)[i];
-  const unsigned short h = static_cast<const unsigned short*>(p)[i];
+__device__ __forceinline__ float ingot_fused_from_bits(unsigned short h) {
   float f;
   if (D == 1) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -42,18 +40,29 @@ __device__ __forceinline__ float ingot_fused_load(const void* p, long long i) {
 }
 
 template <int D>
-__device__ __forceinline__ void ingot_fused_store(void* p, long long i, float v) {
-  if (D == 0) {
-    static_cast<float*>(p)[i] = v;
-    return;
-  }
+__device__ __forceinline__ unsigned short ingot_fused_to_bits(float v) {
   unsigned short h;
   if (D == 1) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
   } else {
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
   }
-  static_cast<unsigned short*>(p)[i] = h;
+  return h;
+}
+
+template <int D>
+__device__ __forceinline__ float ingot_fused_load(const void* p, long long i) {
+  if (D == 0) return static_cast<const float*>(p)[i];
+  return ingot_fused_from_bits<D>(static_cast<const unsigned short*>(p)[i]);
+}
+
+template <int D>
+__device__ __forceinline__ void ingot_fused_store(void* p, long long i, float v) {
+  if (D == 0) {
+    static_cast<float*>(p)[i] = v;
+    return;
+  }
+  static_cast<unsigned short*>(p)[i] = ingot_fused_to_bits<D>(v);
 }
 
 __device__ __forceinline__ long long ingot_fused_offset(const IngotFusedArgs& a, int k, long long i) {
@@ -92,28 +101,6 @@ __device__ __forceinline__ bool ingot_fused_vec4(const IngotFusedArgs& a) {
       return false;
   }
   return true;
-}
-
-template <int D>
-__device__ __forceinline__ float ingot_fused_from_bits(unsigned short h) {
-  float f;
-  if (D == 1) {
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  } else {
-    f = __uint_as_float(static_cast<unsigned int>(h) << 16);
-  }
-  return f;
-}
-
-template <int D>
-__device__ __forceinline__ unsigned short ingot_fused_to_bits(float v) {
-  unsigned short h;
-  if (D == 1) {
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  } else {
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  }
-  return h;
 }
 
 // Elements i..i+3 (i a multiple of 4) of input k.
