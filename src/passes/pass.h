@@ -12,6 +12,10 @@ namespace ingot {
 struct Pass {
   std::string_view name;
   bool (*run)(Model& model);  // true when the model changed
+  // Also run on every If/Loop/Scan body (as the main graph of a model sharing the opsets): passes
+  // whose rewrites stay inside one graph and name nothing new (a new name could shadow a value a
+  // body reads from an enclosing graph).
+  bool in_bodies = false;
 };
 
 // Nodes whose inputs are all constant (and Shape of a static shape) become initializers.
@@ -43,6 +47,9 @@ bool dead_code(Model& model);
 
 // The optimization pipeline, in the order it runs.
 std::span<const Pass> pipeline_passes();
+
+// One pass on the main graph, and on every body when it runs there (Pass::in_bodies).
+bool run_pass(const Pass& pass, Model& model);
 
 // Runs every pass of the pipeline once, in order; true when any changed the model. `after_each`, when
 // given, is called after every pass with whether it changed the model (`ingot inspect --dump-after`).

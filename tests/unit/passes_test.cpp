@@ -1038,3 +1038,72 @@ TEST(AttentionKernel, RejectsOperandsThatDoNotFit) {
   EXPECT_NE(error_of({q, k, v, mask}).find("input 3 (mask)"), std::string::npos);
   EXPECT_NE(error_of({q, k.cast(DType::Float16), v}).find("input 1 (K)"), std::string::npos);
 }
+
+// ---- fusions inside If/Loop/Scan bodies ----
+
+namespace {
+
+// If(flag): then Relu(Conv(x, w, b)) with the weights the branch's own initializers; else
+// Mul(Sigmoid(x), x) * 2 (an elementwise chain, its values typed in the branch's value_info) and a
+// Slice. x [1, 2, 6, 6] from the main graph.
+std::string branch_fusion_model() {
+  std::mt19937 rng(23);
+  onnx::GraphProto then_g;
+  then_g.set_name("then");
+  add_random_initializer(then_g, "w", {3, 2, 3, 3}, rng);
+  add_random_initializer(then_g, "b", {3}, rng);
+  onnx::NodeProto conv = make_node("Conv", {"x", "w", "b"}, {"c"});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  *then_g.add_node() = conv;
+  *then_g.add_node() = make_node("Relu", {"c"}, {"then_out"});
+  *then_g.add_output() = float_info("then_out", {1, 3, 6, 6});
+  onnx::GraphProto else_g;
+  else_g.set_name("else");
+  add_scalar(else_g, "two", 2.0f);
+  *else_g.add_node() = make_node("Sigmoid", {"x"}, {"s"});
+  *else_g.add_node() = make_node("Mul", {"s", "x"}, {"sw"});
+  *else_g.add_node() = make_node("Mul", {"sw", "two"}, {"m"});
+  *else_g.add_node() = make_node("Slice", {"m", "starts", "ends", "axes"}, {"else_out"});
+  *else_g.add_output() = float_info("else_out", {1, 2, 6, 6});
+  for (const char* v : {"s", "sw", "m"}) *else_g.add_value_info() = float_info(v, {1, 2, 6, 6});
+  onnx::GraphProto g;
+  g.set_name("branch_fusions");
+  *g.add_input() = float_info("x", {1, 2, 6, 6});
+  *g.add_input() = ingot::testing::static_tensor_info("flag", onnx::TensorProto::BOOL, {});
+  add_int64_initializer(g, "starts", {0});
+  add_int64_initializer(g, "ends", {2});
+  add_int64_initializer(g, "axes", {1});
+  *g.add_node() = ingot::testing::make_if("flag", {"y"}, std::move(then_g), std::move(else_g));
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"1", "N", "6", "6"});
+  return save(std::move(g), "branch_fusions.onnx");
+}
+
+}  // namespace
+
+TEST(PipelineInBodies, FusesInsideIfBranchesAndComputesTheSame) {
+  const std::string path = branch_fusion_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(run_pipeline(*model));
+  verify(*model);
+  const Node& iff = model->graph->nodes.back();
+  ASSERT_EQ(iff.op_type, "If");
+  EXPECT_EQ(op_types(*iff.attrs.at("then_branch").g), (std::vector<std::string>{"FusedConv"}));
+  EXPECT_EQ(op_types(*iff.attrs.at("else_branch").g), (std::vector<std::string>{"FusedElementwise", "Slice"}));
+  EXPECT_EQ(model->opset("ai.ingot"), 1);
+
+  SessionOptions plain_options;
+  plain_options.optimize = false;
+  Session optimized = Session::load(path), plain = Session::load(path, plain_options);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> xs(72);
+  for (float& v : xs) v = dist(rng);
+  for (bool flag : {true, false}) {
+    SCOPED_TRACE(flag);
+    const std::vector<Tensor> in = {Tensor::from_vector(xs, {1, 2, 6, 6}), Tensor::from_vector(std::vector<bool>{flag}, {})};
+    const std::vector<float> a = optimized.run(in)[0].to_vector<float>(), b = plain.run(in)[0].to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(a.size(), flag ? 108u : 72u);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * std::max(1.0f, std::fabs(b[i]))) << i;
+  }
+}

@@ -52,7 +52,8 @@ Runner add_inspect_command(CLI::App& app) {
       };
       int64_t before = count_nodes();
       for (const Pass& pass : passes) {  // step by step, stopping after the pass to dump
-        const bool changed = pass.run(*model);
+        if (pass_disabled(pass.name)) continue;
+        const bool changed = run_pass(pass, *model);
         const int64_t after = count_nodes();
         if (*list_passes) {
           std::cout << "pass " << pass.name << ": " << (changed ? "changed" : "unchanged") << ", nodes " << before

@@ -127,9 +127,10 @@ Value to_host(const Value& v) {
 
 // Runs one case; returns "" on success or the failure reason. Ops that fell back to the CPU are
 // counted into `fallback_ops`.
-std::string run_case(const fs::path& dir, Device device, std::map<std::string, int>& fallback_ops) {
+std::string run_case(const fs::path& dir, Device device, bool optimize, std::map<std::string, int>& fallback_ops) {
   auto model = import_onnx((dir / "model.onnx").string());
-  if (run_lowering(*model)) verify(*model);
+  const bool lowered = run_lowering(*model);
+  if ((optimize && run_pipeline(*model)) || lowered) verify(*model);
   Executor executor(model, device);
   for (const auto& f : executor.fallbacks()) ++fallback_ops[f.op];
   if (!executor.fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback
@@ -186,7 +187,7 @@ Runner add_test_onnx_command(CLI::App& app) {
   struct Options {
     std::vector<std::string> dirs;
     std::string device = "cpu", filter, expected_failures, json, start_after;
-    bool verbose = false;
+    bool verbose = false, optimize = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("DIR", o->dirs, "Suite folders (holding case folders) or case folders")
@@ -199,6 +200,7 @@ Runner add_test_onnx_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--json", o->json, "Write per-case results as JSON to this file");
   app.add_flag("--verbose,-v", o->verbose, "Print passing cases too");
+  app.add_flag("--optimize", o->optimize, "Run the optimization pipeline first (as Session::load does): the passes checked too");
   app.add_option("--start-after", o->start_after, "Skip cases up to and including this one (resume after a crash)");
   return [o] {
     Device device = Device::parse(o->device);
@@ -242,7 +244,7 @@ Runner add_test_onnx_command(CLI::App& app) {
       std::cout << std::flush;
       std::snprintf(g_current_case, sizeof(g_current_case), "%s", name.c_str());
       try {
-        reason = run_case(c, device, fallback_ops);
+        reason = run_case(c, device, o->optimize, fallback_ops);
       } catch (const std::exception& e) {
         reason = e.what();
       }
