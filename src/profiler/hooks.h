@@ -4,6 +4,7 @@
 #pragma once
 #include <ingot/profiler.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,6 +50,15 @@ void register_device_timer(const DeviceTimer* timer, bool nvtx_always);
 
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 
+// What the profiler remembers about one node during one profile, kept by the caller that runs the
+// node (the executor: one per plan step) so that recording an op finds the node without a lookup.
+// Stale (another profile's) caches are recognized and refilled.
+struct NodeCache {
+  uint64_t generation = 0;               // the profile it belongs to (0: none)
+  uint32_t id = 0;                       // the node's index in that profile
+  uint64_t last_inputs = UINT64_MAX;     // where its last input shapes are encoded
+};
+
 // One timed range on the calling thread (an op, a session run). Trivial to construct, so the
 // executor keeps one on the stack and calls begin() only when profiling; a range left by an
 // exception just restores the nesting depth and records nothing.
@@ -70,8 +80,9 @@ class Range {
   // (forget_nodes() drops those pointers before they can dangle). `backend` must be a string with
   // static storage ("cpu"): it is kept as a view until stop().
   // `fallback`: the node belongs on an accelerator but ran on the CPU (also recorded as a Fallback).
+  // `cache`: the caller's NodeCache for this node (nullptr: looked up by address).
   void end_op(const Node& node, std::string_view backend, const std::vector<const Value*>& inputs,
-              bool fallback = false);
+              bool fallback = false, NodeCache* cache = nullptr);
   void end_session(const std::string& model_name);
   // A copy made for a node's input: the value is slot `slot` of the graph whose name -> slot table is
   // `slots` (slot < 0: not known); `for_fallback`: the reader is a fallback node; `from_fallback`:

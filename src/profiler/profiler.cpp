@@ -131,14 +131,12 @@ class RecordLog {
   size_t size_ = 0;
 };
 
-// A direct-mapped front of State::node_ids: a profile looks the same few hundred nodes up run
-// after run, and a slot compare is cheaper than the hash map's bucket walk.
+// A direct-mapped front of State::node_ids for callers that keep no NodeCache: a profile looks the
+// same few hundred nodes up run after run, and a slot compare is cheaper than the hash map's
+// bucket walk.
 struct NodeSlot {
   const Node* node = nullptr;
-  uint32_t id = 0;
-  // Where the node's last recorded inputs are encoded in State::shapes: a node usually sees the
-  // same shapes run after run, and its records then share one encoding (compared, not rewritten).
-  uint64_t last_inputs = UINT64_MAX;
+  detail::NodeCache cache;
 };
 constexpr size_t kNodeSlots = 1024;
 size_t node_slot(const Node* node) { return size_t((uintptr_t(node) * 0x9E3779B97F4A7C15ull) >> 54) % kNodeSlots; }
@@ -688,7 +686,7 @@ bool push_range(State& s, Record& r) {
 }  // namespace
 
 void Range::end_op(const Node& node, std::string_view backend, const std::vector<const Value*>& inputs,
-                   bool fallback) {
+                   bool fallback, NodeCache* cache) {
   active_ = false;
   t_depth = depth_;
   if (device_token_ >= 0) g_timer->end(device_token_);
@@ -705,17 +703,22 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
   r.flags = fallback ? kFallbackOp : 0;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  NodeSlot& slot = s.node_cache[node_slot(&node)];
-  if (slot.node != &node) {
+  NodeCache* c = cache;
+  if (!c) {
+    NodeSlot& slot = s.node_cache[node_slot(&node)];
+    if (slot.node != &node) slot = {&node, {}};
+    c = &slot.cache;
+  }
+  if (c->generation != s.generation) {
     auto [it, added] = s.node_ids.try_emplace(&node, uint32_t(s.nodes.size()));
     if (added) {
       std::string op_type = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
       std::string name = node.name.empty() ? op_type : node.name;
       s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
     }
-    slot = {&node, it->second, UINT64_MAX};
+    *c = {s.generation, it->second, UINT64_MAX};
   }
-  const uint32_t node_id = slot.id;
+  const uint32_t node_id = c->id;
   if (fallback && !s.nodes[node_id].outputs_interned) {
     NodeNames& names = s.nodes[node_id];
     names.outputs_interned = true;
@@ -726,10 +729,10 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
   r.name = node_id;
   r.backend = backend_index(s, backend);
   r.n_inputs = uint32_t(inputs.size());
-  const bool same = slot.last_inputs != UINT64_MAX && same_inputs(s.shapes, slot.last_inputs, inputs);
-  r.inputs = same ? slot.last_inputs : s.shapes.size();
+  const bool same = c->last_inputs != UINT64_MAX && same_inputs(s.shapes, c->last_inputs, inputs);
+  r.inputs = same ? c->last_inputs : s.shapes.size();
   if (!push_range(s, r) || same) return;
-  slot.last_inputs = r.inputs;
+  c->last_inputs = r.inputs;
   for (const Value* v : inputs) {
     const int64_t header = input_word(v);
     s.shapes.push_back(header);

@@ -35,6 +35,7 @@ struct Executor::Plan {
     mutable std::shared_ptr<void> state;  // kernel's per-node cache
     Device device;                        // where the kernel runs
     bool fallback = false;
+    mutable profiler::detail::NodeCache profile = {};  // the profiler's, while one records
   };
   std::unordered_map<std::string, int> slot_of;
   int num_slots = 0;
@@ -712,7 +713,7 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
         range.begin_op(node, step.device.type != DeviceType::CPU);
       step.kernel->fn(ctx);
       if (range.active()) [[unlikely]]
-        range.end_op(node, backend_name(step.device), in_values, step.fallback);
+        range.end_op(node, backend_name(step.device), in_values, step.fallback, &step.profile);
       current_env_ = saved_env;
     } catch (Error& e) {
       current_env_ = saved_env;
