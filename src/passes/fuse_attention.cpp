@@ -1,18 +1,20 @@
 // Recognizes scaled dot-product attention written out in elementary ops and rewrites it into one
-// ai.ingot.Attention (inputs Q, K, V, optional mask; attribute scale), which the CUDA backend runs
-// without the score matrix in memory (flash attention) and the CPU backend in cache-sized blocks:
+// ai.ingot.Attention (inputs Q, K, V, optional mask; attributes scale, transposed), which the CUDA
+// backend runs without the score matrix in memory (flash attention) and the CPU backend a chunk of
+// batches at a time:
 //   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., mask)] -> Softmax(last axis) -> MatMul(., V)
 // where A = [Mul(Q, s)] and B = K^T: [Mul(., s)] of a Transpose whose permutation ends by swapping
 // the last two axes, or of any other value (a Transpose is then inserted). Scalar constants s on the
 // scores, on Q or on K multiply into `scale` (exporters put 1/sqrt(d) in any of these places; torch's
 // scaled_dot_product_attention splits it between Q and K). The Transpose feeding B is rewritten to
-// produce K directly (e.g. K^T = Transpose(k, [0,2,3,1]) of [B,T,H,D] becomes Transpose(k, [0,3,1,2])
-// swapped back: Transpose(k, [0,2,1,3])).
+// produce K directly (Whisper's K^T = Transpose(k, [0,2,3,1]) of k [B,T,H,D]: K = Transpose(k,
+// [0,2,1,3]), which the `transposed` flag below then absorbs).
 // Transposes by [0, 2, 1, 3] of Q, K (also the composed K^T Transpose), V and of the result, each
 // read once, are absorbed too: the op reads and writes [B, T, H, D] through row strides (its
 // `transposed` flags), so Whisper's attention is one node between the projections' Reshapes.
 // Every intermediate must have one reader; ranks of Q, K^T and V must be known and >= 2, the mask's
-// known and at most the scores'; all float operands share one dtype. Softmax before opset 13 works on
+// known and at most the scores' (and the masked scores provably of the scores' shape); all float
+// operands share one dtype. Softmax before opset 13 works on
 // rows coerced at `axis`, the same thing only when axis is the last one.
 #include <cmath>
 
@@ -83,8 +85,11 @@ class AttentionMatcher {
         const std::string& scores = n.inputs[size_t(side)];
         const std::string& mask = n.inputs[size_t(1 - side)];
         auto mask_rank = rank_of(g_, mask);
+        // The mask must not widen the scores (Add's result of their shape, provably): the op
+        // broadcasts the mask into the scores, never the other way.
         if (scores == mask || !single_reader(scores) || value_dtype(g_, mask) != dtype_ || !mask_rank ||
-            *mask_rank > *rank || !(producer(scores, "MatMul") || producer(scores, "Mul") || producer(scores, "Div")))
+            *mask_rank > *rank || !same_shape(g_, scores, n.outputs[0]) ||
+            !(producer(scores, "MatMul") || producer(scores, "Mul") || producer(scores, "Div")))
           continue;
         m.mask = mask;
         m.absorbed.push_back(*add);

@@ -30,21 +30,6 @@ bool bias_fits(const Graph& g, const std::string& bias, int64_t n, int64_t a_ran
   return shape->size() == 2 && (*shape)[0] == 1 && (*shape)[1] == n && a_rank >= 2;
 }
 
-// Whether two values provably have one shape: known ranks, each dim the same number or the same
-// named symbol.
-bool same_shape(const Graph& g, const std::string& a, const std::string& b) {
-  auto ta = value_type(g, a), tb = value_type(g, b);
-  if (!ta || !tb || ta->kind != ValueKind::Tensor || tb->kind != ValueKind::Tensor || !ta->shape || !tb->shape ||
-      ta->shape->size() != tb->shape->size())
-    return false;
-  for (size_t i = 0; i < ta->shape->size(); ++i) {
-    const Dim& da = (*ta->shape)[i];
-    const Dim& db = (*tb->shape)[i];
-    if (da.is_static() ? da.value != db.value : (da.symbol.empty() || da.symbol != db.symbol)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 bool fuse_matmul_bias_act(Model& model) {

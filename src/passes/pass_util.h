@@ -100,6 +100,21 @@ inline std::optional<std::vector<int64_t>> static_shape(const Graph& g, const st
   return dims;
 }
 
+// Whether two values provably have one shape: known ranks, each dim the same number or the same
+// named symbol.
+inline bool same_shape(const Graph& g, const std::string& a, const std::string& b) {
+  auto ta = value_type(g, a), tb = value_type(g, b);
+  if (!ta || !tb || ta->kind != ValueKind::Tensor || tb->kind != ValueKind::Tensor || !ta->shape || !tb->shape ||
+      ta->shape->size() != tb->shape->size())
+    return false;
+  for (size_t i = 0; i < ta->shape->size(); ++i) {
+    const Dim& da = (*ta->shape)[i];
+    const Dim& db = (*tb->shape)[i];
+    if (da.is_static() ? da.value != db.value : (da.symbol.empty() || da.symbol != db.symbol)) return false;
+  }
+  return true;
+}
+
 // Readers of every value of the main graph: node indices, with SIZE_MAX for a read from inside a
 // subgraph (such a value is never rewritten away) and for graph outputs.
 struct Readers {

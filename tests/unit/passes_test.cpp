@@ -803,6 +803,7 @@ struct AttentionCase {
   bool mqa = false;          // k, v with one head, broadcast over Q's three
   bool scores_output = false;  // the scores are also a graph output (the pattern must stay)
   bool y_transpose = false;    // y back to [B, Tq, H, D] (the heads' Transpose after the product)
+  bool wide_mask = false;      // one head in q, k, v; the mask [B, 3, 1, Tk] widens the scores to 3
   int opset = 17;
   int64_t softmax_axis = -1;  // 0: attribute not set
 };
@@ -810,7 +811,8 @@ struct AttentionCase {
 constexpr float kAttentionScale = 0.35f;
 
 std::string attention_model(const AttentionCase& c, const std::string& file) {
-  const int64_t b = 2, tq = 7, tk = 9, h = 3, d = 8, kv_heads = c.mqa ? 1 : h;
+  const int64_t b = 2, tq = 7, tk = 9, h = c.wide_mask ? 1 : 3, d = 8, kv_heads = c.mqa ? 1 : h;
+  const int64_t out_heads = c.wide_mask ? 3 : h;
   onnx::GraphProto g;
   g.set_name("attention");
   *g.add_input() = float_info("q", {b, tq, h, d});
@@ -820,7 +822,7 @@ std::string attention_model(const AttentionCase& c, const std::string& file) {
     *g.add_input() = float_info("k", {b, tk, kv_heads, d});
   }
   *g.add_input() = float_info("v", {b, tk, kv_heads, d});
-  if (c.mask) *g.add_input() = float_info("mask", {b, 1, 1, tk});
+  if (c.mask) *g.add_input() = float_info("mask", {b, out_heads, 1, tk});
   const float s = c.sdpa_scales ? std::sqrt(kAttentionScale) : kAttentionScale;
   add_scalar(g, "s", s);
   add_scalar(g, "two", 2.0f);
@@ -854,10 +856,10 @@ std::string attention_model(const AttentionCase& c, const std::string& file) {
   if (c.y_transpose) {
     *g.add_node() = make_node("MatMul", {"p", "vt"}, {"yh"});
     transpose("yh", "y", {0, 2, 1, 3});
-    *g.add_output() = float_info("y", {b, tq, h, d});
+    *g.add_output() = float_info("y", {b, tq, out_heads, d});
   } else {
     *g.add_node() = make_node("MatMul", {"p", "vt"}, {"y"});
-    *g.add_output() = float_info("y", {b, h, tq, d});
+    *g.add_output() = float_info("y", {b, out_heads, tq, d});
   }
   if (c.scores_output) *g.add_output() = float_info("scores", {b, h, tq, tk});
   return ingot::testing::save_model(ingot::testing::model_with(std::move(g), c.opset), file);
@@ -942,8 +944,10 @@ TEST(FuseAttention, LeavesOtherPatternsAlone) {
   other_axis.softmax_axis = 2;
   AttentionCase shared_scores;
   shared_scores.scores_output = true;
+  AttentionCase wide_mask;  // the mask broadcasts the scores to more heads: not the op's semantics
+  wide_mask.mask = wide_mask.wide_mask = true;
   int i = 0;
-  for (const AttentionCase& c : {old_default, other_axis, shared_scores}) {
+  for (const AttentionCase& c : {old_default, other_axis, shared_scores, wide_mask}) {
     SCOPED_TRACE(i);
     const std::string path = attention_model(c, fmt::format("attention_alone{}.onnx", i++));
     EXPECT_TRUE(fused_attention(path).empty());
