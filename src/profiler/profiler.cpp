@@ -1,8 +1,9 @@
 // Recording: one process-wide buffer behind a lock. Nodes run one at a time (kernels parallelize
 // inside), so the lock is uncontended; allocations from worker threads take it too. Recording is kept
-// cheap (~0.05 us per op event; docs/PROFILING.md): a fixed-size Record per event, input shapes appended
-// to one int64 arena, nodes interned by pointer (their strings copied once per profile), and free()s
-// matched with allocations only at stop(). stop() builds the public Events from that.
+// cheap (~0.05 us per op event; docs/PROFILING.md): a fixed-size Record per event in blocks that never
+// move, input shapes appended to one int64 arena, nodes interned once per profile (found through the
+// caller's NodeCache, else by pointer), and free()s matched with allocations only at stop(). stop()
+// builds the public Events from that.
 #include <ingot/error.h>
 #include <ingot/profiler.h>
 

@@ -19,6 +19,16 @@ struct OperandView {
   int64_t rows = 0, cols = 0, row_stride = 0;
 };
 
+// Element strides of the leading dims of a dense [lead..., matrix elements] tensor.
+std::vector<int64_t> contiguous_lead(const Shape& lead, int64_t matrix) {
+  std::vector<int64_t> strides(lead.size());
+  for (size_t j = lead.size(); j-- > 0;) {
+    strides[j] = matrix;
+    matrix *= lead[j];
+  }
+  return strides;
+}
+
 OperandView operand_view(const Tensor& t, bool transposed, size_t index) {
   const Shape& s = t.shape();
   OperandView v;
@@ -33,12 +43,7 @@ OperandView operand_view(const Tensor& t, bool transposed, size_t index) {
   }
   v.lead.assign(s.begin(), s.end() - 2);
   v.rows = s[s.size() - 2], v.cols = s.back(), v.row_stride = v.cols;
-  v.lead_strides.assign(v.lead.size(), 0);
-  int64_t stride = v.rows * v.cols;
-  for (size_t j = v.lead.size(); j-- > 0;) {
-    v.lead_strides[j] = stride;
-    stride *= v.lead[j];
-  }
+  v.lead_strides = contiguous_lead(v.lead, v.rows * v.cols);
   return v;
 }
 
@@ -110,15 +115,7 @@ AttentionArgs attention_args(const KernelContext& ctx) {
     a.out_shape = a.lead;
     a.out_shape.push_back(a.tq);
     a.out_shape.push_back(a.dv);
-    OperandView y;
-    y.lead = a.lead;
-    y.lead_strides.assign(rank, 0);
-    int64_t stride = a.tq * a.dv;
-    for (size_t j = rank; j-- > 0;) {
-      y.lead_strides[j] = stride;
-      stride *= a.lead[j];
-    }
-    a.y_lead = y.lead_strides;
+    a.y_lead = contiguous_lead(a.lead, a.tq * a.dv);
     a.y_row = a.dv;
   }
   if (a.has_mask) {
