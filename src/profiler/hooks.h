@@ -51,12 +51,21 @@ void register_device_timer(const DeviceTimer* timer, bool nvtx_always);
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // What the profiler remembers about one node during one profile, kept by the caller that runs the
-// node (the executor: one per plan step) so that recording an op finds the node without a lookup.
-// Stale (another profile's) caches are recognized and refilled.
+// node (the executor: one per plan step) so that recording an op finds the node, its backend and its
+// last input shapes without a lookup. Stale (another profile's) caches are recognized and refilled.
+// Used by one thread at a time (the thread running the node's session).
 struct NodeCache {
-  uint64_t generation = 0;               // the profile it belongs to (0: none)
-  uint32_t id = 0;                       // the node's index in that profile
-  uint64_t last_inputs = UINT64_MAX;     // where its last input shapes are encoded
+  static constexpr size_t kInlineWords = 15;  // a node's inputs up to this encoding length compare inline
+
+  uint64_t generation = 0;            // the profile it belongs to (0: none)
+  uint32_t id = 0;                    // the node's index in that profile
+  uint8_t backend = 0;                // the index of `backend_name` in that profile
+  bool outputs_interned = false;      // a fallback's: its output names are interned (for its copies)
+  const char* backend_name = nullptr; // the (static) backend string the node last ran on
+  const void* log = nullptr;          // the recording thread's log that holds them
+  uint64_t last_inputs = UINT64_MAX;  // where its last input shapes are encoded in that log
+  uint32_t last_words = 0;            // that encoding's length in words
+  int64_t words[kInlineWords];        // and the encoding itself when it fits
 };
 
 // One timed range on the calling thread (an op, a session run). Trivial to construct, so the

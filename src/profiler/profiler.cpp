@@ -1,9 +1,13 @@
-// Recording: one process-wide buffer behind a lock. Nodes run one at a time (kernels parallelize
-// inside), so the lock is uncontended; allocations from worker threads take it too. Recording is kept
-// cheap (~0.05 us per op event; docs/PROFILING.md): a fixed-size Record per event in blocks that never
-// move, input shapes appended to one int64 arena, nodes interned once per profile (found through the
-// caller's NodeCache, else by pointer), and free()s matched with allocations only at stop(). stop()
-// builds the public Events from that.
+// Recording: each thread appends to a log of its own (ThreadLog), without a lock or any atomic
+// read-modify-write: a locked instruction is a full barrier that waits for the stores of the kernel
+// that just ran, which cost Silero VAD ~3.5% of its run on the CPU (docs/PROFILING.md). What a thread
+// writes stays its own until stop(), which turns the profiler off and then waits until no thread is
+// inside a write (ThreadLog::busy; made visible to it by one membarrier() system call instead of a
+// fence in every write, see WriteSection). A record is a fixed-size Record in blocks that never move;
+// op input shapes go to the thread's int64 arena; nodes, backends and names are interned once per
+// profile in State under a mutex (found again through the caller's NodeCache); free()s are matched
+// with allocations only at stop(), which merges the threads' logs in time order and builds the public
+// Events.
 #include <ingot/error.h>
 #include <ingot/profiler.h>
 
@@ -17,6 +21,12 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/strings.h"
 #include "graph/graph.h"
@@ -37,7 +47,7 @@ std::atomic<bool> g_op_hooks{false};
 
 namespace {
 
-// One recorded event, in a form that is cheap to write (56 bytes, no pointers to own); stop() turns
+// One recorded event, in a form that is cheap to write (48 bytes, no pointers to own); stop() turns
 // it into an Event.
 struct Record {
   int64_t start = 0, end = 0;  // clock ticks (now_ticks()); end == start for Alloc/Free
@@ -49,14 +59,13 @@ struct Record {
   int64_t bytes = 0;      // Alloc, Copy; Op: the device timer's token (-1: none)
   uint32_t name = 0;      // Op: index into State::nodes; SessionRun: into State::run_names; Copy: value id
   uint32_t n_inputs = 0;  // Op
-  uint32_t tid = 0;
-  int depth = 0;
+  int16_t depth = 0;      // (the thread is its log's)
   int16_t device = 0;
   EventKind kind = EventKind::Op;
   uint8_t backend = 0;  // Op/SessionRun: index into State::backends; Copy: the CopyKind
   uint8_t flags = 0;    // kFallback...
 };
-static_assert(sizeof(Record) == 56);
+static_assert(sizeof(Record) == 48);
 
 constexpr uint8_t kFallbackOp = 1;    // Op: a fallback node
 constexpr uint8_t kForFallback = 2;   // Copy: for a fallback node's input
@@ -71,42 +80,20 @@ struct NodeNames {
 
 const detail::DeviceTimer* g_timer = nullptr;
 bool g_nvtx_always = false;
+bool g_nvtx = false;  // the device timer pushes NVTX ranges (g_timer->push_range)
 
 // Arena encoding of one op input: a header word, then `rank` dims.
 int64_t input_header(TensorDesc::Kind kind, DType dtype, size_t rank) {
   return int64_t(kind) | int64_t(dtype) << 8 | int64_t(rank) << 16;
 }
 
-// The recording lock: taken once per event, almost always uncontended (nodes run one at a time;
-// worker threads only record allocations), so a test-and-set spin lock (one atomic exchange to
-// take, a store to release) instead of a pthread mutex; a waiter that spins long yields.
-class SpinLock {
- public:
-  void lock() {
-    for (int spins = 0; flag_.exchange(true, std::memory_order_acquire); ++spins) {
-      while (flag_.load(std::memory_order_relaxed)) {
-        if (++spins > 64) {
-          std::this_thread::yield();
-        } else {
-#if defined(__x86_64__)
-          _mm_pause();
-#endif
-        }
-      }
-    }
-  }
-  void unlock() { flag_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> flag_{false};
-};
-
 // The records of a profile, in blocks of kBlock: appending never moves what was recorded. (A
 // vector that doubles copies everything recorded so far and then takes the page faults of its new
 // memory: 2 M op events of one profile cost ~200 ns each that way, ~33 once the memory is there.)
 class RecordLog {
  public:
-  static constexpr size_t kBlock = size_t(1) << 14;  // 16 k records, 896 KiB
+  static constexpr size_t kBlock = size_t(1) << 14;  // 16 k records, 768 KiB
+  static constexpr size_t kPrefetchAhead = 8;
 
   // Empties the log and allocates `blocks` blocks up front (their records constructed: the pages
   // are written now rather than while recording).
@@ -119,15 +106,25 @@ class RecordLog {
     blocks_.shrink_to_fit();
     size_ = 0;
   }
-  void push_back(const Record& r) {
-    if (size_ == blocks_.size() * kBlock) blocks_.emplace_back(new Record[kBlock]);
-    blocks_[size_ / kBlock][size_ % kBlock] = r;
+  void push_back(const Record& r) { append() = r; }
+  // The next record, to be filled in place.
+  [[gnu::always_inline]] Record& append() {
+    if (size_ == blocks_.size() * kBlock) [[unlikely]]
+      grow();
+    Record* r = &blocks_[size_ / kBlock][size_ % kBlock];
+    // The records a few events ahead, fetched for writing now: a record's line is long out of the
+    // cache (start() wrote it), and a store that waits for it stalls the kernels that follow once
+    // the store queue fills (Silero VAD: ~25 ns per op event without this).
+    if (size_ % kBlock + kPrefetchAhead < kBlock) __builtin_prefetch(r + kPrefetchAhead, 1, 3);
     ++size_;
+    return *r;
   }
   size_t size() const { return size_; }
   const Record& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
 
  private:
+  [[gnu::noinline]] void grow() { blocks_.emplace_back(new Record[kBlock]); }
+
   std::vector<std::unique_ptr<Record[]>> blocks_;
   size_t size_ = 0;
 };
@@ -142,10 +139,24 @@ struct NodeSlot {
 constexpr size_t kNodeSlots = 1024;
 size_t node_slot(const Node* node) { return size_t((uintptr_t(node) * 0x9E3779B97F4A7C15ull) >> 54) % kNodeSlots; }
 
-struct State {
-  SpinLock mutex;
+// What one thread recorded in the current profile. Written only by its thread, inside a
+// WriteSection; read and reset by start() and stop() only while no thread is inside one.
+struct ThreadLog {
+  std::atomic<int> busy{0};      // > 0: the thread is inside a WriteSection
+  uint32_t tid = 0;              // its track in the trace
+  bool exited = false;           // the thread ended (the log stays until the profile is collected)
   RecordLog records;
-  std::vector<int64_t> shapes;                         // op input headers and dims (Record::inputs)
+  std::vector<int64_t> shapes;   // op input headers and dims (Record::inputs)
+  // The model name of this thread's last SessionRun record and its index in State::run_names.
+  uint64_t run_generation = 0;
+  std::string run_name;
+  uint32_t run_name_id = 0;
+  uint8_t run_backend = 0;
+};
+
+// Interned names and the threads' logs.
+struct State {
+  std::mutex mutex;  // the tables below; taken inside a WriteSection only on a profile's first sight of something
   std::unordered_map<const Node*, uint32_t> node_ids;  // nodes seen in this profile -> index in `nodes`
   std::array<NodeSlot, kNodeSlots> node_cache{};        // cleared with node_ids
   std::vector<NodeNames> nodes;
@@ -156,13 +167,17 @@ struct State {
   std::unordered_map<std::string, uint32_t> value_ids;
   std::vector<std::string> value_names;
   std::unordered_map<const void*, std::vector<uint32_t>> slot_tables;
+  uint64_t generation = 0;  // bumped by start() (NodeCaches of another profile are refilled)
+
+  // Serializes start() and stop() and guards `logs` (never taken inside a WriteSection).
+  std::mutex logs_mutex;
+  std::vector<std::unique_ptr<ThreadLog>> logs;  // one per thread that ever recorded and has not ended
+  uint32_t main_tid = 0;                          // the thread that called start()
   std::chrono::steady_clock::time_point origin;
   int64_t origin_ticks = 0;  // now_ticks() at `origin`
-  std::map<uint32_t, std::string> threads;
-  uint64_t generation = 0;  // bumped by start(): threads note their name once per profile
 };
 
-State& state() {
+[[gnu::always_inline]] inline State& state() {
   static State s;
   return s;
 }
@@ -170,10 +185,83 @@ State& state() {
 std::atomic<uint32_t> g_next_tid{0};
 thread_local int t_depth = 0;
 
-uint32_t this_tid() {
-  thread_local uint32_t tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
-  return tid;
+// The calling thread's log, registered on first use. A thread that ends marks its log, which
+// stop() collects and frees (the records of a thread that ended during a profile are kept).
+thread_local ThreadLog* t_log = nullptr;
+
+struct LogOwner {
+  ~LogOwner() {
+    if (!t_log) return;
+    State& s = state();
+    std::lock_guard lock(s.logs_mutex);
+    t_log->exited = true;
+    t_log = nullptr;
+  }
+};
+thread_local LogOwner t_log_owner;
+
+[[gnu::noinline]] ThreadLog& attach_log() {
+  auto log = std::make_unique<ThreadLog>();
+  log->tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
+  ThreadLog* raw = log.get();
+  {
+    State& s = state();
+    std::lock_guard lock(s.logs_mutex);
+    s.logs.push_back(std::move(log));
+  }
+  (void)&t_log_owner;  // constructs the owner, whose destructor runs at thread exit
+  t_log = raw;
+  return *raw;
 }
+
+ThreadLog& this_log() { return t_log ? *t_log : attach_log(); }
+
+// Whether stop() can make writers' `busy` flags visible with one membarrier() (Linux >= 4.14):
+// then a write needs only a compiler barrier between raising `busy` and reading `enabled`, not a
+// fence. Decided by the first start(); without it every write pays a full fence.
+std::atomic<bool> g_asymmetric_fence{false};
+
+bool register_membarrier() {
+#if defined(__linux__) && defined(SYS_membarrier)  // (the commands are enumerators, not macros)
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+  return false;
+#endif
+}
+
+// Every thread of the process executes a full memory barrier before this returns.
+void barrier_all_threads() {
+#if defined(__linux__) && defined(SYS_membarrier)
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+#endif
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // (writers fence themselves then)
+}
+
+// A write to the calling thread's log: raises its `busy` flag and then checks that the profile is
+// still on (Dekker's handshake with stop(), which lowers `enabled` and then waits for `busy`).
+class WriteSection {
+ public:
+  [[gnu::always_inline]] WriteSection() : log_(this_log()) {
+    // A counter, in case a write ever nests in another on one thread (only this thread changes it).
+    log_.busy.store(log_.busy.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // stop()'s membarrier() orders it
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+    on_ = detail::g_enabled.load(std::memory_order_acquire);
+  }
+  [[gnu::always_inline]] ~WriteSection() { log_.busy.store(log_.busy.load(std::memory_order_relaxed) - 1, std::memory_order_release); }
+  WriteSection(const WriteSection&) = delete;
+  WriteSection& operator=(const WriteSection&) = delete;
+
+  bool on() const { return on_; }  // false: the profile stopped; write nothing
+  ThreadLog& log() { return log_; }
+
+ private:
+  ThreadLog& log_;
+  bool on_ = false;
+};
 
 // The clock events are timed with: the CPU's time-stamp counter where it ticks at a constant rate
 // (invariant TSC: ~10 ns to read, against ~24 ns for steady_clock::now() through the vDSO, and an op
@@ -208,15 +296,6 @@ struct TickConverter {
   int64_t operator()(int64_t ticks) const { return std::llround(double(ticks - origin_ticks) * ns_per_tick); }
 };
 
-thread_local uint64_t t_noted_generation = 0;
-
-// Called with the lock held.
-void note_thread(State& s, uint32_t tid) {
-  if (t_noted_generation == s.generation) return;
-  t_noted_generation = s.generation;
-  if (!s.threads.count(tid)) s.threads[tid] = s.threads.empty() ? "main" : "thread " + std::to_string(tid);
-}
-
 std::string_view copy_name(uint8_t kind) {
   switch (detail::CopyKind(kind)) {
     case detail::CopyKind::HostToDevice: return "copy H2D";
@@ -229,19 +308,42 @@ std::string_view copy_name(uint8_t kind) {
 // Outer ranges first among ranges starting together: a session, then a fallback, then its op.
 int kind_rank(const Event& e) { return e.kind == EventKind::SessionRun ? 0 : e.kind == EventKind::Fallback ? 1 : 2; }
 
+// A record and the log it is in, in the merged order of all threads' logs.
+struct LoggedRecord {
+  const Record* record;
+  const ThreadLog* log;
+};
+
+// The threads' records in one sequence ordered by the time they were written (a record is written
+// when its range ends; each log is in that order already), ties in thread order.
+std::vector<LoggedRecord> merge_logs(const std::vector<std::unique_ptr<ThreadLog>>& logs) {
+  std::vector<LoggedRecord> merged;
+  size_t total = 0;
+  for (const auto& log : logs) total += log->records.size();
+  merged.reserve(total);
+  size_t nonempty = 0;
+  for (const auto& log : logs) {
+    for (size_t i = 0; i < log->records.size(); ++i) merged.push_back({&log->records[i], log.get()});
+    nonempty += log->records.size() > 0;
+  }
+  if (nonempty > 1) {
+    std::stable_sort(merged.begin(), merged.end(),
+                     [](const LoggedRecord& a, const LoggedRecord& b) { return a.record->end < b.record->end; });
+  }
+  return merged;
+}
+
 // Turns the records into Events, in start order (outer ranges first): names and shapes looked up,
 // frees matched with allocations, copies attributed to fallbacks, device markers resolved into
 // device-track events.
-std::vector<Event> build_events(const State& s, const TickConverter& to_ns) {
-  const RecordLog& records = s.records;
-  // Frees matched with allocations and live bytes after each, in record order (which is time order:
-  // the lock is held while the clock is read). A free of a storage allocated before start() gets
-  // bytes -1 and is dropped: not ours to count.
+std::vector<Event> build_events(const State& s, const std::vector<LoggedRecord>& records, const TickConverter& to_ns) {
+  // Frees matched with allocations and live bytes after each, in time order. A free of a storage
+  // allocated before start() gets bytes -1 and is dropped: not ours to count.
   std::vector<int64_t> bytes(records.size()), live_after(records.size());
   std::unordered_map<const void*, int64_t> live;  // storages allocated while profiling -> bytes
   int64_t live_bytes = 0;
   for (size_t i = 0; i < records.size(); ++i) {
-    const Record& r = records[i];
+    const Record& r = *records[i].record;
     if (r.kind == EventKind::Alloc) {
       live[r.ptr] = r.bytes;
       live_bytes += r.bytes;
@@ -266,13 +368,14 @@ std::vector<Event> build_events(const State& s, const TickConverter& to_ns) {
   std::unordered_map<uint32_t, size_t> fallback_of_value;     // value id -> its fallback's event
   std::vector<std::pair<int64_t, size_t>> device_spans;       // device token -> host event
   for (size_t i = 0; i < records.size(); ++i) {
-    const Record& r = records[i];
+    const Record& r = *records[i].record;
+    const uint32_t tid = records[i].log->tid;
     if (r.kind == EventKind::Free && bytes[i] < 0) continue;
     Event e;
     e.kind = r.kind;
     e.start_ns = to_ns(r.start);
     e.end_ns = to_ns(r.end);
-    e.tid = r.tid;
+    e.tid = tid;
     e.depth = r.depth;
     int64_t token = -1;
     switch (r.kind) {
@@ -283,7 +386,7 @@ std::vector<Event> build_events(const State& s, const TickConverter& to_ns) {
         e.backend = s.backends[r.backend];
         e.device = r.device;
         e.inputs.resize(r.n_inputs);
-        const int64_t* p = s.shapes.data() + r.inputs;
+        const int64_t* p = records[i].log->shapes.data() + r.inputs;
         for (TensorDesc& d : e.inputs) {
           int64_t header = *p++;
           d.kind = TensorDesc::Kind(header & 0xff);
@@ -304,7 +407,7 @@ std::vector<Event> build_events(const State& s, const TickConverter& to_ns) {
           f.tid = e.tid;
           f.depth = e.depth;
           size_t index = events.size() + 1;  // after the op, pushed below
-          if (auto it = pending.find(r.tid); it != pending.end()) {
+          if (auto it = pending.find(tid); it != pending.end()) {
             for (size_t c : it->second) {
               f.start_ns = std::min(f.start_ns, events[c].start_ns);
               f.bytes += events[c].bytes;
@@ -340,7 +443,7 @@ std::vector<Event> build_events(const State& s, const TickConverter& to_ns) {
         e.blocking = detail::CopyKind(r.backend) == detail::CopyKind::DeviceToHost;
         if (r.name != kNoValue) e.value = s.value_names[r.name];
         token = r.token;
-        if (r.flags & kForFallback) pending[r.tid].push_back(events.size());
+        if (r.flags & kForFallback) pending[tid].push_back(events.size());
         if (r.flags & kFromFallback) {
           if (auto it = fallback_of_value.find(r.name); r.name != kNoValue && it != fallback_of_value.end()) {
             events[it->second].bytes += e.bytes;
@@ -503,51 +606,10 @@ std::string TensorDesc::str() const {
   return std::string(dtype_name(dtype)) + "[" + join(shape, ",") + "]";
 }
 
-void start() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (detail::g_enabled.load()) fail("profiler: already started");
-  // Room for 64 k events and 128 k shape words (tens of runs of a model of a few hundred nodes)
-  // before the buffers grow, written once here so that recording does not take the page faults of
-  // fresh memory (measurably slower on small models). ~4.7 MB, ~1 ms.
-  s.records.reset(4);
-  s.shapes.resize(1 << 17);
-  s.shapes.clear();
-  s.node_ids.clear();
-  s.node_cache = {};
-  s.nodes.clear();
-  s.run_names.clear();
-  s.backends.clear();
-  s.value_ids.clear();
-  s.value_names.clear();
-  s.slot_tables.clear();
-  s.threads.clear();
-  if (g_timer) g_timer->reset();
-  ++s.generation;
-  s.origin = std::chrono::steady_clock::now();
-  s.origin_ticks = now_ticks();
-  note_thread(s, this_tid());
-  detail::g_enabled.store(true);
-  detail::g_op_hooks.store(true);
-}
+namespace {
 
-Trace stop() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!detail::g_enabled.load()) fail("profiler: stop() without start()");
-  detail::g_enabled.store(false);
-  detail::g_op_hooks.store(g_nvtx_always);
-  TickConverter to_ns{s.origin_ticks, 1.0};
-  if (g_use_tsc) {
-    int64_t ticks = now_ticks() - s.origin_ticks;
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - s.origin);
-    if (ticks > 0) to_ns.ns_per_tick = double(ns.count()) / double(ticks);
-  }
-  Trace trace;
-  trace.events = build_events(s, to_ns);  // waits for the device markers
-  if (g_timer) g_timer->reset();
-  s.records.release();
-  s.shapes = {};
+// The name tables of a profile, emptied (start()) or released (stop()). Called with State::mutex held.
+void clear_tables(State& s) {
   s.node_ids = {};
   s.node_cache = {};
   s.nodes = {};
@@ -556,7 +618,79 @@ Trace stop() {
   s.value_ids = {};
   s.value_names = {};
   s.slot_tables = {};
-  for (const auto& [tid, name] : s.threads) trace.threads.emplace_back(tid, name);
+}
+
+// Frees the logs of threads that ended and empties the others. Only while no thread writes (the
+// profiler off, stop() having waited for the last writers); called with State::logs_mutex held.
+void release_logs(State& s) {
+  std::erase_if(s.logs, [](const std::unique_ptr<ThreadLog>& log) { return log->exited; });
+  for (auto& log : s.logs) {
+    log->records.release();
+    log->shapes = {};
+  }
+}
+
+}  // namespace
+
+void start() {
+  State& s = state();
+  ThreadLog& mine = this_log();  // (registers this thread: before taking logs_mutex)
+  std::lock_guard logs_lock(s.logs_mutex);
+  if (detail::g_enabled.load()) fail("profiler: already started");
+  static const bool asymmetric = register_membarrier();
+  g_asymmetric_fence.store(asymmetric, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(s.mutex);
+    clear_tables(s);
+    ++s.generation;
+  }
+  release_logs(s);
+  // Room for 64 k events and 128 k shape words on this thread (tens of runs of a model of a few
+  // hundred nodes) before its buffers grow, written once here so that recording does not take the
+  // page faults of fresh memory (measurably slower on small models). ~4.7 MB, ~1 ms. Other threads'
+  // logs (workers' allocations) start empty.
+  mine.records.reset(4);
+  mine.shapes.resize(1 << 17);
+  mine.shapes.clear();
+  s.main_tid = mine.tid;
+  if (g_timer) g_timer->reset();
+  s.origin = std::chrono::steady_clock::now();
+  s.origin_ticks = now_ticks();
+  detail::g_enabled.store(true);  // (seq_cst: the logs above are ready before a writer sees it)
+  detail::g_op_hooks.store(true);
+}
+
+Trace stop() {
+  State& s = state();
+  std::lock_guard logs_lock(s.logs_mutex);
+  if (!detail::g_enabled.load()) fail("profiler: stop() without start()");
+  detail::g_enabled.store(false);
+  detail::g_op_hooks.store(g_nvtx_always);
+  // Every writer now either raised `busy` before it read `enabled` (and is waited for) or reads false.
+  if (g_asymmetric_fence.load(std::memory_order_relaxed)) barrier_all_threads();
+  for (const auto& log : s.logs) {
+    while (log->busy.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  TickConverter to_ns{s.origin_ticks, 1.0};
+  if (g_use_tsc) {
+    int64_t ticks = now_ticks() - s.origin_ticks;
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - s.origin);
+    if (ticks > 0) to_ns.ns_per_tick = double(ns.count()) / double(ticks);
+  }
+  Trace trace;
+  {
+    std::lock_guard lock(s.mutex);
+    trace.events = build_events(s, merge_logs(s.logs), to_ns);  // waits for the device markers
+    clear_tables(s);
+  }
+  if (g_timer) g_timer->reset();
+  // Threads by track: the one that started the profile is "main", then every other that recorded.
+  std::map<uint32_t, std::string> threads{{s.main_tid, "main"}};
+  for (const auto& log : s.logs) {
+    if (log->records.size() > 0) threads.try_emplace(log->tid, "thread " + std::to_string(log->tid));
+  }
+  release_logs(s);
+  for (auto& [tid, name] : threads) trace.threads.emplace_back(tid, std::move(name));
   // The tracks that are not threads, after them: copies, then each device's stream.
   std::map<uint32_t, std::string> tracks;
   for (const Event& e : trace.events) {
@@ -588,7 +722,8 @@ int64_t clock_ticks() { return now_ticks(); }
 
 void register_device_timer(const DeviceTimer* timer, bool nvtx_always) {
   g_timer = timer;
-  g_nvtx_always = nvtx_always && timer && timer->push_range;
+  g_nvtx = timer && timer->push_range;
+  g_nvtx_always = nvtx_always && g_nvtx;
   if (g_nvtx_always) g_op_hooks.store(true);
 }
 
@@ -609,7 +744,7 @@ void Range::begin() {
 
 void Range::begin_op(const Node& node, bool on_device) {
   recording_ = g_enabled.load(std::memory_order_relaxed);
-  if (g_timer && g_timer->push_range && (recording_ || g_nvtx_always)) {
+  if (g_nvtx && (recording_ || g_nvtx_always)) [[unlikely]] {
     thread_local std::string label;  // reused: no allocation per op once it has grown
     label.assign(node.name.empty() ? node.op_type : node.name);
     label.append(" (").append(node.op_type).append(")");
@@ -633,7 +768,7 @@ void Range::begin_copy(bool on_device) {
 
 namespace {
 
-// Called with the lock held.
+// Called with State::mutex held.
 uint8_t backend_index(State& s, std::string_view backend) {
   for (size_t i = 0; i < s.backends.size(); ++i) {
     if (s.backends[i].data() == backend.data() || s.backends[i] == backend) return uint8_t(i);
@@ -642,14 +777,14 @@ uint8_t backend_index(State& s, std::string_view backend) {
   return uint8_t(s.backends.size() - 1);
 }
 
-// Called with the lock held.
+// Called with State::mutex held.
 uint32_t value_id(State& s, const std::string& name) {
   auto [it, added] = s.value_ids.try_emplace(name, uint32_t(s.value_names.size()));
   if (added) s.value_names.push_back(name);
   return it->second;
 }
 
-// The header word of one op input in State::shapes (its dims follow for a tensor).
+// The header word of one op input in a ThreadLog's shapes (its dims follow for a tensor).
 int64_t input_word(const Value* v) {
   if (v && v->kind == Value::Kind::Tensor) {
     return input_header(TensorDesc::Kind::Tensor, v->tensor.dtype(), v->tensor.shape().size());
@@ -658,30 +793,98 @@ int64_t input_word(const Value* v) {
   return input_header(kind, DType::Undefined, 0);
 }
 
-// Whether `inputs` are encoded at shapes[at...] (a node's previous record).
-bool same_inputs(const std::vector<int64_t>& shapes, uint64_t at, const std::vector<const Value*>& inputs) {
-  size_t i = size_t(at);
+// Whether `inputs` encode to the `n` words at `w` (a node's previous record). A node's inputs are
+// tensors of the same ranks run after run: the dims are compared without a branch per dim.
+[[gnu::always_inline]] inline bool same_inputs(const int64_t* w, size_t n, const std::vector<const Value*>& inputs) {
+  size_t i = 0;
   for (const Value* v : inputs) {
-    if (i >= shapes.size() || shapes[i++] != input_word(v)) return false;
-    if (v && v->kind == Value::Kind::Tensor) {
-      const auto& shape = v->tensor.shape();
-      if (i + shape.size() > shapes.size() || !std::equal(shape.begin(), shape.end(), shapes.begin() + ptrdiff_t(i)))
-        return false;
-      i += shape.size();
+    if (v && v->kind == Value::Kind::Tensor) [[likely]] {
+      const Shape& shape = v->tensor.shape();
+      const size_t rank = shape.size();
+      if (rank + 1 > n - i || w[i] != input_header(TensorDesc::Kind::Tensor, v->tensor.dtype(), rank)) return false;
+      const int64_t* last = w + i + 1;
+      uint64_t diff = 0;
+      for (size_t d = 0; d < rank; ++d) diff |= uint64_t(last[d] ^ shape[d]);
+      if (diff != 0) return false;
+      i += rank + 1;
+    } else if (i == n || w[i++] != input_word(v)) {
+      return false;
     }
   }
-  return true;
+  return i == n;
 }
 
-// Appends a finished range's record (end time, thread) unless the profile stopped while it ran.
-// Called with the lock held.
-bool push_range(State& s, Record& r) {
-  if (!g_enabled.load(std::memory_order_relaxed)) return false;
-  r.end = now_ticks();
-  r.tid = this_tid();
-  note_thread(s, r.tid);
-  s.records.push_back(r);
-  return true;
+// Appends the encoding of `inputs` to the thread's shapes and notes it in the node's cache (inline
+// too when it fits). Returns where it starts.
+[[gnu::noinline]] uint64_t append_inputs(ThreadLog& log, const std::vector<const Value*>& inputs, detail::NodeCache& c) {
+  std::vector<int64_t>& shapes = log.shapes;
+  const size_t at = shapes.size();
+  for (const Value* v : inputs) {
+    shapes.push_back(input_word(v));
+    if (v && v->kind == Value::Kind::Tensor) {
+      const auto& shape = v->tensor.shape();
+      shapes.insert(shapes.end(), shape.begin(), shape.end());
+    }
+  }
+  c.log = &log;
+  c.last_inputs = at;
+  c.last_words = uint32_t(shapes.size() - at);
+  if (c.last_words <= detail::NodeCache::kInlineWords) std::copy(shapes.begin() + ptrdiff_t(at), shapes.end(), c.words);
+  return at;
+}
+
+// Brings a node's cache up to this profile: the node interned (its name and op type copied once),
+// the backend's index, a fallback's output names.
+[[gnu::noinline]] void fill_cache(State& s, const Node& node, std::string_view backend, bool fallback,
+                                  detail::NodeCache& c) {
+  std::lock_guard lock(s.mutex);
+  if (c.generation != s.generation) {
+    auto [it, added] = s.node_ids.try_emplace(&node, uint32_t(s.nodes.size()));
+    if (added) {
+      std::string op_type = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+      std::string name = node.name.empty() ? op_type : node.name;
+      s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
+    }
+    c = {};
+    c.generation = s.generation;
+    c.id = it->second;
+  }
+  if (c.backend_name != backend.data()) {
+    c.backend = backend_index(s, backend);
+    c.backend_name = backend.data();
+  }
+  if (fallback && !c.outputs_interned) {
+    NodeNames& names = s.nodes[c.id];
+    if (!names.outputs_interned) {
+      names.outputs_interned = true;
+      for (const std::string& out : node.outputs) {
+        if (!out.empty()) names.outputs.push_back(value_id(s, out));
+      }
+    }
+    c.outputs_interned = true;
+  }
+}
+
+// Writes an op's record to the calling thread's log (inside a WriteSection).
+[[gnu::always_inline]] inline void write_op(State& s, ThreadLog& log, detail::NodeCache& c, const Node& node, std::string_view backend,
+              const std::vector<const Value*>& inputs, bool fallback, int64_t start, int64_t end, int depth,
+              int64_t device_token) {
+  if (c.generation != s.generation || c.backend_name != backend.data() || (fallback && !c.outputs_interned))
+      [[unlikely]]
+    fill_cache(s, node, backend, fallback, c);
+  Record& r = log.records.append();
+  r.start = start;
+  r.end = end;
+  r.bytes = device_token;
+  r.name = c.id;
+  r.n_inputs = uint32_t(inputs.size());
+  r.depth = int16_t(depth);
+  r.kind = EventKind::Op;
+  r.backend = c.backend;
+  r.flags = fallback ? kFallbackOp : 0;
+  const int64_t* last = c.last_words <= detail::NodeCache::kInlineWords ? c.words : log.shapes.data() + c.last_inputs;
+  const bool same = c.log == &log && c.last_inputs != UINT64_MAX && same_inputs(last, c.last_words, inputs);
+  r.inputs = same ? c.last_inputs : append_inputs(log, inputs, c);
 }
 
 }  // namespace
@@ -696,86 +899,72 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
     nvtx_ = false;
   }
   if (!recording_) return;
-  Record r;
-  r.kind = EventKind::Op;
-  r.start = start_ticks_;
-  r.depth = depth_;
-  r.bytes = device_token_;
-  r.flags = fallback ? kFallbackOp : 0;
+  const int64_t end = now_ticks();  // before the bookkeeping below, which is not the op's time
   State& s = state();
+  WriteSection w;
+  if (!w.on()) return;  // stopped while the op ran
+  if (cache) {
+    write_op(s, w.log(), *cache, node, backend, inputs, fallback, start_ticks_, end, depth_, device_token_);
+    return;
+  }
+  // The caller keeps no cache: the node's slot in the shared table (a copy, as fill_cache locks too).
+  NodeSlot& slot = s.node_cache[node_slot(&node)];
+  NodeCache c;
+  {
+    std::lock_guard lock(s.mutex);
+    if (slot.node == &node) c = slot.cache;
+  }
+  write_op(s, w.log(), c, node, backend, inputs, fallback, start_ticks_, end, depth_, device_token_);
   std::lock_guard lock(s.mutex);
-  NodeCache* c = cache;
-  if (!c) {
-    NodeSlot& slot = s.node_cache[node_slot(&node)];
-    if (slot.node != &node) slot = {&node, {}};
-    c = &slot.cache;
-  }
-  if (c->generation != s.generation) {
-    auto [it, added] = s.node_ids.try_emplace(&node, uint32_t(s.nodes.size()));
-    if (added) {
-      std::string op_type = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
-      std::string name = node.name.empty() ? op_type : node.name;
-      s.nodes.push_back({std::move(name), std::move(op_type), {}, false});
-    }
-    *c = {s.generation, it->second, UINT64_MAX};
-  }
-  const uint32_t node_id = c->id;
-  if (fallback && !s.nodes[node_id].outputs_interned) {
-    NodeNames& names = s.nodes[node_id];
-    names.outputs_interned = true;
-    for (const std::string& out : node.outputs) {
-      if (!out.empty()) names.outputs.push_back(value_id(s, out));
-    }
-  }
-  r.name = node_id;
-  r.backend = backend_index(s, backend);
-  r.n_inputs = uint32_t(inputs.size());
-  const bool same = c->last_inputs != UINT64_MAX && same_inputs(s.shapes, c->last_inputs, inputs);
-  r.inputs = same ? c->last_inputs : s.shapes.size();
-  if (!push_range(s, r) || same) return;
-  c->last_inputs = r.inputs;
-  for (const Value* v : inputs) {
-    const int64_t header = input_word(v);
-    s.shapes.push_back(header);
-    if (v && v->kind == Value::Kind::Tensor) {
-      const auto& shape = v->tensor.shape();
-      s.shapes.insert(s.shapes.end(), shape.begin(), shape.end());
-    }
-  }
+  slot = {&node, c};
 }
 
 void Range::end_session(const std::string& model_name) {
   active_ = false;
   t_depth = depth_;
-  Record r;
+  const int64_t end = now_ticks();
+  State& s = state();
+  WriteSection w;
+  if (!w.on()) return;
+  ThreadLog& log = w.log();
+  if (log.run_generation != s.generation || log.run_name != model_name) [[unlikely]] {
+    std::lock_guard lock(s.mutex);
+    if (s.run_names.empty() || s.run_names.back() != model_name) s.run_names.push_back(model_name);
+    log.run_generation = s.generation;
+    log.run_name = model_name;
+    log.run_name_id = uint32_t(s.run_names.size() - 1);
+    log.run_backend = backend_index(s, "cpu");
+  }
+  Record& r = log.records.append();
+  r.name = log.run_name_id;
+  r.backend = log.run_backend;
   r.kind = EventKind::SessionRun;
   r.start = start_ticks_;
-  r.depth = depth_;
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (s.run_names.empty() || s.run_names.back() != model_name) s.run_names.push_back(model_name);
-  r.name = uint32_t(s.run_names.size() - 1);
-  r.backend = backend_index(s, "cpu");
-  push_range(s, r);
+  r.end = end;
+  r.depth = int16_t(depth_);
 }
 
 void Range::end_copy(CopyKind kind, int64_t bytes, int device, const std::unordered_map<std::string, int>* slots,
                      int slot, bool for_fallback, bool from_fallback) {
   active_ = false;
   if (device_token_ >= 0) g_timer->end(device_token_);
-  Record r;
+  const int64_t end = now_ticks();
+  State& s = state();
+  WriteSection w;
+  if (!w.on()) return;
+  Record& r = w.log().records.append();
   r.kind = EventKind::Copy;
   r.start = start_ticks_;
-  r.depth = depth_;
+  r.end = end;
+  r.depth = int16_t(depth_);
   r.token = device_token_;
   r.bytes = bytes;
   r.device = int16_t(device);
   r.backend = uint8_t(kind);
   r.flags = uint8_t((for_fallback ? kForFallback : 0) | (from_fallback ? kFromFallback : 0));
   r.name = kNoValue;
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   if (slots && slot >= 0) {
+    std::lock_guard lock(s.mutex);
     // The executor's name -> slot table, inverted once per profile into value ids.
     std::vector<uint32_t>& table = s.slot_tables[slots];
     if (table.empty()) {
@@ -788,7 +977,6 @@ void Range::end_copy(CopyKind kind, int64_t bytes, int device, const std::unorde
     }
     if (size_t(slot) < table.size()) r.name = table[size_t(slot)];
   }
-  push_range(s, r);
 }
 
 void forget_nodes() {
@@ -801,34 +989,27 @@ void forget_nodes() {
 
 namespace {
 
-// An instant Alloc/Free record. Called with the lock held.
-void push_instant(State& s, EventKind kind, const void* ptr, int64_t bytes, int16_t device) {
-  Record r;
+// An instant Alloc/Free record in the calling thread's log.
+void write_instant(EventKind kind, const void* ptr, int64_t bytes, int16_t device) {
+  WriteSection w;
+  if (!w.on()) return;
+  Record& r = w.log().records.append();
   r.kind = kind;
   r.ptr = ptr;
   r.bytes = bytes;
   r.device = device;
   r.start = r.end = now_ticks();
-  r.tid = this_tid();
-  note_thread(s, r.tid);
-  r.depth = t_depth;
-  s.records.push_back(r);
+  r.depth = int16_t(t_depth);
 }
 
 }  // namespace
 
 void record_alloc(const void* ptr, size_t bytes, int device) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!g_enabled.load(std::memory_order_relaxed)) return;
-  push_instant(s, EventKind::Alloc, ptr, int64_t(bytes), int16_t(device));
+  write_instant(EventKind::Alloc, ptr, int64_t(bytes), int16_t(device));
 }
 
 void record_free(const void* ptr) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!g_enabled.load(std::memory_order_relaxed)) return;
-  push_instant(s, EventKind::Free, ptr, 0, 0);  // matched with its allocation (or dropped) by stop()
+  write_instant(EventKind::Free, ptr, 0, 0);  // matched with its allocation (or dropped) by stop()
 }
 
 }  // namespace detail

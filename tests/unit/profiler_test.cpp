@@ -5,9 +5,13 @@
 #include <ingot/session.h>
 #include <onnx/onnx_pb.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -255,6 +259,75 @@ TEST(Profiler, ChromeTraceFollowsTheFormat) {
   EXPECT_NE(html.find("three &lt;ops&gt;"), std::string::npos);
   EXPECT_EQ(html.find("src=\"http"), std::string::npos);
   EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+}
+
+// Each thread records into a log of its own without a lock, and stop() waits for the writes in
+// flight: profiles started and stopped while two threads run sessions non-stop hold, per thread,
+// whole runs of three ops nested in them (a run cut by start() or stop() loses only its edges),
+// and the records of a thread that ended before stop() are kept.
+TEST(Profiler, ThreadsRecordTheirOwnRunsWhileProfilesStartAndStop) {
+  const std::string model = three_op_model();
+  Tensor x = Tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3});
+  std::atomic<bool> done{false};
+  std::atomic<int> runs_done{0};
+  auto worker = [&] {
+    Session session = Session::load(model, node_by_node());
+    while (!done.load()) {
+      session.run({x});
+      runs_done.fetch_add(1);
+    }
+  };
+  std::thread a(worker), b(worker);
+  while (runs_done.load() < 10) std::this_thread::yield();
+  for (int round = 0; round < 20; ++round) {
+    profiler::start();
+    const int before = runs_done.load();
+    while (runs_done.load() < before + 6) std::this_thread::yield();
+    profiler::Trace t = profiler::stop();
+    std::map<uint32_t, std::vector<const profiler::Event*>> runs, ops;
+    for (const auto& e : t.events) {
+      if (e.kind == profiler::EventKind::SessionRun) runs[e.tid].push_back(&e);
+      if (e.kind == profiler::EventKind::Op) ops[e.tid].push_back(&e);
+    }
+    ASSERT_GE(runs.size(), 1u) << "round " << round;
+    size_t whole_runs = 0;
+    for (const auto& [tid, thread_runs] : runs) {
+      for (const profiler::Event* run : thread_runs) {
+        size_t inside = 0;
+        for (const profiler::Event* op : ops[tid]) {
+          if (op->start_ns >= run->start_ns && op->end_ns <= run->end_ns) {
+            EXPECT_EQ(op->depth, run->depth + 1);
+            ASSERT_FALSE(op->inputs.empty());
+            EXPECT_EQ(op->inputs[0].str(), "float32[2,3]");
+            ++inside;
+          }
+        }
+        EXPECT_LE(inside, 3u) << "round " << round;
+        whole_runs += inside == 3;
+      }
+    }
+    EXPECT_GE(whole_runs, 1u) << "round " << round;
+    EXPECT_LE(t.summary.freed_bytes, t.summary.alloc_bytes);
+    std::set<uint32_t> named;
+    for (const auto& [tid, name] : t.threads) named.insert(tid);
+    for (const auto& [tid, thread_ops] : ops) EXPECT_TRUE(named.count(tid)) << "thread " << tid << " has no name";
+  }
+  done = true;
+  a.join();
+  b.join();
+
+  profiler::start();
+  std::thread([&] {
+    Session session = Session::load(model, node_by_node());
+    session.run({x});
+  }).join();
+  profiler::Trace t = profiler::stop();
+  EXPECT_EQ(of_kind(t, profiler::EventKind::Op).size(), 3u);
+  ASSERT_EQ(of_kind(t, profiler::EventKind::SessionRun).size(), 1u);
+  const uint32_t tid = of_kind(t, profiler::EventKind::SessionRun)[0]->tid;
+  std::map<uint32_t, std::string> names(t.threads.begin(), t.threads.end());
+  ASSERT_TRUE(names.count(tid));
+  EXPECT_NE(names[tid], "main");  // the thread that ended, on a track of its own
 }
 
 TEST(Profiler, OffRecordsNothingAndMisuseIsAnError) {
