@@ -101,6 +101,12 @@ run() {
       >"$out/gpu-unit-attention-materialized.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-attention-materialized.log"
     summary+=("unit, attention without the flash kernel: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-attention-materialized.log" | tr '\n' ' ') (exit $rc)")
+    # Depthwise convolutions on the scalar kernel only (the vectorized one is the default).
+    rc=0
+    INGOT_DEPTHWISE_VEC=0 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='CudaFusedConv*:CudaConv*' \
+      >"$out/gpu-unit-depthwise-scalar.log" 2>&1 || rc=$?
+    tail -n 8 "$out/gpu-unit-depthwise-scalar.log"
+    summary+=("unit, depthwise on the scalar kernel: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-depthwise-scalar.log" | tr '\n' ' ') (exit $rc)")
   fi
   if want node; then
     # A crash in one case must not hide the rest: resume after it (test-onnx prints CRASH <case>).
@@ -152,7 +158,7 @@ run() {
   if want latency; then
     # Steady-state latency of the real models on the GPU with the profiler off and on (its overhead).
     python3 "$ROOT/tests/profiler/measure_overhead.py" --bench "$dir/bin/ingot-bench-latency" --device cuda \
-      --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 3 --runs 20 2>&1 | tee "$out/latency-cuda.md"
+      --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 5 --runs 100 2>&1 | tee "$out/latency-cuda.md"
     summary+=("latency and profiler overhead on cuda: latency-cuda.md")
   fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then

@@ -68,11 +68,15 @@ TEST(CudaElementwise, NaNAndInfinity) {
 TEST(CudaElementwise, BinaryBroadcasting) {
   INGOT_REQUIRE_GPU();
   // Same shape (vectorized path), scalars and trailing-axes rows on either side (the repeat path,
-  // vectorized or not), per-channel bias, outer-product and both-sides broadcasts.
+  // vectorized or not), per-channel bias, outer-product and both-sides broadcasts; a broadcast over
+  // middle axes on either side (the NHWC squeeze-excite scale [N, 1, 1, C]: vectorized when C is a
+  // multiple of the vector, and its NCHW form [N, C, 1, 1]).
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{4, 1031}, {4, 1031}}, {{2, 3, 5}, {}},   {{}, {6, 41}},          {{3, 5, 16}, {16}},
       {{16}, {3, 5, 16}},     {{5, 1027}, {1, 1027}}, {{2, 7, 3}, {7, 3}}, {{1, 8, 6, 6}, {1, 8, 1, 1}},
-      {{7, 1}, {1, 9}},       {{2, 1, 4, 1}, {3, 1, 5}}, {{0, 3}, {1, 3}}, {{}, {}}};
+      {{7, 1}, {1, 9}},       {{2, 1, 4, 1}, {3, 1, 5}}, {{0, 3}, {1, 3}}, {{}, {}},
+      {{4, 6, 5, 16}, {4, 1, 1, 16}}, {{3, 1, 1, 24}, {3, 7, 2, 24}}, {{4, 16, 6, 5}, {4, 16, 1, 1}},
+      {{3, 7, 5}, {3, 1, 5}}};
   for (DType dt : kFloats) {
     for (const auto& [sa, sb] : shapes) {
       Tensor a = random_tensor(dt, sa, 9, -3, 3), b = random_tensor(dt, sb, 10, 0.5, 3);

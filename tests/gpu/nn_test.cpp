@@ -367,6 +367,32 @@ TEST(CudaFusedConv, ChannelsLast) {
           "ai.ingot");
     check("FusedConv", {rnd(dt, {1, 8, 8, 12}, 23), rnd(dt, {12, 3, 3, 1}, 24)},
           {{"group", 12}, {"dilations", Ints{2, 2}}, {"pads", Ints{2, 1, 2, 1}}, {"layout", "NHWC"}}, "ai.ingot");
+    // The vectorized kernel (channels a multiple of 16 bytes' worth): 3x3 and 5x5 at strides 1 and 2,
+    // output widths that are not a multiple of its four columns per thread, several blocks of
+    // channels with a partial last one (264 channels), every epilogue input.
+    for (auto [k, stride] : {std::pair{3, 1}, std::pair{3, 2}, std::pair{5, 1}, std::pair{5, 2}}) {
+      SCOPED_TRACE(std::to_string(k) + "x" + std::to_string(k) + " stride " + std::to_string(stride));
+      const int64_t c = 264, h = 9, wd = 11, pad = k / 2;
+      const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (wd + 2 * pad - k) / stride + 1;
+      const Attributes attrs{{"activation", "Relu"}, {"group", c}, {"strides", Ints{stride, stride}},
+                             {"pads", Ints{pad, pad, pad, pad}}, {"layout", "NHWC"}};
+      Tensor xv = rnd(dt, {2, h, wd, c}, 40), wv = rnd(dt, {c, k, k, 1}, 41), bv = rnd(dt, {c}, 42);
+      check("FusedConv", {xv, wv, bv, rnd(dt, {2, oh, ow, c}, 43)}, attrs, "ai.ingot");
+      check("FusedConv", {xv, wv}, {{"group", c}, {"strides", Ints{stride, stride}}, {"pads", Ints{0, pad, pad, 0}},
+                                    {"layout", "NHWC"}}, "ai.ingot");
+    }
+    // Outputs large enough for four and two columns per thread on an H200 (the kernel takes fewer
+    // where the GPU would have too few threads): 3x3 stride 1 with every epilogue input; 5x5 stride 2.
+    {
+      const int64_t c4 = dt == DType::Float32 ? 256 : 512, c2 = dt == DType::Float32 ? 192 : 384;
+      check("FusedConv",
+            {rnd(dt, {4, 56, 56, c4}, 50), rnd(dt, {c4, 3, 3, 1}, 51), rnd(dt, {c4}, 52), rnd(dt, {4, 56, 56, c4}, 53)},
+            {{"activation", "HardSwish"}, {"group", c4}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");
+      check("FusedConv", {rnd(dt, {2, 112, 112, c2}, 54), rnd(dt, {c2, 5, 5, 1}, 55), rnd(dt, {c2}, 56)},
+            {{"activation", "Relu"}, {"group", c2}, {"strides", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}},
+             {"layout", "NHWC"}},
+            "ai.ingot");
+    }
     // An odd channel count (the last thread has one channel) spanning several blocks of channels.
     check("FusedConv", {rnd(dt, {2, 6, 5, 151}, 25), rnd(dt, {151, 3, 3, 1}, 26), rnd(dt, {151}, 27)},
           {{"activation", "Relu"}, {"group", 151}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");

@@ -17,9 +17,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cudnn_conv_graph.h"
@@ -119,6 +122,23 @@ struct DepthwiseParams {
 
 constexpr int kDepthwiseChannelThreads = 32, kDepthwiseColumnThreads = 8;
 
+// The epilogue kernel's steps and rounding: y = round(conv), then + bias, + residual, activation.
+template <class T>
+__device__ __forceinline__ void depthwise_epilogue(float acc, const T* bias, const T* residual, FusedActivation act,
+                                                   T& out) {
+  using C = compute_t<T>;
+  C v = load(store<T>(C(acc)));
+  if (bias) v += load(*bias);
+  if (residual) v = load(store<T>(v)) + load(*residual);
+  if (act == FusedActivation::Relu) v = v > C(0) ? v : C(0);
+  if (act == FusedActivation::HardSwish) {
+    C h = v * C(1.0 / 6.0) + C(0.5);
+    h = h < C(0) ? C(0) : (h > C(1) ? C(1) : h);
+    v = v * h;
+  }
+  out = store<T>(v);
+}
+
 template <class T>
 __global__ void depthwise_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ wt, const T* bias,
                                       const T* residual, T* __restrict__ y, DepthwiseParams p, FusedActivation act) {
@@ -145,17 +165,84 @@ __global__ void depthwise_nhwc_kernel(const T* __restrict__ x, const T* __restri
   }
   const size_t out = ((size_t(n) * p.oh + oy) * p.ow + ox) * p.c + c0;
   for (int j = 0; j < (pair ? 2 : 1); ++j) {
-    // The epilogue kernel's steps and rounding (y = round(conv), then + bias, + residual, act).
-    C v = load(store<T>(j ? acc1 : acc0));
-    if (bias) v += load(bias[c0 + j]);
-    if (residual) v = load(store<T>(v)) + load(residual[out + j]);
-    if (act == FusedActivation::Relu) v = v > C(0) ? v : C(0);
-    if (act == FusedActivation::HardSwish) {
-      C h = v * C(1.0 / 6.0) + C(0.5);
-      h = h < C(0) ? C(0) : (h > C(1) ? C(1) : h);
-      v = v * h;
+    depthwise_epilogue<T>(j ? acc1 : acc0, bias ? bias + c0 + j : nullptr, residual ? residual + out + j : nullptr, act,
+                          y[out + j]);
+  }
+}
+
+// The same convolution, vectorized, for the common case (no dilation, channels a multiple of 16
+// bytes' worth, 16-byte aligned tensors; MobileNet's 3x3 and 5x5 layers at stride 1 and 2). A thread
+// computes OX neighbouring output columns of V = 16 / sizeof(T) channels: it loads the (OX - 1) * SW +
+// KW input vectors of a row once and uses each for every output and tap that reads it (16-byte loads
+// instead of the kernel above's 2-byte ones, and up to KW / SW times fewer of them; OX is 4 unless
+// that leaves the GPU too few threads, as at batch 1). The block's weights are staged in shared
+// memory tap-major ([tap][channel]), so a tap's V weights are one 16-byte load. Same epilogue steps
+// and rounding as the kernel above.
+
+template <class T, int KW, int SW, int OX>
+__global__ void __launch_bounds__(256)
+    depthwise_nhwc_vec_kernel(const T* __restrict__ x, const T* __restrict__ wt, const T* __restrict__ bias,
+                              const T* __restrict__ residual, T* __restrict__ y, DepthwiseParams p,
+                              FusedActivation act) {
+  constexpr int V = 16 / int(sizeof(T));
+  constexpr int NIN = (OX - 1) * SW + KW;  // input columns of one row the thread's outputs read
+  extern __shared__ uint4 depthwise_smem[];
+  T* ws = reinterpret_cast<T*>(depthwise_smem);  // [kh * KW][group]
+  const int group = int(blockDim.x) * V, cbase = int(blockIdx.x) * group;
+  const int taps = p.kh * KW, channels = min(group, p.c - cbase);
+  const int tid = int(threadIdx.y * blockDim.x + threadIdx.x), nthreads = int(blockDim.x * blockDim.y);
+  for (int i = tid; i < channels * taps; i += nthreads) {  // the group's weights are contiguous
+    const int c = i / taps, t = i - c * taps;
+    ws[t * group + c] = wt[size_t(cbase) * taps + i];
+  }
+  __syncthreads();
+  const int c0 = cbase + int(threadIdx.x) * V;
+  const int ox0 = (int(blockIdx.y) * int(blockDim.y) + int(threadIdx.y)) * OX;
+  const int n = int(blockIdx.z) / p.oh, oy = int(blockIdx.z) % p.oh;
+  if (c0 >= p.c || ox0 >= p.ow) return;
+  float acc[OX][V];
+#pragma unroll
+  for (int o = 0; o < OX; ++o) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[o][v] = 0.f;
+  }
+  const int ix0 = ox0 * SW - p.pw;
+  for (int ky = 0; ky < p.kh; ++ky) {
+    const int iy = oy * p.sh - p.ph + ky;
+    if (iy < 0 || iy >= p.h) continue;
+    const T* row = x + (size_t(n) * p.h + iy) * p.w * p.c + c0;
+    uint4 in[NIN];
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) {
+      const int ix = ix0 + j;
+      in[j] = ix >= 0 && ix < p.w ? *reinterpret_cast<const uint4*>(row + size_t(ix) * p.c) : make_uint4(0, 0, 0, 0);
     }
-    y[out + j] = store<T>(v);
+#pragma unroll
+    for (int kx = 0; kx < KW; ++kx) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(ws + (ky * KW + kx) * group + int(threadIdx.x) * V);
+      const T* w = reinterpret_cast<const T*>(&wv);
+#pragma unroll
+      for (int o = 0; o < OX; ++o) {
+        const T* iv = reinterpret_cast<const T*>(&in[o * SW + kx]);
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[o][v] += float(load(iv[v])) * float(load(w[v]));
+      }
+    }
+  }
+  uint4 bv = make_uint4(0, 0, 0, 0);
+  if (bias) bv = *reinterpret_cast<const uint4*>(bias + c0);
+  const T* b = reinterpret_cast<const T*>(&bv);
+#pragma unroll
+  for (int o = 0; o < OX; ++o) {
+    if (ox0 + o >= p.ow) break;
+    const size_t out = ((size_t(n) * p.oh + oy) * p.ow + ox0 + o) * p.c + c0;
+    uint4 rv = make_uint4(0, 0, 0, 0), yv;
+    if (residual) rv = *reinterpret_cast<const uint4*>(residual + out);
+    const T* r = reinterpret_cast<const T*>(&rv);
+    T* yo = reinterpret_cast<T*>(&yv);
+#pragma unroll
+    for (int v = 0; v < V; ++v) depthwise_epilogue<T>(acc[o][v], bias ? b + v : nullptr, residual ? r + v : nullptr, act, yo[v]);
+    *reinterpret_cast<uint4*>(y + out) = yv;
   }
 }
 
@@ -604,6 +691,58 @@ void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, Fused
   });
 }
 
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// INGOT_DEPTHWISE_VEC=0 keeps every depthwise layer on the scalar kernel (for A/B runs and tests).
+bool depthwise_vec_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("INGOT_DEPTHWISE_VEC");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+
+// depthwise_nhwc_vec_kernel where it applies (3x3 or 5x5, stride 1 or 2 along W, no dilation,
+// 16-byte vectors of channels, aligned tensors); false otherwise.
+bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Tensor& w, const Tensor* b,
+                            const Tensor* residual, FusedActivation act, Tensor& y) {
+  if (!depthwise_vec_enabled()) return false;
+  const int v = 16 / int(dtype_size(x.dtype()));
+  if (p.dh != 1 || p.dw != 1 || (p.kw != 3 && p.kw != 5) || (p.sw != 1 && p.sw != 2) || p.c % v != 0) return false;
+  for (const Tensor* t : {&x, static_cast<const Tensor*>(&y), b, residual}) {
+    if (t && !aligned(t->raw_data())) return false;
+  }
+  const int channel_threads = std::min(32, p.c / v);
+  // Four output columns per thread, fewer where that would leave less than ~1000 threads per SM.
+  const int64_t vectors = int64_t(p.n) * p.oh * p.ow * (p.c / v);
+  const int columns = vectors / 4 >= int64_t(cuda::sm_count()) * 1024 ? 4 : vectors / 2 >= int64_t(cuda::sm_count()) * 1024 ? 2 : 1;
+  const int strips = (p.ow + columns - 1) / columns;
+  const int column_threads = std::min(256 / channel_threads, strips);
+  const size_t smem = size_t(p.kh) * p.kw * channel_threads * v * dtype_size(x.dtype());
+  if (smem > 48 * 1024) return false;
+  const dim3 block{unsigned(channel_threads), unsigned(column_threads)};
+  const dim3 grid{unsigned((p.c / v + channel_threads - 1) / channel_threads),
+                  unsigned((strips + column_threads - 1) / column_threads), unsigned(p.n * p.oh)};
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    auto launch = [&]<int KW, int SW>() {
+      auto args = std::make_tuple(cuda::ptr<const T>(x), cuda::ptr<const T>(w), b ? cuda::ptr<const T>(*b) : nullptr,
+                                  residual ? cuda::ptr<const T>(*residual) : nullptr, cuda::ptr<T>(y), p, act);
+      auto go = [&](auto kernel) {
+        std::apply([&](auto... a) { kernel<<<grid, block, smem, cuda::stream()>>>(a...); }, args);
+      };
+      if (columns == 4) go(depthwise_nhwc_vec_kernel<T, KW, SW, 4>);
+      if (columns == 2) go(depthwise_nhwc_vec_kernel<T, KW, SW, 2>);
+      if (columns == 1) go(depthwise_nhwc_vec_kernel<T, KW, SW, 1>);
+    };
+    if (p.kw == 3 && p.sw == 1) launch.template operator()<3, 1>();
+    if (p.kw == 3 && p.sw == 2) launch.template operator()<3, 2>();
+    if (p.kw == 5 && p.sw == 1) launch.template operator()<5, 1>();
+    if (p.kw == 5 && p.sw == 2) launch.template operator()<5, 2>();
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+  return true;
+}
+
 // A channels-last depthwise 2-D convolution (group == channels in == channels out) with its
 // epilogue; false for anything else.
 bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
@@ -621,6 +760,7 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                     int(win.out[0]),      int(win.out[1]),       int(win.kernel[0]),    int(win.kernel[1]),
                     int(win.strides[0]),  int(win.strides[1]),   int(win.pad_begin[0]), int(win.pad_begin[1]),
                     int(win.dilations[0]), int(win.dilations[1])};
+  if (run_depthwise_nhwc_vec(p, x, w, b, residual, act, y)) return true;
   const dim3 block(kDepthwiseChannelThreads, kDepthwiseColumnThreads);
   const dim3 grid(unsigned((p.c + 2 * kDepthwiseChannelThreads - 1) / (2 * kDepthwiseChannelThreads)),
                   unsigned((p.ow + kDepthwiseColumnThreads - 1) / kDepthwiseColumnThreads), unsigned(p.n * p.oh));
@@ -632,8 +772,6 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
   });
   return true;
 }
-
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // A 16-bit 1-D or 2-D forward convolution through cuDNN's graph API (backends/cuda/cudnn_conv_graph.h),
 // bias, residual and Relu included (HardSwish after it, by the epilogue kernel); 1-D as 2-D of unit

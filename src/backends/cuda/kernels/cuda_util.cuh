@@ -254,14 +254,14 @@ struct Indexer {
   __device__ __forceinline__ int64_t offset(int64_t linear) const {
     int64_t off = 0;
 #pragma unroll
-    for (int d = kMaxRank - 1; d >= 0; --d) {
+    for (int d = kMaxRank - 1; d >= 1; --d) {
       if (d < rank) {
         int64_t q = linear / out_dims[d];
         off += (linear - q * out_dims[d]) * strides[d];
         linear = q;
       }
     }
-    return off;
+    return rank > 0 ? off + linear * strides[0] : off;  // the outermost dim needs no division
   }
 };
 
@@ -275,14 +275,14 @@ struct Dims {
   __device__ __forceinline__ int64_t offset(int64_t linear) const {
     int64_t off = 0;
 #pragma unroll
-    for (int d = kMaxRank - 1; d >= 0; --d) {
+    for (int d = kMaxRank - 1; d >= 1; --d) {
       if (d < rank) {
         const int64_t q = linear / size[d];
         off += (linear - q * size[d]) * stride[d];
         linear = q;
       }
     }
-    return off;
+    return rank > 0 ? off + linear * stride[0] : off;  // the outermost dim needs no division
   }
 };
 

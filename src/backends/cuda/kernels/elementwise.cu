@@ -72,6 +72,25 @@ __global__ void map2_repeat_kernel(const In* __restrict__ big, const In* __restr
   }
 }
 
+// y = f(a, b) where `small` is broadcast over a middle range of y's axes: y viewed as [outer, mid,
+// inner] and small as [outer, 1, inner] (NHWC's per-image, per-channel scale [N, 1, 1, C] of a
+// squeeze-and-excite block). Vectorized over `big` when inner is a multiple of V (a vector then
+// shares its image and covers consecutive channels); 32-bit index arithmetic (n < 2^31).
+template <class Out, class In, int V, bool kSmallFirst, class F>
+__global__ void map2_mid_broadcast_kernel(const In* __restrict__ big, const In* __restrict__ small,
+                                          Out* __restrict__ y, uint32_t n, uint32_t mid_inner, uint32_t inner, F f) {
+  const uint32_t nv = n / V;
+  for (uint32_t i = uint32_t(thread_index()); i < nv; i += uint32_t(grid_stride())) {
+    const uint32_t e = i * V;
+    const In* s = small + (e / mid_inner) * inner + e % inner;
+    Vec<In, V> x = reinterpret_cast<const Vec<In, V>*>(big)[i];
+    Vec<Out, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = kSmallFirst ? f(s[k], x.v[k]) : f(x.v[k], s[k]);
+    reinterpret_cast<Vec<Out, V>*>(y)[i] = r;
+  }
+}
+
 template <class Out, class In, class F>
 __global__ void map2_broadcast_kernel(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ y,
                                       int64_t n, Indexer ia, Indexer ib, F f) {
@@ -112,6 +131,39 @@ void launch_repeat(const In* big, const In* small, Out* y, int64_t n, int64_t in
   }
 }
 
+// `small` broadcast to `y` as [outer, 1, inner] against y's [outer, mid, inner] (outer, mid > 1:
+// the other broadcasts are the repeat path's): small's axes equal y's, then are 1 over a run of y's
+// axes, then equal y's again. inner 0 when small is not of that form or y is too large for 32-bit
+// indices.
+struct MidBroadcast {
+  int64_t mid_inner = 0, inner = 0;
+};
+MidBroadcast mid_broadcast(const Shape& small, const Shape& y) {
+  const int64_t n = shape_numel(y);
+  if (small.size() > y.size() || n >= (int64_t(1) << 31)) return {};
+  const size_t lead = y.size() - small.size();
+  auto dim = [&](size_t i) { return i < lead ? int64_t(1) : small[i - lead]; };
+  size_t i = 0;
+  int64_t outer = 1, mid = 1, inner = 1;
+  for (; i < y.size() && dim(i) == y[i] && y[i] != 1; ++i) outer *= y[i];
+  for (; i < y.size() && dim(i) == 1; ++i) mid *= y[i];
+  for (; i < y.size() && dim(i) == y[i]; ++i) inner *= y[i];
+  if (i != y.size() || outer <= 1 || mid <= 1) return {};
+  return {mid * inner, inner};
+}
+
+template <class Out, class In, bool kSmallFirst, class F>
+void launch_mid_broadcast(const In* big, const In* small, Out* y, int64_t n, MidBroadcast m, F f) {
+  constexpr int V = 16 / (sizeof(In) > sizeof(Out) ? sizeof(In) : sizeof(Out));
+  if (V > 1 && m.inner % V == 0 && aligned16(big) && aligned16(y)) {
+    map2_mid_broadcast_kernel<Out, In, V, kSmallFirst><<<blocks_for((n + V - 1) / V), kThreads, 0, stream()>>>(
+        big, small, y, uint32_t(n), uint32_t(m.mid_inner), uint32_t(m.inner), f);
+  } else {
+    map2_mid_broadcast_kernel<Out, In, 1, kSmallFirst><<<blocks_for(n), kThreads, 0, stream()>>>(
+        big, small, y, uint32_t(n), uint32_t(m.mid_inner), uint32_t(m.inner), f);
+  }
+}
+
 template <class Out, class In, class F>
 void launch_map1(const In* a, Out* y, int64_t n, F f) {
   if (n == 0) return;
@@ -141,6 +193,10 @@ void launch_map2(const In* a, const Shape& a_shape, const In* b, const Shape& b_
     launch_repeat<Out, In, false>(a, b, y, n, k, f);
   } else if (int64_t k = repeat_period(a_shape, y_shape); k > 0 && shape_numel(b_shape) == n) {
     launch_repeat<Out, In, true>(b, a, y, n, k, f);
+  } else if (MidBroadcast m = mid_broadcast(b_shape, y_shape); m.inner > 0 && shape_numel(a_shape) == n) {
+    launch_mid_broadcast<Out, In, false>(a, b, y, n, m, f);
+  } else if (MidBroadcast m = mid_broadcast(a_shape, y_shape); m.inner > 0 && shape_numel(b_shape) == n) {
+    launch_mid_broadcast<Out, In, true>(b, a, y, n, m, f);
   } else {
     Indexer ia, ib;
     make_indexers({&a_shape, &b_shape}, y_shape, {&ia, &ib});
