@@ -13,6 +13,10 @@ namespace ingot {
 // elementwise ops in float16/bfloat16 and keep Softmax, reductions, normalizations, Exp/Log/Pow/Erf
 // and RNNs in float32 (like PyTorch autocast); inputs and outputs stay float32.
 enum class Precision { FP32, FP16, BF16 };
+// The dtype a precision computes convolutions and matrix products in.
+inline DType compute_dtype(Precision p) {
+  return p == Precision::FP16 ? DType::Float16 : p == Precision::BF16 ? DType::BFloat16 : DType::Float32;
+}
 
 struct SessionOptions {
   Device device = Device::cpu();

@@ -83,11 +83,8 @@ std::shared_ptr<Model> convert_model(const std::string& onnx_path, const Convert
   if ((options.optimize && run_pipeline(*model)) || lowered) verify(*model);
   step("passes", true);
   step("precision", false);
-  if (options.precision != Precision::FP32) {
-    to_half_precision(*model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
-    // 16-bit convolutions on the GPU run channels last (cuDNN's tensor-core layout).
-    if (options.optimize && options.device.type == DeviceType::CUDA && !pass_disabled("channels-last"))
-      to_channels_last(*model);
+  if (to_precision_and_layout(*model, compute_dtype(options.precision), options.device.type == DeviceType::CUDA,
+                              options.optimize)) {
     verify(*model);
   }
   step("precision", true);

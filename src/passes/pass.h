@@ -70,6 +70,13 @@ bool pass_disabled(std::string_view pass);
 // between them follow, with Transposes only where the layout changes. See channels_last.cpp.
 bool to_channels_last(Model& model);
 
+// The stage after the pipeline that Session::load and `ingot convert` share: to_half_precision when
+// `compute` is float16/bfloat16, then to_channels_last for a CUDA target (`cuda`) when optimizing:
+// 16-bit models, and float32 ones too with INGOT_CHANNELS_LAST=1 (an experiment switch: cuDNN's
+// float32 kernels are channels first; Ingot's depthwise kernel is channels last);
+// INGOT_DISABLE_PASSES=channels-last skips it. Returns whether the model changed (verify it then).
+bool to_precision_and_layout(Model& model, DType compute, bool cuda, bool optimize);
+
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
 // (ops that no kernel implements directly). Run by Session::load and `ingot test-onnx`.
 // ai.onnx.preview.training.Gradient -> reverse-mode differentiation with ordinary nodes.

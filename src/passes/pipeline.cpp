@@ -125,6 +125,19 @@ bool run_pass(const Pass& pass, Model& model) {
   return changed;
 }
 
+bool to_precision_and_layout(Model& model, DType compute, bool cuda, bool optimize) {
+  const bool half = compute == DType::Float16 || compute == DType::BFloat16;
+  bool changed = half && to_half_precision(model, compute);
+  static const bool fp32_channels_last = [] {
+    const char* env = std::getenv("INGOT_CHANNELS_LAST");
+    return env && std::string_view(env) == "1";
+  }();
+  if (cuda && optimize && (half || fp32_channels_last) && !pass_disabled("channels-last")) {
+    changed = to_channels_last(model) || changed;
+  }
+  return changed;
+}
+
 bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
   bool changed = false;
   for (const Pass& pass : kPipeline) {

@@ -78,10 +78,8 @@ Session Session::load(const std::string& path, SessionOptions options) {
   // A pass that breaks the graph must fail here, naming the node, not at run time.
   bool lowered = !package && run_lowering(*impl->model);
   if (!package && ((options.optimize && run_pipeline(*impl->model)) || lowered)) verify(*impl->model);
-  if (!package && options.precision != Precision::FP32) {
-    to_half_precision(*impl->model, options.precision == Precision::FP16 ? DType::Float16 : DType::BFloat16);
-    if (options.optimize && options.device.type == DeviceType::CUDA && !pass_disabled("channels-last"))
-      to_channels_last(*impl->model);
+  if (!package && to_precision_and_layout(*impl->model, compute_dtype(options.precision),
+                                          options.device.type == DeviceType::CUDA, options.optimize)) {
     verify(*impl->model);
   }
   impl->executor =
