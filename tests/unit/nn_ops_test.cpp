@@ -122,37 +122,59 @@ TEST(NnOps, ConvAutoPadSameUpperAndOneDim) {
   EXPECT_NEAR(y.to_vector<float>()[0], acc, 1e-5);
 }
 
-TEST(NnOps, ConvTransposeMatchesScatterReference) {
-  const int64_t n = 1, c = 4, h = 3, w = 4, group = 2, m = 6, k = 3, stride = 2, pad = 1, out_pad = 1;
-  Tensor x = random_tensor({n, c, h, w}, 6);
-  Tensor wt = random_tensor({c, m / group, k, k}, 7);
-  Tensor b = random_tensor({m}, 8);
-  Attributes attrs{{"group", group},
-                   {"strides", Ints{stride, stride}},
-                   {"pads", Ints{pad, pad, pad, pad}},
-                   {"output_padding", Ints{out_pad, out_pad}}};
-  Tensor y = ops::call("ConvTranspose", {x, wt, b}, attrs)[0];
-  const int64_t oh = stride * (h - 1) + k + out_pad - 2 * pad, ow = stride * (w - 1) + k + out_pad - 2 * pad;
-  ASSERT_EQ(y.shape(), (Shape{n, m, oh, ow}));
+struct ConvT2d {
+  int64_t n, c, h, w, group, m, k, stride, pad, out_pad;
+  bool bias;
+};
+
+// ConvTranspose against a scatter loop in double: every input pixel adds its weighted kernel
+// window into the output.
+void expect_conv_transpose_matches(const ConvT2d& p) {
+  SCOPED_TRACE(testing::Message() << "c " << p.c << " m " << p.m << " group " << p.group << " kernel " << p.k
+                                  << " stride " << p.stride << " pad " << p.pad << " output_padding " << p.out_pad);
+  Tensor x = random_tensor({p.n, p.c, p.h, p.w}, 6);
+  Tensor wt = random_tensor({p.c, p.m / p.group, p.k, p.k}, 7);
+  Tensor b = random_tensor({p.m}, 8);
+  Attributes attrs{{"group", p.group},
+                   {"strides", Ints{p.stride, p.stride}},
+                   {"pads", Ints{p.pad, p.pad, p.pad, p.pad}},
+                   {"output_padding", Ints{p.out_pad, p.out_pad}}};
+  Tensor y = ops::call("ConvTranspose", p.bias ? std::vector<Tensor>{x, wt, b} : std::vector<Tensor>{x, wt}, attrs)[0];
+  const int64_t oh = p.stride * (p.h - 1) + p.k + p.out_pad - 2 * p.pad;
+  const int64_t ow = p.stride * (p.w - 1) + p.k + p.out_pad - 2 * p.pad;
+  ASSERT_EQ(y.shape(), (Shape{p.n, p.m, oh, ow}));
   auto xv = x.to_vector<float>(), wv = wt.to_vector<float>(), bv = b.to_vector<float>();
-  std::vector<double> ref(size_t(m * oh * ow));
-  for (int64_t oc = 0; oc < m; ++oc)
-    for (int64_t i = 0; i < oh * ow; ++i) ref[size_t(oc * oh * ow + i)] = bv[size_t(oc)];
-  const int64_t icg = c / group, ocg = m / group;
-  for (int64_t ic = 0; ic < c; ++ic)
-    for (int64_t o = 0; o < ocg; ++o)
-      for (int64_t i = 0; i < h; ++i)
-        for (int64_t j = 0; j < w; ++j)
-          for (int64_t a = 0; a < k; ++a)
-            for (int64_t e = 0; e < k; ++e) {
-              int64_t yi = i * stride + a - pad, yj = j * stride + e - pad;
-              if (yi < 0 || yi >= oh || yj < 0 || yj >= ow) continue;
-              int64_t oc = (ic / icg) * ocg + o;
-              ref[size_t((oc * oh + yi) * ow + yj)] +=
-                  double(xv[size_t((ic * h + i) * w + j)]) * wv[size_t(((ic * ocg + o) * k + a) * k + e)];
-            }
+  std::vector<double> ref(size_t(p.n * p.m * oh * ow));
+  const int64_t icg = p.c / p.group, ocg = p.m / p.group;
+  for (int64_t n = 0; n < p.n; ++n) {
+    double* r = ref.data() + n * p.m * oh * ow;
+    for (int64_t oc = 0; oc < p.m; ++oc)
+      for (int64_t i = 0; i < oh * ow; ++i) r[oc * oh * ow + i] = p.bias ? bv[size_t(oc)] : 0.0;
+    for (int64_t ic = 0; ic < p.c; ++ic)
+      for (int64_t o = 0; o < ocg; ++o)
+        for (int64_t i = 0; i < p.h; ++i)
+          for (int64_t j = 0; j < p.w; ++j)
+            for (int64_t a = 0; a < p.k; ++a)
+              for (int64_t e = 0; e < p.k; ++e) {
+                int64_t yi = i * p.stride + a - p.pad, yj = j * p.stride + e - p.pad;
+                if (yi < 0 || yi >= oh || yj < 0 || yj >= ow) continue;
+                int64_t oc = (ic / icg) * ocg + o;
+                r[(oc * oh + yi) * ow + yj] += double(xv[size_t(((n * p.c + ic) * p.h + i) * p.w + j)]) *
+                                               wv[size_t(((ic * ocg + o) * p.k + a) * p.k + e)];
+              }
+  }
   auto got = y.to_vector<float>();
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-4) << "at " << i;
+}
+
+TEST(NnOps, ConvTransposeMatchesScatterReference) {
+  // Groups, overlapping windows, pads and output padding (oneDNN's deconvolution).
+  expect_conv_transpose_matches({1, 4, 3, 4, 2, 6, 3, 2, 1, 1, true});
+  // Windows that do not overlap (stride == kernel, one group: the block-upsample path, one matrix
+  // product per image): PP-OCR det's 2x2 stride 2 with one output channel, two images, 3x3 stride 3.
+  expect_conv_transpose_matches({2, 5, 3, 4, 1, 3, 2, 2, 0, 0, true});
+  expect_conv_transpose_matches({1, 24, 6, 7, 1, 1, 2, 2, 0, 0, false});
+  expect_conv_transpose_matches({2, 3, 4, 2, 1, 4, 3, 3, 0, 0, true});
 }
 
 TEST(NnOps, ConvRejectsBadWeightRank) {
