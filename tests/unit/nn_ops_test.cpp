@@ -175,6 +175,8 @@ TEST(NnOps, ConvTransposeMatchesScatterReference) {
   expect_conv_transpose_matches({2, 5, 3, 4, 1, 3, 2, 2, 0, 0, true});
   expect_conv_transpose_matches({1, 24, 6, 7, 1, 1, 2, 2, 0, 0, false});
   expect_conv_transpose_matches({2, 3, 4, 2, 1, 4, 3, 3, 0, 0, true});
+  // Enough output rows (8 channels x 128) for the interleave to split across the pool's threads.
+  expect_conv_transpose_matches({1, 4, 64, 8, 1, 8, 2, 2, 0, 0, true});
 }
 
 TEST(NnOps, ConvRejectsBadWeightRank) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/softmax_row.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
@@ -69,15 +70,7 @@ void attention(const nn::AttentionArgs& a, const T* q, const T* k, const T* v, c
             const T* m = mask + a.offset(a.mask_lead, b0 + b) + r * a.mask_q;
             for (int64_t j = 0; j < tk; ++j) row[j] += m[j * a.mask_k];
           }
-          T best = -std::numeric_limits<T>::infinity();
-          for (int64_t j = 0; j < tk; ++j) best = row[j] > best ? row[j] : best;
-          T sum = 0;
-          for (int64_t j = 0; j < tk; ++j) {
-            row[j] = std::exp(row[j] - best);
-            sum += row[j];
-          }
-          const T inv = T(1) / sum;
-          for (int64_t j = 0; j < tk; ++j) row[j] *= inv;
+          cpu::softmax_row(row, row, tk);
         }
       });
     }

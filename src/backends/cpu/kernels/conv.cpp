@@ -593,13 +593,14 @@ void block_upsample_2d(const ConvGeometry& g, const float* x, const float* w, co
   for (int64_t n = 0; n < g.batch; ++n) {
     cpu::gemm<float>(true, false, rows, hw, C, 1.0, w, rows, x + n * C * hw, hw, 0.0, t.data(), hw);
     float* yn = y + n * M * OH * OW;
+    const float* tp = t.data();  // (t names each worker's own thread_local inside the loop)
     // One output row per item: row i * KH + a of channel m interleaves T's rows (m, a, 0..KW-1).
     parallel_for(M * OH, std::max<int64_t>(1, 8192 / OW), [&](int64_t begin, int64_t end) {
       for (int64_t mo = begin; mo < end; ++mo) {
         const int64_t m = mo / OH, i = (mo % OH) / KH, a = (mo % OH) % KH;
         const float bias = b ? b[m] : 0.0f;
         float* out = yn + mo * OW;
-        const float* src = t.data() + ((m * KH + a) * KW) * hw + i * W;
+        const float* src = tp + ((m * KH + a) * KW) * hw + i * W;
         if (KW == 2) {
           const float* s0 = src;
           const float* s1 = src + hw;

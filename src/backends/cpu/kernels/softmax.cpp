@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/kernels/softmax_row.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
@@ -30,30 +31,24 @@ void softmax_contiguous(SoftmaxKind kind, int64_t rows, int64_t dim, const T* x,
     for (int64_t r = begin; r < end; ++r) {
       const T* src = x + r * dim;
       T* dst = y + r * dim;
-      A best = -std::numeric_limits<A>::infinity();
-      int64_t arg = 0;
-      for (int64_t d = 0; d < dim; ++d) {
-        if (A(src[d]) > best) {
-          best = A(src[d]);
-          arg = d;
-        }
-      }
       if (kind == SoftmaxKind::Hardmax) {
+        A best = -std::numeric_limits<A>::infinity();
+        int64_t arg = 0;
+        for (int64_t d = 0; d < dim; ++d) {
+          if (A(src[d]) > best) {
+            best = A(src[d]);
+            arg = d;
+          }
+        }
         for (int64_t d = 0; d < dim; ++d) dst[d] = T(d == arg ? 1.0f : 0.0f);
         continue;
       }
-      A sum = 0;
       if (kind == SoftmaxKind::Softmax) {
-        for (int64_t d = 0; d < dim; ++d) {
-          const A e = std::exp(A(src[d]) - best);
-          dst[d] = T(e);
-          sum += e;
-        }
-        const A inv = A(1) / sum;
-        for (int64_t d = 0; d < dim; ++d) dst[d] = T(A(dst[d]) * inv);
+        cpu::softmax_row(src, dst, dim);
       } else {
-        for (int64_t d = 0; d < dim; ++d) sum += std::exp(A(src[d]) - best);
-        const A shift = best + std::log(sum);
+        // exp(x - max) goes through dst, which then receives x - (max + log(sum)).
+        const A best = cpu::row_max(src, dim);
+        const A shift = best + std::log(cpu::exp_shifted(src, dst, dim, best));
         for (int64_t d = 0; d < dim; ++d) dst[d] = T(A(src[d]) - shift);
       }
     }
@@ -93,7 +88,7 @@ void softmax_rows(SoftmaxKind kind, const AxisView& v, const T* x, T* y) {
         const T* row = src + d * inner;
         T* out = dst + d * inner;
         for (int64_t j = 0; j < inner; ++j) {
-          const A e = std::exp(A(row[j]) - best[size_t(j)]);
+          const A e = cpu::exp_of<A>(A(row[j]) - best[size_t(j)]);
           sum[size_t(j)] += e;
           if (kind == SoftmaxKind::Softmax) out[j] = T(e);
         }
