@@ -278,6 +278,27 @@ TEST(NnOps, ResizeNearestUpsamplesNchw) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
 }
 
+// AveragePool over non-overlapping windows (float32's tiled path) against a mean in double, for
+// kernels 3x2 (PP-OCR rec's), 2x2 and 1x4, with input rows and columns left over past the last window.
+TEST(NnOps, AveragePoolTiledMatchesMeanOfEachWindow) {
+  for (auto [kh, kw] : {std::pair<int64_t, int64_t>{3, 2}, {2, 2}, {1, 4}}) {
+    SCOPED_TRACE(testing::Message() << kh << "x" << kw);
+    const int64_t n = 2, c = 3, h = 7, w = 9, oh = h / kh, ow = w / kw;
+    Tensor x = random_tensor({n, c, h, w}, 21);
+    Tensor y = ops::call("AveragePool", {x}, {{"kernel_shape", Ints{kh, kw}}, {"strides", Ints{kh, kw}}})[0];
+    ASSERT_EQ(y.shape(), (Shape{n, c, oh, ow}));
+    auto xv = x.to_vector<float>(), yv = y.to_vector<float>();
+    for (int64_t p = 0; p < n * c; ++p)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double sum = 0;
+          for (int64_t a = 0; a < kh; ++a)
+            for (int64_t b = 0; b < kw; ++b) sum += xv[size_t((p * h + i * kh + a) * w + j * kw + b)];
+          ASSERT_NEAR(yv[size_t((p * oh + i) * ow + j)], sum / double(kh * kw), 1e-6);
+        }
+  }
+}
+
 TEST(NnOps, MaxPoolIndicesAndEmptyBatch) {
   Tensor x = Tensor::from_vector<float>({1, 5, 2, 3, 9, 4, 0, 1, 7}, {1, 1, 3, 3});
   auto out = ops::call("MaxPool", {x}, {{"kernel_shape", Ints{2, 2}}}, 2);
