@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <ingot/ops.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -88,10 +89,32 @@ TEST(NnOps, ConvMatchesReferenceFloat32AndFloat64) {
       {2, 6, 10, 9, 4, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2, 0},      // groups 2, dilation, asymmetric pads
       {1, 24, 7, 7, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // pointwise 1x1
       {1, 3, 17, 15, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},     // 3-channel stem, stride 2
+      {3, 24, 1, 1, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // 1x1 of one pixel (squeeze-excite): a GEMM
   };
   for (const Conv2d& p : cases) {
     expect_conv_matches(p, DType::Float32, 1e-4);
     expect_conv_matches(p, DType::Float64, 1e-10);
+  }
+}
+
+// FusedConv of one pixel (the GEMM path): bias, residual and activation against double arithmetic.
+TEST(NnOps, FusedConvOfOnePixelAppliesItsEpilogue) {
+  const int64_t n = 2, c = 16, m = 8;
+  Tensor x = random_tensor({n, c, 1, 1}, 31), w = random_tensor({m, c, 1, 1}, 32);
+  Tensor b = random_tensor({m}, 33), r = random_tensor({n, m, 1, 1}, 34);
+  auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), bv = b.to_vector<float>(), rv = r.to_vector<float>();
+  for (const char* act : {"Relu", "HardSwish"}) {
+    SCOPED_TRACE(act);
+    Tensor y = ops::call("FusedConv", {x, w, b, r}, {{"activation", act}}, 1, "ai.ingot")[0];
+    ASSERT_EQ(y.shape(), (Shape{n, m, 1, 1}));
+    auto yv = y.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double v = bv[size_t(j)] + rv[size_t(i * m + j)];
+        for (int64_t k = 0; k < c; ++k) v += double(xv[size_t(i * c + k)]) * wv[size_t(j * c + k)];
+        v = std::string(act) == "Relu" ? std::max(v, 0.0) : v * std::clamp(v / 6 + 0.5, 0.0, 1.0);
+        ASSERT_NEAR(yv[size_t(i * m + j)], v, 1e-5) << i << "," << j;
+      }
   }
 }
 

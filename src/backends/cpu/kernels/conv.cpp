@@ -620,12 +620,37 @@ void block_upsample_2d(const ConvGeometry& g, const float* x, const float* w, co
   if (t.size() > (size_t(1) << 22)) std::vector<float>().swap(t);  // keep at most 16 MiB per thread
 }
 
+// A 1x1 convolution of a 1x1 image (squeeze-and-excite's fully connected layers written as
+// convolutions): y[N, M] = X[N, C] W[M, C]^T + b, one small matrix product. oneDNN's primitive took
+// 10-35 us per call for these, 81 us of PP-OCR cls's 0.87 ms run (1 thread).
+bool is_pointwise_of_one_pixel(const ConvGeometry& g) {
+  if (g.transposed || g.group != 1 || g.channels_last) return false;
+  for (size_t i = 0; i < g.win.in.size(); ++i) {
+    if (g.win.in[i] != 1 || g.win.kernel[i] != 1 || g.win.out[i] != 1) return false;
+  }
+  return true;
+}
+
+void pointwise_of_one_pixel(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y) {
+  const int64_t n = g.batch, c = g.in_channels, m = g.out_channels;
+  cpu::gemm<float>(false, true, n, m, c, 1.0, x, c, w, c, 0.0, y, m);
+  if (!b) return;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) y[i * m + j] += b[j];
+  }
+}
+
 void run_conv(KernelContext& ctx, const ConvGeometry& g, const Epilogue& ep = {}) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   Tensor& y = ctx.allocate(0, x.dtype(), output_shape(g));
   if (y.numel() == 0) return;
+  if (x.dtype() == DType::Float32 && x.numel() > 0 && w.numel() > 0 && is_pointwise_of_one_pixel(g)) {
+    pointwise_of_one_pixel(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+    apply_epilogue(ep, y);
+    return;
+  }
   if (x.dtype() == DType::Float32 && !is_depthwise_2d(g) && x.numel() > 0 && w.numel() > 0 && !ep.empty()) {
     if (ConvPlan* plan = find_plan(ctx, g, x, w, b, ep.residual != nullptr, ep.act)) {
       run_plan(*plan, x, y, ep.residual);
