@@ -90,6 +90,8 @@ TEST(NnOps, ConvMatchesReferenceFloat32AndFloat64) {
       {1, 24, 7, 7, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // pointwise 1x1
       {1, 3, 17, 15, 8, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},     // 3-channel stem, stride 2
       {3, 24, 1, 1, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     // 1x1 of one pixel (squeeze-excite): a GEMM
+      {1, 16, 2, 80, 16, 5, 5, 16, 1, 1, 1, 1, 2, 2, 2, 2},   // depthwise 5x5 on a 2-row image (rows skipped)
+      {2, 8, 3, 40, 8, 3, 3, 8, 2, 1, 1, 1, 1, 1, 1, 1},      // depthwise 3x3, 3 rows, row stride 2
   };
   for (const Conv2d& p : cases) {
     expect_conv_matches(p, DType::Float32, 1e-4);

@@ -167,15 +167,38 @@ template <int K, int S>
   }
 }
 
+// The same over the kernel rows [r_lo, r_hi) only: the rows of a window that lie inside the image,
+// when the others would multiply rows of zeros (a 5x5 kernel on a 2- or 3-row image, as in PP-OCR
+// cls and rec, has most of its rows outside).
+template <int K, int S>
+[[gnu::noinline]] void depthwise_interior_rows(const float* const* rows, const float* w, float bias,
+                                               float* __restrict out, int64_t pad_left, int64_t lo, int64_t hi,
+                                               int r_lo, int r_hi) {
+  float wk[K * K];
+  for (int i = 0; i < K * K; ++i) wk[i] = w[i];
+  for (int64_t ow = lo; ow < hi; ++ow) out[ow] = bias;
+  for (int r = r_lo; r < r_hi; ++r) {
+    const float* src = rows[r] - pad_left;
+    const float* wr = wk + r * K;
+    for (int64_t ow = lo; ow < hi; ++ow) {
+      const float* __restrict s = src + ow * S;
+      float acc = wr[0] * s[0];
+      for (int k = 1; k < K; ++k) acc += wr[k] * s[k];
+      out[ow] += acc;
+    }
+  }
+}
+
 // One output row of a KxK depthwise convolution with column stride S. `rows` are the K input rows
 // of the window (rows above/below the image point at zeros). Columns [lo, hi) have every tap
 // inside the input row and take the vectorized loop; the few columns outside it check each tap.
+// Kernel rows [r_lo, r_hi) are inside the image; the others point at zeros and are skipped.
 template <int K, int S>
 void depthwise_row(const float* const* rows, const float* w, float bias, float* out, int64_t OW, int64_t IW,
-                   int64_t pad_left, int64_t lo, int64_t hi) {
+                   int64_t pad_left, int64_t lo, int64_t hi, int r_lo, int r_hi) {
   auto border = [&](int64_t ow) {
     float acc = bias;
-    for (int r = 0; r < K; ++r)
+    for (int r = r_lo; r < r_hi; ++r)
       for (int k = 0; k < K; ++k) {
         const int64_t iw = ow * S - pad_left + k;
         if (iw >= 0 && iw < IW) acc += w[r * K + k] * rows[r][iw];
@@ -183,7 +206,11 @@ void depthwise_row(const float* const* rows, const float* w, float bias, float* 
     out[ow] = acc;
   };
   for (int64_t ow = 0; ow < lo; ++ow) border(ow);
-  depthwise_interior<K, S>(rows, w, bias, out, pad_left, lo, hi);
+  if (r_lo == 0 && r_hi == K) {
+    depthwise_interior<K, S>(rows, w, bias, out, pad_left, lo, hi);
+  } else {
+    depthwise_interior_rows<K, S>(rows, w, bias, out, pad_left, lo, hi, r_lo, r_hi);
+  }
   for (int64_t ow = hi; ow < OW; ++ow) border(ow);
 }
 
@@ -222,11 +249,14 @@ void depthwise_fast(const ConvGeometry& g, const float* x, const float* w, const
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
         const float* rows[K];
+        int r_lo = K, r_hi = 0;  // the kernel rows inside the image
         for (int r = 0; r < K; ++r) {
           const int64_t ih = oh * SH - PT + r;
-          rows[r] = ih >= 0 && ih < IH ? xp + ih * IW : zeros.data();
+          const bool inside = ih >= 0 && ih < IH;
+          rows[r] = inside ? xp + ih * IW : zeros.data();
+          if (inside) r_lo = std::min(r_lo, r), r_hi = r + 1;
         }
-        depthwise_row<K, S>(rows, wp, bias, yp + oh * OW, OW, IW, PL, lo, hi);
+        depthwise_row<K, S>(rows, wp, bias, yp + oh * OW, OW, IW, PL, lo, hi, std::min(r_lo, r_hi), r_hi);
       }
     }
   });
