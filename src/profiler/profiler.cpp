@@ -106,7 +106,6 @@ class RecordLog {
     blocks_.shrink_to_fit();
     size_ = 0;
   }
-  void push_back(const Record& r) { append() = r; }
   // The next record, to be filled in place.
   [[gnu::always_inline]] Record& append() {
     if (size_ == blocks_.size() * kBlock) [[unlikely]]

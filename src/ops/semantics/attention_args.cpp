@@ -19,16 +19,6 @@ struct OperandView {
   int64_t rows = 0, cols = 0, row_stride = 0;
 };
 
-// Element strides of the leading dims of a dense [lead..., matrix elements] tensor.
-std::vector<int64_t> contiguous_lead(const Shape& lead, int64_t matrix) {
-  std::vector<int64_t> strides(lead.size());
-  for (size_t j = lead.size(); j-- > 0;) {
-    strides[j] = matrix;
-    matrix *= lead[j];
-  }
-  return strides;
-}
-
 OperandView operand_view(const Tensor& t, bool transposed, size_t index) {
   const Shape& s = t.shape();
   OperandView v;
@@ -56,6 +46,15 @@ std::vector<int64_t> broadcast_lead(const OperandView& v, const Shape& lead) {
 }
 
 }  // namespace
+
+std::vector<int64_t> contiguous_lead(const Shape& lead, int64_t matrix) {
+  std::vector<int64_t> strides(lead.size());
+  for (size_t j = lead.size(); j-- > 0;) {
+    strides[j] = matrix;
+    matrix *= lead[j];
+  }
+  return strides;
+}
 
 AttentionArgs attention_args(const KernelContext& ctx) {
   const Tensor& q = ctx.input(0);

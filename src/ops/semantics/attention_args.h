@@ -40,6 +40,9 @@ struct AttentionArgs {
 // Reads and checks inputs Q, K, V (and mask) and the scale and transposed attributes.
 AttentionArgs attention_args(const KernelContext& ctx);
 
+// Element strides of the leading dims of a dense [lead..., matrix elements] tensor.
+std::vector<int64_t> contiguous_lead(const Shape& lead, int64_t matrix);
+
 // The leading dims as two levels, batch = outer * inner (inner the last leading dim), each operand
 // with one stride per level: what a GPU grid indexes. nullopt when some operand's outer dims do not
 // merge into one stride (broadcast in one of them but not the next).

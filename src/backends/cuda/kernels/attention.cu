@@ -462,16 +462,6 @@ void pack_rows(DType dt, void* packed, const void* strided, int64_t batch, int64
   });
 }
 
-// Contiguous lead strides of a packed [lead..., rows, cols] operand.
-std::vector<int64_t> packed_lead(const Shape& lead, int64_t matrix) {
-  std::vector<int64_t> strides(lead.size());
-  for (size_t j = lead.size(); j-- > 0;) {
-    strides[j] = matrix;
-    matrix *= lead[j];
-  }
-  return strides;
-}
-
 void materialized_impl(const nn::AttentionArgs& a, const KernelContext& ctx, const void* q_in, const void* k_in,
                        const void* v_in, void* y_out, Device device);
 
@@ -504,7 +494,7 @@ void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& 
                 row_strides[i], false);
       ins[i] = copies[i].raw_data();
     }
-    *leads[i] = packed_lead(a.lead, rows[i] * cols[i]);
+    *leads[i] = nn::contiguous_lead(a.lead, rows[i] * cols[i]);
     *packed_rows[i] = cols[i];
     p.transposed[i] = false;
   }

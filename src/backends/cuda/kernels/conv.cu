@@ -23,7 +23,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cudnn_conv_graph.h"
@@ -762,12 +761,13 @@ bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Ten
   const dim3 grid{unsigned((p.c / v + channel_threads - 1) / channel_threads),
                   unsigned((strips + column_threads - 1) / column_threads), unsigned(p.n * p.oh)};
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    const T* xp = cuda::ptr<const T>(x);
+    const T* wp = cuda::ptr<const T>(w);
+    const T* bp = b ? cuda::ptr<const T>(*b) : nullptr;
+    const T* rp = residual ? cuda::ptr<const T>(*residual) : nullptr;
+    T* yp = cuda::ptr<T>(y);
+    auto go = [&](auto kernel) { kernel<<<grid, block, smem, cuda::stream()>>>(xp, wp, bp, rp, yp, p, act); };
     auto launch = [&]<int KW, int SW>() {
-      auto args = std::make_tuple(cuda::ptr<const T>(x), cuda::ptr<const T>(w), b ? cuda::ptr<const T>(*b) : nullptr,
-                                  residual ? cuda::ptr<const T>(*residual) : nullptr, cuda::ptr<T>(y), p, act);
-      auto go = [&](auto kernel) {
-        std::apply([&](auto... a) { kernel<<<grid, block, smem, cuda::stream()>>>(a...); }, args);
-      };
       if (columns == 4) go(depthwise_nhwc_vec_kernel<T, KW, SW, 4>);
       if (columns == 2) go(depthwise_nhwc_vec_kernel<T, KW, SW, 2>);
       if (columns == 1) go(depthwise_nhwc_vec_kernel<T, KW, SW, 1>);
