@@ -1,6 +1,8 @@
 // ai.ingot.Attention on the GPU against its CPU kernel (itself checked against a float64 reference and
-// the unfused graph in tests/unit/passes_test.cpp). float16/bfloat16 with head sizes 32, 64 and 128
-// take the flash kernel; float32, float64 and other head sizes the materialized path. Sequence
+// the unfused graph in tests/unit/passes_test.cpp). float16/bfloat16/float32 with head sizes 32, 64
+// and 128 take the flash kernel (float32 by 3xTF32 products); float64, other head sizes and leading
+// dims that do not fold into two levels the materialized path (scripts/gpu-test.sh runs these tests
+// again with INGOT_FLASH_ATTENTION=0: every case through the materialized path). Sequence
 // lengths that are not multiples of the 64-row tiles, masks of every broadcast shape, K and V
 // shared across heads, and batches that do not fold into two grid levels.
 #include <ingot/attribute.h>
@@ -38,7 +40,7 @@ void expect_attention_matches(DType dt, uint32_t seed, Shape q, Shape k, Shape v
 TEST(CudaAttention, FlashKernelMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   uint32_t seed = 1;
-  for (DType dt : {DType::Float16, DType::BFloat16}) {
+  for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
     for (int64_t d : {32, 64, 128}) {
       // One tile, ragged tiles on both sides, a long key sequence, a single query row.
       for (auto [tq, tk] : {std::pair<int64_t, int64_t>{64, 64}, {77, 131}, {150, 1500}, {1, 5}}) {
@@ -52,7 +54,7 @@ TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {
   INGOT_REQUIRE_GPU();
   uint32_t seed = 100;
   const int64_t b = 2, h = 3, tq = 70, tk = 90, d = 64;
-  for (DType dt : {DType::Float16, DType::BFloat16}) {
+  for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
     // Padding mask per batch, one mask for all, a full mask, a per-head one without batch.
     for (const Shape& mask : {Shape{b, 1, 1, tk}, Shape{tq, tk}, Shape{b, h, tq, tk}, Shape{h, 1, tk}, Shape{1, tk}}) {
       expect_attention_matches(dt, seed++, {b, h, tq, d}, {b, h, tk, d}, {b, h, tk, d}, mask);
@@ -72,19 +74,20 @@ TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {
 TEST(CudaAttention, MaterializedPathMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   uint32_t seed = 200;
-  // float32/float64 and head sizes the flash kernel does not take (40; D != Dv).
+  // float64 and head sizes the flash kernel does not take (40; D != Dv).
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16}) {
     expect_attention_matches(dt, seed++, {2, 3, 33, 40}, {2, 3, 50, 40}, {2, 3, 50, 40}, {2, 1, 1, 50});
     expect_attention_matches(dt, seed++, {2, 3, 33, 64}, {2, 3, 50, 64}, {2, 3, 50, 32});
   }
-  for (DType dt : {DType::Float32, DType::Float16}) {
+  for (DType dt : {DType::Float64, DType::Float32, DType::Float16}) {
     // Leading dims [2, 3, 4] whose K broadcasts over the middle one only: no two-level fold, one
     // product per batch.
     expect_attention_matches(dt, seed++, {2, 3, 4, 20, 64}, {2, 1, 4, 30, 64}, {2, 1, 4, 30, 64});
-    expect_attention_matches(dt, seed++, {2, 3, 20, 64}, {2, 3, 30, 64}, {2, 3, 30, 64}, {3, 20, 30});
-    // [B, T, H, D] operands through cuBLASLt's leading dimensions.
-    expect_attention_matches(dt, seed++, {2, 20, 3, 64}, {2, 30, 3, 64}, {2, 30, 3, 64}, {}, {1, 1, 1, 1});
   }
+  // A mask and [B, T, H, D] operands through cuBLASLt's leading dimensions (float32 and float16 take
+  // the flash kernel here, the materialized path in the INGOT_FLASH_ATTENTION=0 run).
+  expect_attention_matches(DType::Float64, seed++, {2, 3, 20, 64}, {2, 3, 30, 64}, {2, 3, 30, 64}, {3, 20, 30});
+  expect_attention_matches(DType::Float64, seed++, {2, 20, 3, 64}, {2, 30, 3, 64}, {2, 30, 3, 64}, {}, {1, 1, 1, 1});
 }
 
 TEST(CudaAttention, EmptyKeysGiveZeros) {

@@ -1,6 +1,6 @@
 // ai.ingot.Attention on CUDA: Y = Softmax(scale * Q K^T + mask) V (ops/semantics/attention_args.h).
 //
-// Flash path (float16 and bfloat16, head size D == Dv of 32, 64 or 128): FlashAttention-2's
+// Flash path (float16, bfloat16 and float32, head size D == Dv of 32, 64 or 128): FlashAttention-2's
 // schedule. A block of 4 warps owns 128 query rows of one batch (64 for head size 128); K and V
 // stream through shared memory in tiles of 64 keys (cp.async, two stages, so the next tile loads
 // while this one computes); each warp computes its 32 (16) x 64 score tile with mma.sync m16n8k16
@@ -10,9 +10,10 @@
 // Scores never reach global memory: per batch the traffic is Q, K, V and Y (plus the
 // mask, read where the scores are, through broadcast strides) instead of Tq x Tk scores written and
 // read three times. Rows are padded by 8 elements in shared memory so that the fragment loads and
-// ldmatrix hit 32 distinct banks.
+// ldmatrix hit 32 distinct banks. Float32 runs the same schedule on m16n8k8 TF32 products, three
+// per product (3xTF32, below: about float32's accuracy).
 //
-// Materialized path (everything else: float32/float64, other head sizes, leading dims that do not
+// Materialized path (everything else: float64, other head sizes, leading dims that do not
 // fold into two levels, INGOT_FLASH_ATTENTION=0): what the unfused graph does, in chunks of batches
 // so the scores stay below kChunkBytes: S = mask (broadcast) or nothing, S = scale * Q K^T + S
 // (cuBLASLt), the Softmax kernel in place, Y = S V (cuBLASLt).
@@ -114,15 +115,23 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Shared-memory row stride (elements) of a tile of head size D: rows padded by 16 bytes, so that
+// the fragment loads (and ldmatrix) of eight consecutive rows hit distinct banks.
+template <class T, int D>
+constexpr int smem_row() {
+  return D + 16 / int(sizeof(T));
+}
+
 // `kTileRows` rows of D elements (`stride` apart) from global row `row0` on (rows past `rows`
-// zero-filled) into shared memory rows of D + 8.
+// zero-filled) into shared memory rows of smem_row<T, D>().
 template <class T, int D, int kTileRows>
 __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int64_t row0, int64_t rows) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kChunks = D / kVec;  // 16-byte chunks per row
   for (int c = threadIdx.x; c < kTileRows * kChunks; c += kWarps * 32) {
-    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const int r = c / kChunks, col = (c % kChunks) * kVec;
     const bool valid = row0 + r < rows;
-    cp_async16(smem + r * (D + 8) + col, g + (valid ? row0 + r : 0) * stride + col, valid);
+    cp_async16(smem + r * smem_row<T, D>() + col, g + (valid ? row0 + r : 0) * stride + col, valid);
   }
 }
 
@@ -137,74 +146,175 @@ template <int M>
 constexpr int flash_block_rows() {
   return 16 * M * kWarps;
 }
-template <int D, int M>
+template <class T, int D, int M>
 constexpr int flash_smem_bytes() {
-  return (flash_block_rows<M>() + 4 * kKeys) * (D + 8) * 2;  // Q, then K and V in two stages each
+  // Q, then K and V in two stages each.
+  return (flash_block_rows<M>() + 4 * kKeys) * smem_row<T, D>() * int(sizeof(T));
 }
 
+// What both flash kernels do around their products: the block's batch pointers, the online softmax
+// of a score tile, the output. A warp's fragments follow mma's C layout: s[m][n] holds rows r_lo and
+// r_lo + 8 of m-tile m, columns c2 and c2 + 1 of n-tile n (8 keys).
+template <class T, int D, int M, bool kMask>
+struct FlashBlock {
+  static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const FlashParams& p;
+  const T *q, *k, *v, *mask = nullptr;
+  int64_t outer, inner;
+  int64_t warp_row0;  // this warp's first query row
+  int r_lo, c2;
+  float row_max[M][2], row_sum[M][2];  // rows r_lo and r_lo + 8 of each m-tile
+
+  __device__ explicit FlashBlock(const FlashParams& params) : p(params) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    r_lo = lane >> 2, c2 = (lane & 3) * 2;
+    const int64_t b = blockIdx.x;
+    outer = b / p.inner, inner = b - outer * p.inner;
+    q = static_cast<const T*>(p.q) + outer * p.q_stride[0] + inner * p.q_stride[1];
+    k = static_cast<const T*>(p.k) + outer * p.k_stride[0] + inner * p.k_stride[1];
+    v = static_cast<const T*>(p.v) + outer * p.v_stride[0] + inner * p.v_stride[1];
+    if constexpr (kMask) mask = static_cast<const T*>(p.mask) + outer * p.mask_stride[0] + inner * p.mask_stride[1];
+    warp_row0 = int64_t(blockIdx.y) * flash_block_rows<M>() + warp * 16 * M;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      row_max[m][0] = row_max[m][1] = kNegInf;
+      row_sum[m][0] = row_sum[m][1] = 0.0f;
+    }
+  }
+
+  // Scores of keys [key0, key0 + kKeys) -> probabilities exp2(logit - running maximum) in place
+  // (logits: scale, mask, -inf past the last key, in base 2); o and the sums rescaled to the new
+  // maximum.
+  __device__ __forceinline__ void softmax_tile(float (&s)[M][kKeys / 8][4], float (&o)[M][D / 8][4], int64_t key0) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int64_t key = key0 + n * 8 + c2 + (e & 1);
+          float x = s[m][n][e] * p.scale_log2;
+          if constexpr (kMask) {
+            const int64_t qrow = warp_row0 + m * 16 + r_lo + h * 8;
+            if (key < p.tk && qrow < p.tq) x += float(load(mask[qrow * p.mask_q + key * p.mask_k])) * kLog2e;
+          }
+          if (key >= p.tk) x = kNegInf;
+          s[m][n][e] = x;
+          tile_max[h] = fmaxf(tile_max[h], x);
+        }
+      }
+      float base[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+        const float mx = fmaxf(row_max[m][h], tile_max[h]);
+        base[h] = mx == kNegInf ? 0.0f : mx;  // a row masked so far: exp2(-inf - 0) = 0, no NaN
+        const float corr = fast_exp2(row_max[m][h] - base[h]);
+        row_max[m][h] = mx;
+        row_sum[m][h] *= corr;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[m][j][2 * h] *= corr;
+          o[m][j][2 * h + 1] *= corr;
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[m][n][e] = fast_exp2(s[m][n][e] - base[e >> 1]);
+          row_sum[m][e >> 1] += s[m][n][e];
+        }
+      }
+    }
+  }
+
+  // Y = O / row sums, written once.
+  __device__ __forceinline__ void store(const float (&o)[M][D / 8][4]) {
+    T* y = static_cast<T*>(p.y) + outer * p.y_stride[0] + inner * p.y_stride[1];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = row_sum[m][h];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = 1.0f / sum;  // a fully masked row: 0 * inf = NaN, as the unfused graph
+        const int64_t row = warp_row0 + m * 16 + r_lo + h * 8;
+        if (row >= p.tq) continue;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          T* at = y + row * p.y_row + j * 8 + c2;
+          if constexpr (std::is_same_v<T, float>) {
+            *reinterpret_cast<float2*>(at) = make_float2(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
+          } else {
+            *reinterpret_cast<uint32_t*>(at) = pack2<T>(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
+          }
+        }
+      }
+    }
+  }
+};
+
+template <int M, int D>
+__device__ __forceinline__ void zero(float (&f)[M][D][4]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < D; ++j) f[m][j][0] = f[m][j][1] = f[m][j][2] = f[m][j][3] = 0.0f;
+  }
+}
+
+// The K/V pipeline of both kernels: tile t + 1 loads into the other stage while tile t computes.
+// Returns after tile t has arrived and is visible to the block.
+template <class T, int D, int M, bool kMask>
+__device__ __forceinline__ void next_kv_tile(const FlashBlock<T, D, M, kMask>& blk, T* sk, T* sv, int t, int tiles) {
+  constexpr int S = smem_row<T, D>();
+  const int stage = t & 1;
+  if (t + 1 < tiles) {
+    load_tile<T, D, kKeys>(sk + (stage ^ 1) * kKeys * S, blk.k, blk.p.k_row, int64_t(t + 1) * kKeys, blk.p.tk);
+    load_tile<T, D, kKeys>(sv + (stage ^ 1) * kKeys * S, blk.v, blk.p.v_row, int64_t(t + 1) * kKeys, blk.p.tk);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
+// 16-bit inputs: mma.sync m16n8k16, probabilities rounded to the input type for P V.
 template <class T, int D, int M, bool kMask>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParams p) {
   constexpr int kBlockRows = flash_block_rows<M>();
-  constexpr int S = D + 8;  // shared-memory row stride (elements)
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  constexpr int S = smem_row<T, D>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const sq = reinterpret_cast<T*>(smem_raw);
   T* const sk = sq + kBlockRows * S;
   T* const sv = sk + 2 * kKeys * S;
-
+  FlashBlock<T, D, M, kMask> blk(p);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r_lo = lane >> 2, c2 = (lane & 3) * 2;  // a fragment's row (and row + 8) and column pair
-  const int64_t b = blockIdx.x;
-  const int64_t outer = b / p.inner, inner = b - outer * p.inner;
-  const T* q = static_cast<const T*>(p.q) + outer * p.q_stride[0] + inner * p.q_stride[1];
-  const T* k = static_cast<const T*>(p.k) + outer * p.k_stride[0] + inner * p.k_stride[1];
-  const T* v = static_cast<const T*>(p.v) + outer * p.v_stride[0] + inner * p.v_stride[1];
-  const T* mask = nullptr;
-  if constexpr (kMask) mask = static_cast<const T*>(p.mask) + outer * p.mask_stride[0] + inner * p.mask_stride[1];
-  const int64_t q0 = int64_t(blockIdx.y) * kBlockRows;
-  const int64_t warp_row0 = q0 + warp * 16 * M;  // this warp's first query row
   const int tiles = int((p.tk + kKeys - 1) / kKeys);
 
-  load_tile<T, D, kBlockRows>(sq, q, p.q_row, q0, p.tq);
-  load_tile<T, D, kKeys>(sk, k, p.k_row, 0, p.tk);
-  load_tile<T, D, kKeys>(sv, v, p.v_row, 0, p.tk);
+  load_tile<T, D, kBlockRows>(sq, blk.q, p.q_row, int64_t(blockIdx.y) * kBlockRows, p.tq);
+  load_tile<T, D, kKeys>(sk, blk.k, p.k_row, 0, p.tk);
+  load_tile<T, D, kKeys>(sv, blk.v, p.v_row, 0, p.tk);
   cp_async_commit();
 
   float o[M][D / 8][4];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.0f;
-  }
-  float row_max[M][2], row_sum[M][2];  // rows r_lo and r_lo + 8 of each m-tile
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    row_max[m][0] = row_max[m][1] = kNegInf;
-    row_sum[m][0] = row_sum[m][1] = 0.0f;
-  }
-
+  zero(o);
   for (int t = 0; t < tiles; ++t) {
+    next_kv_tile(blk, sk, sv, t, tiles);
     const int stage = t & 1;
-    if (t + 1 < tiles) {
-      load_tile<T, D, kKeys>(sk + (stage ^ 1) * kKeys * S, k, p.k_row, int64_t(t + 1) * kKeys, p.tk);
-      load_tile<T, D, kKeys>(sv + (stage ^ 1) * kKeys * S, v, p.v_row, int64_t(t + 1) * kKeys, p.tk);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
     // Scores of this warp's rows against the tile's 64 keys. Q's fragments come from shared memory
     // one k-step at a time (registers kept for the accumulators), K's two n-tiles per ldmatrix
     // (lanes 0-15 address tile n's keys, 16-31 tile n + 1's; odd groups of 8 the upper 8 columns),
     // each K fragment used by every m-tile.
     const T* kt = sk + stage * kKeys * S;
     float s[M][kKeys / 8][4];
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
-    }
+    zero(s);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t a[M][4];
@@ -223,55 +333,15 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
         }
       }
     }
-
-    const int64_t key0 = int64_t(t) * kKeys;
+    blk.softmax_tile(s, o, int64_t(t) * kKeys);
+    // P as 16-bit A fragments: n-tiles 2i and 2i + 1 form k-step i.
     uint32_t pf[M][kKeys / 16][4];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      // Base-2 logits (scale, mask, keys past the end), the tile's row maxima.
-      float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const int64_t key = key0 + n * 8 + c2 + (e & 1);
-          float x = s[m][n][e] * p.scale_log2;
-          if constexpr (kMask) {
-            const int64_t qrow = warp_row0 + m * 16 + r_lo + h * 8;
-            if (key < p.tk && qrow < p.tq) x += float(load(mask[qrow * p.mask_q + key * p.mask_k])) * kLog2e;
-          }
-          if (key >= p.tk) x = kNegInf;
-          s[m][n][e] = x;
-          tile_max[h] = fmaxf(tile_max[h], x);
-        }
-      }
-      // Online softmax: rescale what was accumulated to the new maximum.
-      float base[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-        const float mx = fmaxf(row_max[m][h], tile_max[h]);
-        base[h] = mx == kNegInf ? 0.0f : mx;  // a row masked so far: exp2(-inf - 0) = 0, no NaN
-        const float corr = fast_exp2(row_max[m][h] - base[h]);
-        row_max[m][h] = mx;
-        row_sum[m][h] *= corr;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          o[m][j][2 * h] *= corr;
-          o[m][j][2 * h + 1] *= corr;
-        }
-      }
-      // P = exp2(logits - max) as 16-bit A fragments: n-tiles 2i and 2i + 1 form k-step i.
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        const float p0 = fast_exp2(s[m][n][0] - base[0]), p1 = fast_exp2(s[m][n][1] - base[0]);
-        const float p2 = fast_exp2(s[m][n][2] - base[1]), p3 = fast_exp2(s[m][n][3] - base[1]);
-        row_sum[m][0] += p0 + p1;
-        row_sum[m][1] += p2 + p3;
-        pf[m][n / 2][(n & 1) * 2] = pack2<T>(p0, p1);
-        pf[m][n / 2][(n & 1) * 2 + 1] = pack2<T>(p2, p3);
+        pf[m][n / 2][(n & 1) * 2] = pack2<T>(s[m][n][0], s[m][n][1]);
+        pf[m][n / 2][(n & 1) * 2 + 1] = pack2<T>(s[m][n][2], s[m][n][3]);
       }
     }
     // O += P V, each V fragment used by every m-tile.
@@ -291,25 +361,120 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
     }
     __syncthreads();  // the next iteration's loads overwrite the other stage
   }
+  blk.store(o);
+}
 
-  T* y = static_cast<T*>(p.y) + outer * p.y_stride[0] + inner * p.y_stride[1];
+// ---- float32: three TF32 products per product (3xTF32) ----
+//
+// x = big + small, big = tf32(x), small = tf32(x - big): 22 of float32's 24 significand bits. A
+// product a b is big_a big_b + big_a small_b + small_a big_b (small_a small_b is below float32's
+// rounding), accumulated in float32: about float32's accuracy (what CUTLASS's
+// OpMultiplyAddFastF32, and so PyTorch's float32 memory-efficient attention, computes) at tensor
+// core rates; the materialized path's float32 cuBLASLt products run on the FMA units.
+
+// big: x rounded to TF32 (cvt.rna); small: x - big, exact in float32, passed as it is (the tensor
+// core reads a TF32 operand's upper 19 bits, so small is truncated to TF32: 2^-22 of x at most).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  small = __float_as_uint(x - __uint_as_float(big));
+}
+
+// c += a (16x8, row-major fragment) * b (8x8, column-major fragment), TF32 inputs.
+__device__ __forceinline__ void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Split A fragments of M m-tiles times split B fragments of N n-tiles into c[m][n]: the three terms
+// term by term (small ones first), so that the M x N products between two that accumulate into the
+// same c hide the tensor core's latency.
+template <int M, int N>
+__device__ __forceinline__ void mma_3xtf32(float (&c)[M][N][4], const uint32_t (&a)[2][M][4],
+                                           const uint32_t (&b)[2][N][2]) {
+  constexpr int kA[3] = {1, 0, 0}, kB[3] = {0, 1, 0};  // (small, big), (big, small), (big, big)
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
+  for (int term = 0; term < 3; ++term) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = row_sum[m][h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = 1.0f / sum;  // a fully masked row: 0 * inf = NaN, as the unfused graph
-      const int64_t row = warp_row0 + m * 16 + r_lo + h * 8;
-      if (row >= p.tq) continue;
+    for (int n = 0; n < N; ++n) {
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(y + row * p.y_row + j * 8 + c2) =
-            pack2<T>(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
-      }
+      for (int m = 0; m < M; ++m) mma1688_tf32(c[m][n], a[kA[term]][m], b[kB[term]][n][0], b[kB[term]][n][1]);
     }
   }
+}
+
+// Fragments of m16n8k8 (lane = 4 g + i): A holds (g, i), (g + 8, i), (g, i + 4), (g + 8, i + 4);
+// B holds (k = i, n = g), (k = i + 4, n = g). P V takes P's C fragment (row g, keys 2i and 2i + 1
+// of an n-tile) as its A fragment with the key order permuted (key 2i as k = i, 2i + 1 as i + 4),
+// and reads V's rows in the same order. Rows padded by 4 floats: fragment loads hit 32 banks.
+template <int D, int M, bool kMask>
+__global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashParams p) {
+  constexpr int kBlockRows = flash_block_rows<M>();
+  constexpr int S = smem_row<float, D>();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* const sq = reinterpret_cast<float*>(smem_raw);
+  float* const sk = sq + kBlockRows * S;
+  float* const sv = sk + 2 * kKeys * S;
+  FlashBlock<float, D, M, kMask> blk(p);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, i = lane & 3;
+  const int tiles = int((p.tk + kKeys - 1) / kKeys);
+
+  load_tile<float, D, kBlockRows>(sq, blk.q, p.q_row, int64_t(blockIdx.y) * kBlockRows, p.tq);
+  load_tile<float, D, kKeys>(sk, blk.k, p.k_row, 0, p.tk);
+  load_tile<float, D, kKeys>(sv, blk.v, p.v_row, 0, p.tk);
+  cp_async_commit();
+
+  float o[M][D / 8][4];
+  zero(o);
+  for (int t = 0; t < tiles; ++t) {
+    next_kv_tile(blk, sk, sv, t, tiles);
+    const int stage = t & 1;
+    const float* kt = sk + stage * kKeys * S;
+    float s[M][kKeys / 8][4];
+    zero(s);
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      uint32_t a[2][M][4], b[2][kKeys / 8][2];  // [0]: big, [1]: small
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float* qa = sq + ((warp * M + m) * 16 + g) * S + kk * 8 + i;
+        split_tf32(qa[0], a[0][m][0], a[1][m][0]);
+        split_tf32(qa[8 * S], a[0][m][1], a[1][m][1]);
+        split_tf32(qa[4], a[0][m][2], a[1][m][2]);
+        split_tf32(qa[8 * S + 4], a[0][m][3], a[1][m][3]);
+      }
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        const float* kb = kt + (n * 8 + g) * S + kk * 8 + i;
+        split_tf32(kb[0], b[0][n][0], b[1][n][0]);
+        split_tf32(kb[4], b[0][n][1], b[1][n][1]);
+      }
+      mma_3xtf32(s, a, b);
+    }
+    blk.softmax_tile(s, o, int64_t(t) * kKeys);
+    const float* vt = sv + stage * kKeys * S;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      uint32_t a[2][M][4], b[2][D / 8][2];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        split_tf32(s[m][n][0], a[0][m][0], a[1][m][0]);
+        split_tf32(s[m][n][2], a[0][m][1], a[1][m][1]);
+        split_tf32(s[m][n][1], a[0][m][2], a[1][m][2]);
+        split_tf32(s[m][n][3], a[0][m][3], a[1][m][3]);
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const float* vb = vt + (n * 8 + 2 * i) * S + j * 8 + g;
+        split_tf32(vb[0], b[0][j][0], b[1][j][0]);
+        split_tf32(vb[S], b[0][j][1], b[1][j][1]);
+      }
+      mma_3xtf32(o, a, b);
+    }
+    __syncthreads();  // the next iteration's loads overwrite the other stage
+  }
+  blk.store(o);
 }
 
 bool flash_enabled() {
@@ -324,8 +489,14 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <class T, int D, int M, bool kMask>
 void launch_flash(const FlashParams& p, int64_t batch) {
-  constexpr int bytes = flash_smem_bytes<D, M>();
-  auto kernel = flash_attention_kernel<T, D, M, kMask>;
+  constexpr int bytes = flash_smem_bytes<T, D, M>();
+  auto kernel = [] {
+    if constexpr (std::is_same_v<T, float>) {
+      return flash_attention_f32_kernel<D, M, kMask>;
+    } else {
+      return flash_attention_kernel<T, D, M, kMask>;
+    }
+  }();
   if constexpr (bytes > 48 * 1024) {  // opt in to more shared memory, once per device
     static std::atomic<uint64_t> raised{0};
     int device = 0;
@@ -344,7 +515,7 @@ void launch_flash(const FlashParams& p, int64_t batch) {
 // The flash path when it applies; false otherwise.
 bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
   const DType dt = y.dtype();
-  if (!flash_enabled() || (dt != DType::Float16 && dt != DType::BFloat16) || a.d != a.dv ||
+  if (!flash_enabled() || (dt != DType::Float16 && dt != DType::BFloat16 && dt != DType::Float32) || a.d != a.dv ||
       (a.d != 32 && a.d != 64 && a.d != 128) || a.batch > std::numeric_limits<int32_t>::max() ||
       (a.tq + 15) / 16 > 65535)
     return false;
@@ -381,8 +552,10 @@ bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) 
   };
   if (dt == DType::Float16) {
     go.template operator()<__half>();
-  } else {
+  } else if (dt == DType::BFloat16) {
     go.template operator()<__nv_bfloat16>();
+  } else {
+    go.template operator()<float>();
   }
   return true;
 }
