@@ -89,13 +89,14 @@ run() {
       >"$out/gpu-unit-interpreter.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-interpreter.log"
     summary+=("unit, fused kernels without NVRTC: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-interpreter.log" | tr '\n' ' ') (exit $rc)")
-    # 16-bit convolutions again through cuDNN's legacy API (the graph API is the default).
+    # Convolutions again through cuDNN's legacy API (the graph API is the default), NCHW depthwise
+    # layers through cuDNN too (Ingot's kernel is the default).
     rc=0
-    INGOT_CUDNN_GRAPH=0 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='*Conv*:CudaChannelsLast*' \
+    INGOT_CUDNN_GRAPH=0 INGOT_DEPTHWISE_NCHW=0 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='*Conv*:CudaChannelsLast*' \
       >"$out/gpu-unit-legacy-conv.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-legacy-conv.log"
     summary+=("unit, convolutions through cuDNN's legacy API: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-legacy-conv.log" | tr '\n' ' ') (exit $rc)")
-    # Attention through the materialized path only (the flash kernel is the default for 16-bit).
+    # Attention through the materialized path only (the flash kernel is the default for 16-bit and float32).
     rc=0
     INGOT_FLASH_ATTENTION=0 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='CudaAttention*' \
       >"$out/gpu-unit-attention-materialized.log" 2>&1 || rc=$?

@@ -337,6 +337,34 @@ TEST(CudaFusedConv, Variants) {
 // Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D
 // convolutions with symmetric pads (the fused bias + Relu call where cuDNN takes it), transposed
 // copies otherwise; the CPU computes the same through its channels-first kernel.
+// Depthwise layers in NCHW (Ingot's kernel unless INGOT_DEPTHWISE_NCHW=0): 3x3 and 5x5 at strides 1
+// and 2, output widths that are not a multiple of four columns, asymmetric pads, every epilogue
+// input; one output large enough for four columns per thread on an H200, one for two.
+TEST(CudaFusedConv, DepthwiseChannelsFirst) {
+  INGOT_REQUIRE_GPU();
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    uint32_t seed = 60;
+    for (auto [k, stride] : {std::pair{3, 1}, std::pair{3, 2}, std::pair{5, 1}, std::pair{5, 2}}) {
+      SCOPED_TRACE(std::to_string(k) + "x" + std::to_string(k) + " stride " + std::to_string(stride));
+      const int64_t c = 12, h = 9, wd = 11, pad = k / 2;
+      const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (wd + 2 * pad - k) / stride + 1;
+      Tensor x = rnd(dt, {2, c, h, wd}, seed++), w = rnd(dt, {c, 1, k, k}, seed++), b = rnd(dt, {c}, seed++);
+      for (const char* act : {"Relu", "HardSwish"}) {
+        check("FusedConv", {x, w, b, rnd(dt, {2, c, oh, ow}, seed++)},
+              {{"activation", act}, {"group", c}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}},
+              "ai.ingot");
+      }
+      check("FusedConv", {x, w}, {{"group", c}, {"strides", Ints{stride, stride}}, {"pads", Ints{0, pad, pad, 0}}},
+            "ai.ingot");
+    }
+    check("FusedConv", {rnd(dt, {8, 96, 56, 56}, 90), rnd(dt, {96, 1, 3, 3}, 91), rnd(dt, {96}, 92)},
+          {{"activation", "HardSwish"}, {"group", 96}, {"pads", Ints{1, 1, 1, 1}}}, "ai.ingot");
+    check("FusedConv", {rnd(dt, {4, 72, 112, 112}, 93), rnd(dt, {72, 1, 5, 5}, 94), rnd(dt, {72}, 95)},
+          {{"activation", "Relu"}, {"group", 72}, {"strides", Ints{2, 2}}, {"pads", Ints{2, 2, 2, 2}}}, "ai.ingot");
+  }
+}
+
 TEST(CudaFusedConv, ChannelsLast) {
   INGOT_REQUIRE_GPU();
   for (DType dt : kConvTypes) {

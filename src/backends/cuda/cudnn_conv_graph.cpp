@@ -173,8 +173,30 @@ cudnnBackendDescriptor_t operation_graph(Builder& b, const ConvGraphSpec& s) {
   return graph;
 }
 
-// The heuristic's engine configurations for the graph, best first (at most kMaxCandidates).
-std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph) {
+// Whether an engine's arithmetic is what the spec's type promises. Float32 without TF32 is exact
+// float32: no engine that runs on tensor cores (TF32) or converts its inputs down; 16-bit and TF32
+// take any engine.
+bool numerics_allowed(Builder& b, cudnnBackendDescriptor_t config, const ConvGraphSpec& s) {
+  if (s.dtype != DType::Float32 || s.tf32) return true;
+  cudnnBackendDescriptor_t engine = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t got = 0;
+  check(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine));
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes));
+  for (int64_t i = 0; i < std::min<int64_t>(count, CUDNN_NUMERICAL_NOTE_TYPE_COUNT); ++i) {
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
+      return false;
+  }
+  return true;
+}
+
+// The heuristic's engine configurations for the graph whose numerics the spec allows, best first
+// (at most kMaxCandidates).
+std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph,
+                                                     const ConvGraphSpec& spec) {
   cudnnBackendDescriptor_t heur = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
@@ -183,14 +205,17 @@ std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDes
   int64_t count = 0;
   check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
                                  nullptr));
-  count = std::min(count, kMaxCandidates);
   std::vector<cudnnBackendDescriptor_t> configs;
   for (int64_t i = 0; i < count; ++i) configs.push_back(b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
   int64_t got = 0;
   check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
                                  configs.data()));
   configs.resize(size_t(std::max<int64_t>(0, std::min(got, count))));
-  return configs;
+  std::vector<cudnnBackendDescriptor_t> allowed;
+  for (cudnnBackendDescriptor_t c : configs) {
+    if (int64_t(allowed.size()) < kMaxCandidates && numerics_allowed(b, c, spec)) allowed.push_back(c);
+  }
+  return allowed;
 }
 
 // An execution plan for one configuration, or null when this engine does not take the graph.
@@ -244,7 +269,7 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
   Builder b(g->owned_);
   try {
     cudnnBackendDescriptor_t graph = operation_graph(b, spec);
-    std::vector<cudnnBackendDescriptor_t> configs = engine_configs(b, graph);
+    std::vector<cudnnBackendDescriptor_t> configs = engine_configs(b, graph, spec);
     struct Candidate {
       size_t index;
       cudnnBackendDescriptor_t plan;

@@ -1,8 +1,8 @@
 // 2-D forward convolutions through cuDNN's graph (backend) API: conv -> + bias -> + residual ->
 // Relu as one operation graph, so cuDNN can pick its runtime-fusion and newest engines (the legacy
-// cudnnFind* API sees a subset of them). Used by the CUDA Conv/FusedConv kernels for float16 and
-// bfloat16 (kernels/conv.cu); the legacy path stays for everything else and when no engine takes
-// the graph.
+// cudnnFind* API sees a subset of them). Used by the CUDA Conv/FusedConv kernels for float16,
+// bfloat16 and float32 (kernels/conv.cu; float32 on engines without tensor cores unless TF32 is
+// allowed); the legacy path stays for everything else and when no engine takes the graph.
 //
 // The engine is chosen once per problem: a choice stored in core/tuning.h (the index into cuDNN's
 // heuristic list, which is deterministic for one cuDNN version and GPU) when it still finalizes,
@@ -21,6 +21,7 @@ namespace ingot::cuda {
 
 struct ConvGraphSpec {
   DType dtype = DType::Float16;  // of X, W, B, R, Y
+  bool tf32 = false;             // float32: engines may use TF32 tensor cores
   bool channels_last = false;    // X, R, Y [N,H,W,C] and W [K,R,S,C/g] instead of NCHW/KCRS
   int64_t n = 0, c = 0, h = 0, w = 0;  // X (logical NCHW)
   int64_t k = 0, r = 0, s = 0;         // W: k output channels, r x s window, c / group inputs each

@@ -246,6 +246,55 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// Depthwise 2-D convolution, channels first (float32 keeps NCHW: cuDNN's float32 kernels are
+// channels first). cuDNN's grouped direct kernel took 1.38 of MobileNetV3-Large fp32 b32's 3.57 ms
+// of kernel time on the H200 (ncu); PyTorch also runs its own kernel for float32 depthwise layers.
+// Square K x K windows, the same stride S along both axes, no dilation. A thread computes OX
+// neighbouring outputs of one row (threads of a warp: neighbouring strips of a row, then rows and
+// planes), loading the (OX - 1) * S + K inputs of each window row once for all of them; a plane's
+// K x K weights are the same for every thread of it (broadcast loads). Same epilogue as above.
+template <class T, int K, int S, int OX>
+__global__ void __launch_bounds__(256)
+    depthwise_nchw_kernel(const T* __restrict__ x, const T* __restrict__ wt, const T* __restrict__ bias,
+                          const T* __restrict__ residual, T* __restrict__ y, DepthwiseParams p, FusedActivation act,
+                          int strips, int total) {
+  constexpr int NIN = (OX - 1) * S + K;
+  const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
+  if (i >= total) return;
+  const int strip = i % strips, row = i / strips;  // row: (n * c + ch) * oh + oy
+  const int oy = row % p.oh, plane = row / p.oh, ch = plane % p.c;
+  const int ox0 = strip * OX, ix0 = ox0 * S - p.pw;
+  const T* xp = x + size_t(plane) * p.h * p.w;
+  const T* w = wt + ch * K * K;
+  float acc[OX];
+#pragma unroll
+  for (int o = 0; o < OX; ++o) acc[o] = 0.f;
+#pragma unroll
+  for (int ky = 0; ky < K; ++ky) {
+    const int iy = oy * S - p.ph + ky;
+    if (iy < 0 || iy >= p.h) continue;
+    const T* in_row = xp + iy * p.w;
+    float in[NIN];
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) {
+      const int ix = ix0 + j;
+      in[j] = ix >= 0 && ix < p.w ? float(load(in_row[ix])) : 0.f;
+    }
+#pragma unroll
+    for (int kx = 0; kx < K; ++kx) {
+      const float wv = float(load(w[ky * K + kx]));
+#pragma unroll
+      for (int o = 0; o < OX; ++o) acc[o] += in[o * S + kx] * wv;
+    }
+  }
+  const size_t out = size_t(row) * p.ow + ox0;
+#pragma unroll
+  for (int o = 0; o < OX; ++o) {
+    if (ox0 + o >= p.ow) break;
+    depthwise_epilogue<T>(acc[o], bias ? bias + ch : nullptr, residual ? residual + out + o : nullptr, act, y[out + o]);
+  }
+}
+
 // Direct convolution loops: the fallback when cuDNN has no algorithm for a geometry.
 struct DirectParams {
   int64_t n, c, m, group;  // batch, input channels, output channels, groups
@@ -406,7 +455,7 @@ struct ConvPlan {
   std::string tuning_key;  // names the cuDNN problem in core/tuning.h
   bool fused = false;  // float32 + Relu through cudnnConvolutionBiasActivationForward
   Tensor zero_bias;    // for the fused call without B
-  // 16-bit 2-D forward convolutions: the graph API with bias, residual and Relu in it.
+  // 1-D and 2-D forward convolutions: the graph API with bias, residual and Relu in it.
   std::unique_ptr<cuda::ConvGraph> graph;
   bool graph_tried = false;
 
@@ -811,14 +860,66 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
   return true;
 }
 
-// A 16-bit 1-D or 2-D forward convolution through cuDNN's graph API (backends/cuda/cudnn_conv_graph.h),
+// INGOT_DEPTHWISE_NCHW=0 leaves channels-first depthwise layers to cuDNN (for A/B runs and tests).
+bool depthwise_nchw_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("INGOT_DEPTHWISE_NCHW");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return on;
+}
+
+// A channels-first depthwise 2-D convolution that depthwise_nchw_kernel takes (3x3 or 5x5, equal
+// strides of 1 or 2, no dilation, 32-bit indices), with its epilogue; false for anything else
+// (cuDNN then).
+bool run_depthwise_nchw(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                        const Tensor* residual, FusedActivation act, Tensor& y) {
+  const Window& win = g.win;
+  if (!depthwise_nchw_enabled() || g.channels_last || g.transposed || win.in.size() != 2 ||
+      g.group != g.in_channels || g.out_channels != g.in_channels || win.kernel[0] != win.kernel[1] || (win.kernel[0] != 3 && win.kernel[0] != 5) ||
+      win.strides[0] != win.strides[1] || (win.strides[0] != 1 && win.strides[0] != 2) || win.dilations[0] != 1 ||
+      win.dilations[1] != 1 || x.numel() > INT_MAX || y.numel() > INT_MAX) {
+    return false;
+  }
+  const DepthwiseParams p{int(g.batch),        int(win.in[0]),        int(win.in[1]),        int(g.in_channels),
+                          int(win.out[0]),     int(win.out[1]),       int(win.kernel[0]),    int(win.kernel[1]),
+                          int(win.strides[0]), int(win.strides[1]),   int(win.pad_begin[0]), int(win.pad_begin[1]),
+                          1,                   1};
+  // Four outputs per thread, fewer where that would leave less than ~1000 threads per SM.
+  const int64_t outputs = y.numel(), enough = int64_t(cuda::sm_count()) * 1024;
+  const int columns = outputs / 4 >= enough ? 4 : outputs / 2 >= enough ? 2 : 1;
+  const int strips = (p.ow + columns - 1) / columns;
+  const int64_t total = int64_t(p.n) * p.c * p.oh * strips;
+  constexpr int kBlock = 256;
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    auto go = [&](auto kernel) {
+      kernel<<<unsigned((total + kBlock - 1) / kBlock), kBlock, 0, cuda::stream()>>>(
+          cuda::ptr<const T>(x), cuda::ptr<const T>(w), b ? cuda::ptr<const T>(*b) : nullptr,
+          residual ? cuda::ptr<const T>(*residual) : nullptr, cuda::ptr<T>(y), p, act, strips, int(total));
+    };
+    auto launch = [&]<int K, int S>() {
+      if (columns == 4) go(depthwise_nchw_kernel<T, K, S, 4>);
+      if (columns == 2) go(depthwise_nchw_kernel<T, K, S, 2>);
+      if (columns == 1) go(depthwise_nchw_kernel<T, K, S, 1>);
+    };
+    if (p.kw == 3 && p.sw == 1) launch.template operator()<3, 1>();
+    if (p.kw == 3 && p.sw == 2) launch.template operator()<3, 2>();
+    if (p.kw == 5 && p.sw == 1) launch.template operator()<5, 1>();
+    if (p.kw == 5 && p.sw == 2) launch.template operator()<5, 2>();
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+  return true;
+}
+
+// A 1-D or 2-D forward convolution through cuDNN's graph API (backends/cuda/cudnn_conv_graph.h),
 // bias, residual and Relu included (HardSwish after it, by the epilogue kernel); 1-D as 2-D of unit
-// height (the same memory in either layout). False when the problem is not one (float32,
-// transposed, other ranks, unaligned buffers) or no engine takes it: the caller's legacy path runs then.
+// height (the same memory in either layout). False when the problem is not one (float64,
+// transposed, other ranks, unaligned buffers) or no engine takes it: the caller's legacy path runs
+// then. Float32 through it on the H200 (exact float32 engines): MobileNetV3-Large b32 XXX.
 bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                     const Tensor* residual, FusedActivation act, Tensor& y) {
   const size_t rank = g.win.in.size();
-  if (g.transposed || (rank != 1 && rank != 2) || x.dtype() == DType::Float32) return false;
+  if (g.transposed || (rank != 1 && rank != 2)) return false;
   cuda::ConvGraphArgs args{x.raw_data(), w.raw_data(), b ? b->raw_data() : nullptr,
                            residual ? residual->raw_data() : nullptr, y.raw_data()};
   if (!aligned(args.x) || !aligned(args.w) || !aligned(args.y) || (b && !aligned(args.bias)) ||
@@ -835,6 +936,7 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     p.graph_tried = true;
     cuda::ConvGraphSpec s;
     s.dtype = x.dtype();
+    s.tf32 = p.tf32;
     s.channels_last = g.channels_last;
     s.n = g.batch;
     s.c = g.in_channels;
@@ -858,8 +960,8 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     s.residual = residual != nullptr;
     s.relu = relu;
     const std::string key = fmt::format(
-        "{}|{}|x={}|w={}|pads={}|stride={}|dil={}|g={}|{}|b={}|r={}|relu={}", cuda::arch_name(),
-        dtype_name(x.dtype()), shape_str(x.shape()), shape_str(w.shape()),
+        "{}|{}{}|x={}|w={}|pads={}|stride={}|dil={}|g={}|{}|b={}|r={}|relu={}", cuda::arch_name(),
+        dtype_name(x.dtype()), s.tf32 ? "|tf32" : "", shape_str(x.shape()), shape_str(w.shape()),
         shape_str(Ints{s.pad_begin[0], s.pad_begin[1], s.pad_end[0], s.pad_end[1]}), shape_str(g.win.strides),
         shape_str(g.win.dilations), g.group, g.channels_last ? "nhwc" : "nchw", int(s.bias), int(s.residual),
         int(relu));
@@ -887,7 +989,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   // cuDNN's fused bias + Relu: float32 only (16-bit channels last through it measured slower than
   // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
-  if (run_depthwise_nhwc(g, x, w, b, residual, act, y)) return;
+  if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y)) return;
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (run_graph_conv(p, g, x, w, b, residual, act, y)) return;
   if (g.channels_last && !p.use_cudnn) {
