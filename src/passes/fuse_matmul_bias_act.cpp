@@ -5,6 +5,9 @@
 //   MatMul(A, B) [-> Mul(., s) or Div(., s)] [-> Add(., bias) or Add(bias, .)] [-> Add(., R)] [-> Relu]
 //                                     (at least one; s a scalar constant: alpha = s or 1 / s; R of the
 //                                      product's shape, provably: the same static or named dims)
+//   MatMul(A, B) -> Add(., bias) -> Mul(., s) ...   (a scale after a constant float32 bias, as
+//                                      transformers' q_proj(x) * scaling: alpha = s, bias * s a new
+//                                      initializer)
 //   Gemm(A, B, C) -> Relu     with alpha = beta = 1, transA = 0, C of shape [N] or [1, N] (or no C)
 // A bias needs B's static shape (rank >= 2: N known) and a static shape [N] (or [1, N] when A has
 // rank >= 2); every operand has the same floating dtype. Anything else stays as it is.
@@ -52,6 +55,29 @@ bool fuse_matmul_bias_act(Model& model) {
     const int64_t a_rank = a_type && a_type->shape ? int64_t(a_type->shape->size()) : -1;
     if (a_rank == 0) continue;
 
+    // The only reader of `value` when it is a Mul by (or a Div through) a nonzero scalar constant
+    // of the product's dtype that does not broadcast the product to a higher rank: the node and
+    // the factor it applies.
+    struct Scale {
+      size_t node;
+      double factor;
+    };
+    auto scale_of = [&](const std::string& value) -> std::optional<Scale> {
+      auto r = readers.single(value);
+      if (!r || removed[*r] || g.nodes[*r].inputs.size() != 2 || g.nodes[*r].outputs.size() != 1 ||
+          !(is_op(g.nodes[*r], "Mul") || is_op(g.nodes[*r], "Div")))
+        return std::nullopt;
+      const Node& scale = g.nodes[*r];
+      const bool div = is_op(scale, "Div");
+      const std::string other = other_operand(scale, value).value_or("");
+      if (other.empty() || (div && scale.inputs[0] != value)) return std::nullopt;  // s / product: no scale
+      std::optional<double> s = scalar_constant(g, other);
+      auto s_shape = static_shape(g, other);
+      const bool rank_ok = s_shape && (s_shape->empty() || (a_rank >= 0 && int64_t(s_shape->size()) <= a_rank));
+      if (!s || !rank_ok || value_dtype(g, other) != dtype || *s == 0) return std::nullopt;
+      return Scale{*r, div ? 1.0 / *s : *s};
+    };
+
     Node fused;
     fused.op_type = "FusedMatMul";
     fused.domain = kDomain;
@@ -67,24 +93,11 @@ bool fuse_matmul_bias_act(Model& model) {
       if (has_c && (attr_float(mm, "beta", 1.0f) != 1.0f || !bias_fits(g, mm.inputs[2], n, 2, dtype))) continue;
       if (has_c) fused.inputs[2] = mm.inputs[2];
       fused.attrs["transB"] = int64_t(trans_b);
-    } else {
+    } else if (auto sc = scale_of(out)) {
       // A scalar scale of the product (attention scores times 1/sqrt(d)): cuBLASLt's alpha.
-      if (auto r = readers.single(out); r && !removed[*r] && g.nodes[*r].inputs.size() == 2 &&
-                                        g.nodes[*r].outputs.size() == 1 &&
-                                        (is_op(g.nodes[*r], "Mul") || is_op(g.nodes[*r], "Div"))) {
-        const Node& scale = g.nodes[*r];
-        const bool div = is_op(scale, "Div");
-        const std::string other = other_operand(scale, out).value_or("");
-        std::optional<double> s;  // a divisor only as the second operand: s / product is no scale
-        if (!other.empty() && !(div && scale.inputs[0] != out)) s = scalar_constant(g, other);
-        auto s_shape = static_shape(g, other);
-        const bool rank_ok = s_shape && (s_shape->empty() || (a_rank >= 0 && int64_t(s_shape->size()) <= a_rank));
-        if (s && rank_ok && value_dtype(g, other) == dtype && *s != 0) {
-          fused.attrs["alpha"] = float(div ? 1.0 / *s : *s);
-          absorbed.push_back(*r);
-          out = scale.outputs[0];
-        }
-      }
+      fused.attrs["alpha"] = float(sc->factor);
+      absorbed.push_back(sc->node);
+      out = g.nodes[sc->node].outputs[0];
     }
     if (is_gemm) {
     } else if (auto r = readers.single(out); r && !removed[*r] && is_op(g.nodes[*r], "Add") &&
@@ -95,6 +108,20 @@ bool fuse_matmul_bias_act(Model& model) {
         fused.inputs[2] = bias;
         absorbed.push_back(*r);
         out = add.outputs[0];
+        // (A B + bias) * s = s A B + s bias, for a bias known now (a float32 initializer).
+        const Tensor* bt = constant_initializer(g, bias);
+        if (auto sc = scale_of(out); sc && !fused.attrs.count("alpha") && bt && bt->dtype() == DType::Float32 &&
+                                     bt->device() == Device::cpu()) {
+          Tensor scaled = bt->clone();
+          float* v = scaled.data<float>();
+          for (int64_t i = 0; i < scaled.numel(); ++i) v[i] = float(double(v[i]) * sc->factor);
+          const std::string name = fresh_name(g, bias + "_scaled");
+          g.initializers[name] = std::move(scaled);
+          fused.inputs[2] = name;
+          fused.attrs["alpha"] = float(sc->factor);
+          absorbed.push_back(sc->node);
+          out = g.nodes[sc->node].outputs[0];
+        }
       }
     }
     // A residual of the product's shape (a transformer's x + Linear(x)): cuBLASLt's C with beta 1.

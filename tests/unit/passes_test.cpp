@@ -677,6 +677,60 @@ TEST(FuseMatMulBiasAct, FoldsAScalarScaleIntoAlpha) {
   expect_optimized_matches_plain(path);
 }
 
+// A scale after the bias, as transformers' q_proj(x) * scaling: (x w + b) * 0.125 + r -> y;
+// (x w + b2) / 4 -> y2; (x w + bin) * 0.125 -> y3 with the bias an input (not known now: the Mul
+// stays after a FusedMatMul of the bias).
+std::string scale_after_bias_model() {
+  std::mt19937 rng(23);
+  onnx::GraphProto g;
+  g.set_name("scale_after_bias");
+  *g.add_input() = float_info("x", {2, 5, 8});
+  *g.add_input() = float_info("r", {2, 5, 6});
+  *g.add_input() = float_info("bin", {6});
+  add_random_initializer(g, "w", {8, 6}, rng);
+  add_random_initializer(g, "b", {6}, rng);
+  add_random_initializer(g, "b2", {6}, rng);
+  add_scalar(g, "eighth", 0.125f);
+  add_scalar(g, "four", 4.0f);
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"p"});
+  *g.add_node() = make_node("Add", {"p", "b"}, {"pb"});
+  *g.add_node() = make_node("Mul", {"eighth", "pb"}, {"q"});
+  *g.add_node() = make_node("Add", {"q", "r"}, {"y"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"p2"});
+  *g.add_node() = make_node("Add", {"b2", "p2"}, {"pb2"});
+  *g.add_node() = make_node("Div", {"pb2", "four"}, {"y2"});
+  *g.add_node() = make_node("MatMul", {"x", "w"}, {"p3"});
+  *g.add_node() = make_node("Add", {"p3", "bin"}, {"pb3"});
+  *g.add_node() = make_node("Mul", {"pb3", "eighth"}, {"y3"});
+  for (const char* y : {"y", "y2", "y3"}) *g.add_output() = float_info(y, {2, 5, 6});
+  return save(std::move(g), "scale_after_bias.onnx");
+}
+
+TEST(FuseMatMulBiasAct, FoldsAScaleAfterAConstantBias) {
+  const std::string path = scale_after_bias_model();
+  auto model = import_onnx(path);
+  EXPECT_TRUE(fuse_matmul_bias_act(*model));
+  verify(*model);
+  const Graph& g = *model->graph;
+  ASSERT_EQ(op_types(g), (std::vector<std::string>{"FusedMatMul", "FusedMatMul", "FusedMatMul", "Mul"}));
+  EXPECT_EQ(g.nodes[0].attrs.at("alpha").f, 0.125f);
+  EXPECT_EQ(g.nodes[0].inputs[3], "r");
+  EXPECT_EQ(g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(g.nodes[1].attrs.at("alpha").f, 0.25f);
+  EXPECT_EQ(g.nodes[1].outputs, (std::vector<std::string>{"y2"}));
+  // The scaled biases are new initializers: b * 0.125 and b2 / 4, exactly (powers of two).
+  for (auto [node, bias, factor] : {std::tuple{0, "b", 0.125f}, std::tuple{1, "b2", 0.25f}}) {
+    const std::string& name = g.nodes[size_t(node)].inputs[2];
+    ASSERT_NE(name, bias);
+    const Tensor& scaled = g.initializers.at(name);
+    const Tensor& original = g.initializers.at(bias);
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(scaled.data<float>()[i], original.data<float>()[i] * factor);
+  }
+  EXPECT_FALSE(g.nodes[2].attrs.count("alpha"));
+  EXPECT_EQ(g.nodes[2].inputs[2], "bin");
+  expect_optimized_matches_plain(path);
+}
+
 // Scores of a symbolic batch: K^T is a Transpose of an input whose shape is not static, so N is
 // unknown; the scale still folds (no bias needs N).
 TEST(FuseMatMulBiasAct, FoldsTheScaleOfAProductWithADynamicB) {
