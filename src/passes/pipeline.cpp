@@ -14,8 +14,8 @@ namespace {
 // that constant folding then propagates), folding next (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
 // Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
-// the ops they spell out (layer normalization, hard-swish, attention: before the MatMul fusion takes
-// the score MatMul's scale), the kernel fusions (elementwise chains after the
+// the ops they spell out (layer normalization, hard-swish, softmax, then attention, which needs the
+// Softmax op: before the MatMul fusion takes the score MatMul's scale), the kernel fusions (elementwise chains after the
 // Conv/MatMul epilogues have taken their bias and activation), and dead code last
 // to drop what the others orphaned. The pattern and kernel fusions that name nothing new also run
 // inside If/Loop/Scan bodies (Pass::in_bodies); folding already recurses by itself.
@@ -27,6 +27,7 @@ constexpr Pass kPipeline[] = {
     {"fold-scale-shift", fold_scale_shift},
     {"fuse-layer-norm", fuse_layer_norm, true},
     {"fuse-hard-swish", fuse_hard_swish, true},
+    {"fuse-softmax", fuse_softmax, true},
     {"fuse-attention", fuse_attention},
     {"fuse-conv-add-relu", fuse_conv_add_relu, true},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act, true},

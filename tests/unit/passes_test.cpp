@@ -423,6 +423,107 @@ TEST(FuseHardSwish, LeavesOtherClipsAlone) {
   EXPECT_FALSE(fuse_hard_swish(*model));
 }
 
+// x [2,4,5] -> softmax written out over `axis`: Exp(x [- ReduceMax(x)]) / ReduceSum(.), axes as
+// attributes below opset 13, ReduceSum's as a constant input from 13 on (ReduceMax keeps the
+// attribute until 18). Options break the pattern: the sum without keepdims, the exponentials also
+// an output, the Div reversed, ReduceMax over another axis.
+struct SoftmaxCase {
+  int opset = 13;
+  int64_t axis = -1;
+  bool stable = true;
+  bool sum_keepdims = true, exp_also_output = false, div_reversed = false;
+  int64_t max_axis = 99;  // 99: the same as `axis`
+};
+
+std::string softmax_model(const SoftmaxCase& c, const std::string& file) {
+  onnx::GraphProto g;
+  g.set_name("softmax_written_out");
+  *g.add_input() = float_info("x", {2, 4, 5});
+  std::string in = "x";
+  if (c.stable) {
+    onnx::NodeProto max = make_node("ReduceMax", {"x"}, {"m"});
+    set_ints(max, "axes", {c.max_axis == 99 ? c.axis : c.max_axis});
+    *g.add_node() = max;
+    *g.add_node() = make_node("Sub", {"x", "m"}, {"d"});
+    in = "d";
+  }
+  *g.add_node() = make_node("Exp", {in}, {"e"});
+  onnx::NodeProto sum = c.opset >= 13 ? make_node("ReduceSum", {"e", "axes"}, {"s"}) : make_node("ReduceSum", {"e"}, {"s"});
+  if (c.opset >= 13) {
+    add_int64_initializer(g, "axes", {c.axis});
+  } else {
+    set_ints(sum, "axes", {c.axis});
+  }
+  if (!c.sum_keepdims) set_attr(sum, "keepdims", int64_t(0));
+  *g.add_node() = sum;
+  if (!c.sum_keepdims) {  // s [2,4] or [2,5] etc.: unsqueeze back so the Div still broadcasts
+    onnx::NodeProto un = make_node("Unsqueeze", {"s", "unsq_axes"}, {"s1"});
+    add_int64_initializer(g, "unsq_axes", {c.axis});
+    *g.add_node() = un;
+  }
+  const std::string s_name = c.sum_keepdims ? "s" : "s1";
+  *g.add_node() = c.div_reversed ? make_node("Div", {s_name, "e"}, {"y"}) : make_node("Div", {"e", s_name}, {"y"});
+  *g.add_output() = float_info("y", {2, 4, 5});
+  if (c.exp_also_output) *g.add_output() = float_info("e", {2, 4, 5});
+  return ingot::testing::save_model(ingot::testing::model_with(std::move(g), c.opset), file);
+}
+
+TEST(FuseSoftmax, WrittenOutSoftmaxBecomesOneNode) {
+  int i = 0;
+  // Both forms; the last axis (any opset) and a middle one (opset 13: Softmax over one axis).
+  for (auto [opset, axis, want_axis] : {std::tuple{11, int64_t(-1), int64_t(-1)}, std::tuple{11, int64_t(2), int64_t(-1)},
+                                        std::tuple{13, int64_t(-1), int64_t(-1)}, std::tuple{13, int64_t(1), int64_t(1)},
+                                        std::tuple{13, int64_t(-2), int64_t(1)}}) {
+    for (bool stable : {true, false}) {
+      SCOPED_TRACE(fmt::format("opset {} axis {} stable {}", opset, axis, stable));
+      SoftmaxCase c;
+      c.opset = opset, c.axis = axis, c.stable = stable;
+      const std::string path = softmax_model(c, fmt::format("softmax_{}.onnx", i++));
+      auto model = import_onnx(path);
+      EXPECT_TRUE(fuse_softmax(*model));
+      verify(*model);
+      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Softmax"}));
+      const Node& n = model->graph->nodes[0];
+      EXPECT_EQ(n.inputs, (std::vector<std::string>{"x"}));
+      EXPECT_EQ(n.outputs, (std::vector<std::string>{"y"}));
+      EXPECT_EQ(n.attrs.at("axis").i, want_axis);
+      expect_optimized_matches_plain(path, 1e-6f);
+    }
+  }
+}
+
+TEST(FuseSoftmax, LeavesOtherPatternsAlone) {
+  int i = 0;
+  auto unchanged = [&](SoftmaxCase c, const char* what) {
+    SCOPED_TRACE(what);
+    const std::string path = softmax_model(c, fmt::format("not_softmax_{}.onnx", i++));
+    auto model = import_onnx(path);
+    const std::vector<std::string> before = op_types(*model->graph);
+    EXPECT_FALSE(fuse_softmax(*model));
+    EXPECT_EQ(op_types(*model->graph), before);
+    expect_optimized_matches_plain(path, 1e-6f);
+  };
+  SoftmaxCase c;
+  c.sum_keepdims = false;
+  unchanged(c, "sum without keepdims");
+  c = {};
+  c.exp_also_output = true;
+  unchanged(c, "exponentials also an output");
+  c = {};
+  c.div_reversed = true;
+  unchanged(c, "sum / exponentials");
+  c = {};
+  c.opset = 11, c.axis = 1;
+  unchanged(c, "a middle axis below opset 13");
+  // A maximum over another axis is no stabilizer: the Sub and ReduceMax stay, the rest is a
+  // (plain-form) softmax of their result.
+  c = {};
+  c.max_axis = 1;
+  const std::string path = softmax_model(c, "softmax_other_max.onnx");
+  EXPECT_EQ(ops_after(path, fuse_softmax), (std::vector<std::string>{"ReduceMax", "Sub", "Softmax"}));
+  expect_optimized_matches_plain(path, 1e-6f);
+}
+
 // x[1,3,8,8] -> Conv -> Mul(k) -> Add(c) -> Relu, k and c scalars ([1]) or per-channel ([1,4,1,1] / [4,1,1]).
 std::string conv_scale_shift_model(bool per_channel) {
   std::mt19937 rng(per_channel);
@@ -860,6 +961,7 @@ struct AttentionCase {
   bool wide_mask = false;      // one head in q, k, v; the mask [B, 3, 1, Tk] widens the scores to 3
   int opset = 17;
   int64_t softmax_axis = -1;  // 0: attribute not set
+  bool written_out_softmax = false;  // Exp(x - ReduceMax(x)) / ReduceSum(.) over the last axis
 };
 
 constexpr float kAttentionScale = 0.35f;
@@ -903,9 +1005,24 @@ std::string attention_model(const AttentionCase& c, const std::string& file) {
     *g.add_node() = make_node("Add", {"mask", x}, {"scores_masked"});
     x = "scores_masked";
   }
-  onnx::NodeProto softmax = make_node("Softmax", {x}, {"p"});
-  if (c.softmax_axis != 0) set_attr(softmax, "axis", c.softmax_axis);
-  *g.add_node() = softmax;
+  if (c.written_out_softmax) {
+    for (const char* op : {"ReduceMax", "ReduceSum"}) {
+      onnx::NodeProto r = make_node(op, {std::string(op) == "ReduceMax" ? x : "e"}, {op});
+      set_ints(r, "axes", {-1});
+      if (std::string(op) == "ReduceMax") {
+        *g.add_node() = r;
+        *g.add_node() = make_node("Sub", {x, "ReduceMax"}, {"d"});
+        *g.add_node() = make_node("Exp", {"d"}, {"e"});
+      } else {
+        *g.add_node() = r;
+      }
+    }
+    *g.add_node() = make_node("Div", {"e", "ReduceSum"}, {"p"});
+  } else {
+    onnx::NodeProto softmax = make_node("Softmax", {x}, {"p"});
+    if (c.softmax_axis != 0) set_attr(softmax, "axis", c.softmax_axis);
+    *g.add_node() = softmax;
+  }
   transpose("v", "vt", {0, 2, 1, 3});
   if (c.y_transpose) {
     *g.add_node() = make_node("MatMul", {"p", "vt"}, {"yh"});
@@ -950,6 +1067,20 @@ TEST(FuseAttention, RewritesWhisperStyleAttention) {
   EXPECT_FLOAT_EQ(att.attrs.at("scale").f, kAttentionScale);
   EXPECT_EQ(model->opset("ai.ingot"), 1);
   EXPECT_FALSE(fuse_attention(*model));
+  expect_optimized_matches_plain(path);
+}
+
+// A softmax written out in elementary ops (opset 11: the reductions' axes as attributes): the
+// pipeline's fuse-softmax makes it a Softmax, which fuse-attention then takes.
+TEST(FuseAttention, TakesAWrittenOutSoftmaxThroughThePipeline) {
+  AttentionCase c;
+  c.written_out_softmax = true;
+  c.opset = 11;
+  const std::string path = attention_model(c, "attention_written_out_softmax.onnx");
+  EXPECT_EQ(ops_after(path, fuse_attention), (std::vector<std::string>{"Transpose", "Mul", "Transpose", "MatMul",
+                                                                       "ReduceMax", "Sub", "Exp", "ReduceSum", "Div",
+                                                                       "Transpose", "MatMul"}));
+  EXPECT_EQ(ops_after_pipeline(path), (std::vector<std::string>{"Attention"}));
   expect_optimized_matches_plain(path);
 }
 
