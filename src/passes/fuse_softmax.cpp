@@ -1,14 +1,16 @@
-// Recognizes softmax written out in elementary ops (as some exporters and hand-built graphs emit it):
-//   stable:    m = ReduceMax(x, axis a); e = Exp(Sub(x, m)); y = Div(e, ReduceSum(e, axis a))
-//   plain:     e = Exp(x);                                    y = Div(e, ReduceSum(e, axis a))
-// and replaces it with one Softmax(x, axis=a): one kernel that reads x once per row instead of five
-// passes over it, and (running before fuse-attention) a softmax that the attention fusion then
-// sees. The stable form is Softmax's own computation; the plain form computes the same function
-// where it is finite (for logits above ~88 in float32 its Exp overflows to inf / inf = NaN, where
-// Softmax gives the right probabilities). Requires both reductions over the same single axis with
-// keepdims (axes from the attribute or a constant input), every intermediate read only inside the
-// pattern (e by exactly the ReduceSum and the Div), and, for models below opset 13 (whose Softmax
-// flattens everything from its axis on), the last axis.
+// Recognizes softmax and log-softmax written out in elementary ops (as some exporters, hand-built
+// graphs and ONNX's own function bodies spell them):
+//   Softmax:     u = x - ReduceMax(x, axis a) (or u = x); e = Exp(u); y = Div(e, ReduceSum(e, axis a))
+//   LogSoftmax:  the same u and e;                         y = Sub(u, Log(ReduceSum(e, axis a)))
+// and replaces each with one Softmax / LogSoftmax(x, axis=a): one kernel that reads x once per row
+// instead of five or six passes over it, and (running before fuse-attention) a softmax that the
+// attention fusion then sees. The stable form (with the maximum) is the op's own computation; the
+// plain form computes the same function where it is finite (for logits above ~88 in float32 its
+// Exp overflows, to inf / inf = NaN or -inf, where the op gives the right values). Requires both
+// reductions over the same single axis with keepdims (axes from the attribute or a constant
+// input), every intermediate read only inside the pattern, and, for models below opset 13 (whose
+// Softmax/LogSoftmax flatten everything from the axis on), the last axis.
+#include <algorithm>
 #include <optional>
 
 #include "passes/pass.h"
@@ -48,33 +50,56 @@ bool fuse_softmax(Model& model) {
   const std::map<std::string, size_t> producer = producers(g);
   std::vector<bool> removed(g.nodes.size(), false);
   std::map<size_t, Node> replacements;
+  auto live = [&](std::optional<size_t> r) { return r && !removed[*r]; };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& exp = g.nodes[i];
     if (removed[i] || !is_op(exp, "Exp") || exp.inputs.size() != 1 || exp.outputs.size() != 1) continue;
     const std::string& e = exp.outputs[0];
-    // e: read by exactly a ReduceSum and the Div that divides e by the sum.
+    const std::string& u = exp.inputs[0];  // x, or x - ReduceMax(x)
     auto e_readers = readers.of.find(e);
-    if (e_readers == readers.of.end() || e_readers->second.size() != 2) continue;
-    std::optional<size_t> sum, div;
+    if (e_readers == readers.of.end()) continue;
+    // Softmax: e read by exactly a ReduceSum and Div(e, sum). LogSoftmax: e read by the ReduceSum
+    // alone, then Sub(u, Log(sum)).
+    std::optional<size_t> sum, last;
+    bool log = false;
     for (size_t r : e_readers->second) {
       if (r == SIZE_MAX || removed[r]) continue;
       if (is_op(g.nodes[r], "ReduceSum") && g.nodes[r].inputs[0] == e) sum = r;
-      if (is_op(g.nodes[r], "Div") && g.nodes[r].inputs.size() == 2 && g.nodes[r].inputs[0] == e) div = r;
     }
-    if (!sum || !div || g.nodes[*div].outputs.size() != 1 || g.nodes[*div].inputs[1] != g.nodes[*sum].outputs[0] ||
-        readers.single(g.nodes[*sum].outputs[0]) != div) {
+    if (!sum) continue;
+    const std::string& s_out = g.nodes[*sum].outputs[0];
+    if (e_readers->second.size() == 2) {
+      for (size_t r : e_readers->second) {
+        if (r != SIZE_MAX && !removed[r] && is_op(g.nodes[r], "Div") && g.nodes[r].inputs.size() == 2 &&
+            g.nodes[r].inputs[0] == e && g.nodes[r].inputs[1] == s_out && g.nodes[r].outputs.size() == 1)
+          last = r;
+      }
+      if (!last || readers.single(s_out) != last) continue;
+    } else if (e_readers->second.size() == 1) {
+      auto ln = passes::only_reader(g, readers, removed, s_out, "Log");
+      auto sub = ln ? passes::only_reader(g, readers, removed, g.nodes[*ln].outputs[0], "Sub") : std::nullopt;
+      if (!sub || g.nodes[*sub].inputs != std::vector<std::string>{u, g.nodes[*ln].outputs[0]}) continue;
+      log = true;
+      last = sub;
+    } else {
       continue;
     }
     const std::optional<int64_t> axis = single_kept_axis(g, g.nodes[*sum], "ReduceSum");
     if (!axis) continue;
-    std::vector<size_t> absorbed{i, *sum, *div};
-    std::string x = exp.inputs[0];
-    // The stable form: x - ReduceMax(x) over the same axis, read only by the Exp.
-    if (auto p = producer.find(x); p != producer.end() && !removed[p->second] && readers.single(x) == i) {
+    std::vector<size_t> absorbed{i, *sum, *last};
+    if (log) absorbed.push_back(*readers.single(s_out));  // the Log
+    std::string x = u;
+    // The stable form: u = x - ReduceMax(x) over the same axis, read only inside the pattern (by the
+    // Exp; for LogSoftmax also by the last Sub).
+    auto u_readers = readers.of.find(u);
+    const size_t u_reads = log ? 2 : 1;
+    if (auto p = producer.find(u); p != producer.end() && !removed[p->second] && u_readers != readers.of.end() &&
+                                   u_readers->second.size() == u_reads &&
+                                   std::count(u_readers->second.begin(), u_readers->second.end(), SIZE_MAX) == 0) {
       const Node& sub = g.nodes[p->second];
       if (is_op(sub, "Sub") && sub.inputs.size() == 2 && sub.outputs.size() == 1) {
         auto m = producer.find(sub.inputs[1]);
-        if (m != producer.end() && !removed[m->second] && readers.single(sub.inputs[1]) == p->second &&
+        if (m != producer.end() && live(m->second) && readers.single(sub.inputs[1]) == p->second &&
             g.nodes[m->second].inputs[0] == sub.inputs[0] &&
             single_kept_axis(g, g.nodes[m->second], "ReduceMax") == axis) {
           absorbed.push_back(p->second);
@@ -86,20 +111,20 @@ bool fuse_softmax(Model& model) {
     if (value_type(g, x).has_value() && !is_floating(value_dtype(g, x))) continue;
     const auto x_type = value_type(g, x);
     const bool last_axis = *axis == -1 || (x_type && x_type->shape && *axis == int64_t(x_type->shape->size()) - 1);
-    if (model.opset("") < 13 && !last_axis) continue;  // Softmax-1/11 would flatten from the axis on
-    const std::string& out = g.nodes[*div].outputs[0];
-    Node softmax;
-    softmax.name = exp.name.empty() ? out : exp.name;
-    softmax.op_type = "Softmax";
-    softmax.inputs = {x};
-    softmax.outputs = {out};
-    softmax.attrs["axis"] = Attribute(last_axis ? int64_t(-1) : *axis);
-    size_t last = 0;
+    if (model.opset("") < 13 && !last_axis) continue;  // (Log)Softmax-1/11 would flatten from the axis on
+    const std::string& out = g.nodes[*last].outputs[0];
+    Node fused;
+    fused.name = exp.name.empty() ? out : exp.name;
+    fused.op_type = log ? "LogSoftmax" : "Softmax";
+    fused.inputs = {x};
+    fused.outputs = {out};
+    fused.attrs["axis"] = Attribute(last_axis ? int64_t(-1) : *axis);
+    size_t at = 0;
     for (size_t a : absorbed) {
       removed[a] = true;
-      last = std::max(last, a);
+      at = std::max(at, a);
     }
-    replacements.emplace(last, std::move(softmax));
+    replacements.emplace(at, std::move(fused));
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);

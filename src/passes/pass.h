@@ -35,7 +35,7 @@ bool fuse_conv_add_relu(Model& model);
 bool fuse_layer_norm(Model& model);
 // x * Clip(x + 3, 0, 6) / 6: one HardSwish (ai.ingot's below opset 14).
 bool fuse_hard_swish(Model& model);
-// Exp(x [- ReduceMax(x)]) / ReduceSum(.) over one axis: one Softmax.
+// Exp(x [- ReduceMax(x)]) / ReduceSum(.) over one axis: one Softmax (with Sub(., Log(.)): LogSoftmax).
 bool fuse_softmax(Model& model);
 // MatMul(Q, K^T) [scale] [+ mask] -> Softmax -> MatMul(., V): one Attention node (domain "ai.ingot").
 bool fuse_attention(Model& model);

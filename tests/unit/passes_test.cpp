@@ -423,7 +423,8 @@ TEST(FuseHardSwish, LeavesOtherClipsAlone) {
   EXPECT_FALSE(fuse_hard_swish(*model));
 }
 
-// x [2,4,5] -> softmax written out over `axis`: Exp(x [- ReduceMax(x)]) / ReduceSum(.), axes as
+// x [2,4,5] -> softmax written out over `axis`: Exp(x [- ReduceMax(x)]) / ReduceSum(.) (log-softmax:
+// (x [- ReduceMax(x)]) - Log(ReduceSum(Exp(.)))), axes as
 // attributes below opset 13, ReduceSum's as a constant input from 13 on (ReduceMax keeps the
 // attribute until 18). Options break the pattern: the sum without keepdims, the exponentials also
 // an output, the Div reversed, ReduceMax over another axis.
@@ -433,6 +434,7 @@ struct SoftmaxCase {
   bool stable = true;
   bool sum_keepdims = true, exp_also_output = false, div_reversed = false;
   int64_t max_axis = 99;  // 99: the same as `axis`
+  bool log = false;       // log-softmax: Sub(u, Log(sum)) instead of Div(e, sum)
 };
 
 std::string softmax_model(const SoftmaxCase& c, const std::string& file) {
@@ -462,27 +464,32 @@ std::string softmax_model(const SoftmaxCase& c, const std::string& file) {
     *g.add_node() = un;
   }
   const std::string s_name = c.sum_keepdims ? "s" : "s1";
-  *g.add_node() = c.div_reversed ? make_node("Div", {s_name, "e"}, {"y"}) : make_node("Div", {"e", s_name}, {"y"});
+  if (c.log) {
+    *g.add_node() = make_node("Log", {s_name}, {"l"});
+    *g.add_node() = make_node("Sub", {in, "l"}, {"y"});
+  } else {
+    *g.add_node() = c.div_reversed ? make_node("Div", {s_name, "e"}, {"y"}) : make_node("Div", {"e", s_name}, {"y"});
+  }
   *g.add_output() = float_info("y", {2, 4, 5});
   if (c.exp_also_output) *g.add_output() = float_info("e", {2, 4, 5});
   return ingot::testing::save_model(ingot::testing::model_with(std::move(g), c.opset), file);
 }
 
-TEST(FuseSoftmax, WrittenOutSoftmaxBecomesOneNode) {
+TEST(FuseSoftmax, WrittenOutSoftmaxAndLogSoftmaxBecomeOneNode) {
   int i = 0;
   // Both forms; the last axis (any opset) and a middle one (opset 13: Softmax over one axis).
   for (auto [opset, axis, want_axis] : {std::tuple{11, int64_t(-1), int64_t(-1)}, std::tuple{11, int64_t(2), int64_t(-1)},
                                         std::tuple{13, int64_t(-1), int64_t(-1)}, std::tuple{13, int64_t(1), int64_t(1)},
                                         std::tuple{13, int64_t(-2), int64_t(1)}}) {
-    for (bool stable : {true, false}) {
-      SCOPED_TRACE(fmt::format("opset {} axis {} stable {}", opset, axis, stable));
+    for (auto [stable, log] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}, std::pair{false, true}}) {
+      SCOPED_TRACE(fmt::format("opset {} axis {} stable {} log {}", opset, axis, stable, log));
       SoftmaxCase c;
-      c.opset = opset, c.axis = axis, c.stable = stable;
+      c.opset = opset, c.axis = axis, c.stable = stable, c.log = log;
       const std::string path = softmax_model(c, fmt::format("softmax_{}.onnx", i++));
       auto model = import_onnx(path);
       EXPECT_TRUE(fuse_softmax(*model));
       verify(*model);
-      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"Softmax"}));
+      ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{log ? "LogSoftmax" : "Softmax"}));
       const Node& n = model->graph->nodes[0];
       EXPECT_EQ(n.inputs, (std::vector<std::string>{"x"}));
       EXPECT_EQ(n.outputs, (std::vector<std::string>{"y"}));
@@ -515,6 +522,11 @@ TEST(FuseSoftmax, LeavesOtherPatternsAlone) {
   c = {};
   c.opset = 11, c.axis = 1;
   unchanged(c, "a middle axis below opset 13");
+  c.opset = 11, c.axis = 1, c.log = true;
+  unchanged(c, "log-softmax over a middle axis below opset 13");
+  c = {};
+  c.log = true, c.exp_also_output = true;
+  unchanged(c, "log-softmax with the exponentials also an output");
   // A maximum over another axis is no stabilizer: the Sub and ReduceMax stay, the rest is a
   // (plain-form) softmax of their result.
   c = {};
