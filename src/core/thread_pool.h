@@ -21,7 +21,8 @@ class ThreadPool {
 };
 
 // The process-wide pool used by CPU kernels. set_num_threads(0) means all hardware threads; it also
-// sets oneDNN's (OpenMP) and OpenBLAS's thread counts so that library calls agree with our loops.
+// sets oneDNN's (OpenMP) thread count so that library calls agree with our loops, and keeps
+// OpenBLAS on the calling thread (cpu::gemm shares large products across this pool itself).
 const ThreadPool& cpu_pool();
 void set_num_threads(int threads);
 int num_threads();

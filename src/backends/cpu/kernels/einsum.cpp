@@ -6,14 +6,13 @@
 // "bhqd,bhkd->bhqk") -- are permuted into [batch, M, K] x [batch, K, N] and run through BLAS.
 // Everything else takes a direct loop: each output element sums, over the labels that are
 // contracted away, the product of the operands' elements.
-#include <cblas.h>
-
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/gemm.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
@@ -312,11 +311,7 @@ bool einsum_gemm(const EinsumPlan& plan, const std::vector<const Tensor*>& xs, T
     const T* ai = a + i * m * k;
     const T* bi = b + i * k * n;
     T* ci = c + i * m * n;
-    const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, ai, lda, bi, ldb, 0.0f, ci, int(n));
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, ai, lda, bi, ldb, 0.0, ci, int(n));
+    cpu::gemm<T>(trans_a, trans_b, m, n, k, 1.0, ai, lda, bi, ldb, 0.0, ci, n);
   }
   if (!c_buf.empty()) {
     Shape c_shape;

@@ -3,8 +3,6 @@
 // linear_before_reset needs a second one after the reset gate) and an elementwise cell update.
 // Layout 1 is handled by strides, not transposes, and sequence_lens by masking rows per step.
 // float32/float64 compute natively (sgemm/dgemm); float16/bfloat16 compute in float32.
-#include <cblas.h>
-
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/elementwise.h"
+#include "backends/cpu/kernels/gemm.h"
 #include "core/dispatch.h"
 #include "ops/kernel.h"
 #include "ops/semantics/rnn_args.h"
@@ -93,23 +92,9 @@ void activate(const Activation& act, T* x, int64_t n, T clip) {
 // ---- GEMM ---------------------------------------------------------------------------------------
 
 // c[m, n] = a[m, k] * b[n, k]^T; a and b are row-major with k columns.
-void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill_n(c, m * n, 0.0f);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(k), 0.0f, c,
-              int(n));
-}
-void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, const double* b, double* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill_n(c, m * n, 0.0);
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(k), b, int(k), 0.0, c,
-              int(n));
+template <class T>
+void gemm_nt(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
+  cpu::gemm<T>(false, true, m, n, k, 1.0, a, k, b, k, 0.0, c, n);
 }
 
 // ---- one direction -----------------------------------------------------------------------------
