@@ -222,7 +222,9 @@ TEST(MemoryPlan, BranchIntermediatesArePlannedToo) {
     if (then && run >= 2) {
       // The branch's output (also y) and the top-level ReduceSum/Greater results were planned at
       // run 1: one allocation is left, the output's (the first 5-element run records its plan).
-      if (!(n == 5 && run == 3)) EXPECT_EQ(trace.summary.alloc_count, 1) << "run " << run;
+      if (!(n == 5 && run == 3)) {
+        EXPECT_EQ(trace.summary.alloc_count, 1) << "run " << run;
+      }
     }
     ++run;
   }

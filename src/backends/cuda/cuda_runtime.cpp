@@ -2,6 +2,7 @@
 
 #include <ingot/tensor.h>
 
+#include "backends/cuda/dynamic_library.h"
 #include "core/device_graph.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ingot::cuda {
@@ -421,9 +423,33 @@ void synchronize() {
   INGOT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 
+const CublasLt& lt() {
+  static const std::pair<CublasLt, std::string> loaded = [] {
+    CublasLt a;
+    static DynamicLibrary lib({"libcublasLt.so.13", "libcublasLt.so"});
+    lib.get(a.create, "cublasLtCreate");
+    lib.get(a.get_version, "cublasLtGetVersion");
+    lib.get(a.matmul_desc_create, "cublasLtMatmulDescCreate");
+    lib.get(a.matmul_desc_destroy, "cublasLtMatmulDescDestroy");
+    lib.get(a.matmul_desc_set_attribute, "cublasLtMatmulDescSetAttribute");
+    lib.get(a.matrix_layout_create, "cublasLtMatrixLayoutCreate");
+    lib.get(a.matrix_layout_destroy, "cublasLtMatrixLayoutDestroy");
+    lib.get(a.matrix_layout_set_attribute, "cublasLtMatrixLayoutSetAttribute");
+    lib.get(a.matmul_preference_create, "cublasLtMatmulPreferenceCreate");
+    lib.get(a.matmul_preference_destroy, "cublasLtMatmulPreferenceDestroy");
+    lib.get(a.matmul_preference_set_attribute, "cublasLtMatmulPreferenceSetAttribute");
+    lib.get(a.matmul_algo_get_heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    lib.get(a.matmul_algo_check, "cublasLtMatmulAlgoCheck");
+    lib.get(a.matmul, "cublasLtMatmul");
+    return std::pair{a, lib.why_not()};
+  }();
+  if (!loaded.second.empty()) fail("cuBLASLt is not available: {}", loaded.second);
+  return loaded.first;
+}
+
 cublasLtHandle_t cublaslt() {
   DeviceState& s = current();
-  if (!s.lt) INGOT_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+  if (!s.lt) INGOT_CUBLAS_CHECK(lt().create(&s.lt));
   return s.lt;
 }
 

@@ -31,7 +31,28 @@ std::string arch_name();  // the current device's architecture: "sm_90"
 
 cudaStream_t stream();  // the current device's stream
 void synchronize();     // waits for the stream; surfaces asynchronous kernel faults as ingot::Error
-cublasLtHandle_t cublaslt();
+
+// cuBLASLt's entry points, from libcublasLt opened with dlopen on first use (backends/cuda/
+// dynamic_library.h): linked, its static initializers cost 70-90 ms at every process start. lt()
+// fails with the reason when the library or an entry point is missing.
+struct CublasLt {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtGetVersion) get_version = nullptr;
+  decltype(&cublasLtMatmulDescCreate) matmul_desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) matmul_desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) matmul_desc_set_attribute = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) matrix_layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) matrix_layout_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutSetAttribute) matrix_layout_set_attribute = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) matmul_preference_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) matmul_preference_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) matmul_preference_set_attribute = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) matmul_algo_get_heuristic = nullptr;
+  decltype(&cublasLtMatmulAlgoCheck) matmul_algo_check = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+};
+const CublasLt& lt();
+cublasLtHandle_t cublaslt();  // the current device's handle
 cudnnHandle_t cudnn();  // bound to stream()
 // Scratch memory for library calls (cuBLASLt, cuDNN), valid until the next call on this stream
 // that asks for a workspace. Grows on demand.

@@ -154,10 +154,10 @@ struct Plan {
   ~Plan() { release(); }
   void release() {
     // Destroy failures are not actionable here (and must not throw from a destructor).
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (la) lt().matrix_layout_destroy(la);
+    if (lb) lt().matrix_layout_destroy(lb);
+    if (lc) lt().matrix_layout_destroy(lc);
+    if (desc) lt().matmul_desc_destroy(desc);
     la = lb = lc = nullptr;
     desc = nullptr;
   }
@@ -172,12 +172,12 @@ std::map<Key, std::unique_ptr<Plan>>& plans() {
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  INGOT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld));
+  INGOT_CUBLAS_CHECK(lt().matrix_layout_create(&l, t, uint64_t(rows), uint64_t(cols), ld));
   if (batch > 1) {
     int32_t count = int32_t(batch);
-    INGOT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    INGOT_CUBLAS_CHECK(lt().matrix_layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
     INGOT_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+        lt().matrix_layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
   return l;
 }
@@ -191,12 +191,12 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   const cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
-  INGOT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, scale));
+  INGOT_CUBLAS_CHECK(lt().matmul_desc_create(&p.desc, compute, scale));
   // cuBLASLt's A is our B, its B is our A (see the top of the file).
   cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  INGOT_CUBLAS_CHECK(lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  INGOT_CUBLAS_CHECK(lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   p.fused_bias = false;
   p.fused_act = false;
   if (fuse) {
@@ -207,14 +207,14 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
       case Epilogue::Relu: ep = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
       case Epilogue::Gelu: ep = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
     }
-    INGOT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    INGOT_CUBLAS_CHECK(lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
     if (bias) {
       // The heuristic reads the pointer's alignment; the pointer itself is set again per call.
       INGOT_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+          lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
       int32_t bias_type = int32_t(t);
       INGOT_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+          lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
     p.fused_bias = bias;
     p.fused_act = g.epilogue != Epilogue::None;
@@ -224,25 +224,25 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   p.lc = make_layout(t, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  INGOT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  INGOT_CUBLAS_CHECK(lt().matmul_preference_create(&pref));
   uint64_t ws = kWorkspaceBytes;
   cublasStatus_t st =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+      lt().matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   // Our A/B are cuBLASLt's B/A.
   const uint32_t aligns[4] = {key.align_b, key.align_a, key.align_c, key.align_c};
   const cublasLtMatmulPreferenceAttributes_t which[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i) {
-    st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &aligns[i], sizeof(uint32_t));
+    st = lt().matmul_preference_set_attribute(pref, which[i], &aligns[i], sizeof(uint32_t));
   }
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, pref, kCandidates, results,
+    st = lt().matmul_algo_get_heuristic(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, pref, kCandidates, results,
                                         &found);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  lt().matmul_preference_destroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
   if (st != CUBLAS_STATUS_SUCCESS) {
     // An epilogue the library rejects outright: let the caller retry without it.
@@ -264,7 +264,7 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
 std::string tuning_key(const Key& k, bool fused) {
   return fmt::format("cublaslt{}.matmul.{}|{}|tA={}|tB={}|tf32={}|bias={}|beta={}|ep={}|fused={}|m={}|n={}|k={}|"
                      "ld={},{},{}|batch={}|stride={},{},{}|align={},{},{},{}",
-                     cublasLtGetVersion(), arch_name(), dtype_name(k.dtype), int(k.trans_a), int(k.trans_b),
+                     lt().get_version(), arch_name(), dtype_name(k.dtype), int(k.trans_a), int(k.trans_b),
                      int(k.tf32), int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
                      k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c, k.align_a, k.align_b,
                      k.align_c, k.align_bias);
@@ -292,11 +292,11 @@ void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo
   const void* c_in = g.c_in ? g.c_in : g.c;
   if (g.dtype == DType::Float64) {
     const double alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
+    INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
                                       &algo, ws, ws_bytes, stream()));
   } else {
     const float alpha = g.alpha, beta = g.beta;
-    INGOT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
+    INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
                                       &algo, ws, ws_bytes, stream()));
   }
 }
@@ -311,7 +311,7 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
     Candidate c;
     cublasLtMatmulHeuristicResult_t check{};
     if (decode(*stored, c) &&
-        cublasLtMatmulAlgoCheck(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, &c.algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        lt().matmul_algo_check(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, &c.algo, &check) == CUBLAS_STATUS_SUCCESS &&
         check.workspaceSize <= kWorkspaceBytes) {
       p.algo = c.algo;
       p.workspace = std::max(c.workspace, check.workspaceSize);
@@ -394,7 +394,7 @@ void gemm(const GemmArgs& g) {
     }
     if (plan->fused_bias) {
       INGOT_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+          lt().matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
     }
     choose_algorithm(*plan, g, tuning_key(key, fused));
     it = cache.emplace(key, std::move(plan)).first;
@@ -402,7 +402,7 @@ void gemm(const GemmArgs& g) {
   Plan& p = *it->second;
   if (p.fused_bias) {
     INGOT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+        lt().matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
   run_plan(p, g, p.algo, p.workspace);
   const bool need_bias = g.bias && !p.fused_bias, need_act = want_act && !p.fused_act;

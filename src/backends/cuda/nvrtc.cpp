@@ -1,6 +1,5 @@
 #include "backends/cuda/nvrtc.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <ingot/error.h>
 #include <nvrtc.h>
@@ -8,6 +7,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <vector>
+
+#include "backends/cuda/dynamic_library.h"
 
 namespace ingot::cuda::nvrtc {
 namespace {
@@ -33,28 +34,18 @@ const Api& api() {
       r.why_not = "INGOT_NO_NVRTC is set";
       return r;
     }
-    void* lib = nullptr;
     // Any NVRTC from 12 on makes cubins the driver loads (the generated code includes no headers).
-    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so", "libnvrtc.so.12"}) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-    }
-    if (!lib) {
-      r.why_not = fmt::format("libnvrtc.so.13 not found ({})", dlerror());
-      return r;
-    }
-    auto get = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-      if (!fn && r.why_not.empty()) r.why_not = fmt::format("libnvrtc has no {}", symbol);
-    };
-    get(r.version, "nvrtcVersion");
-    get(r.error_string, "nvrtcGetErrorString");
-    get(r.create, "nvrtcCreateProgram");
-    get(r.destroy, "nvrtcDestroyProgram");
-    get(r.compile, "nvrtcCompileProgram");
-    get(r.log_size, "nvrtcGetProgramLogSize");
-    get(r.log, "nvrtcGetProgramLog");
-    get(r.cubin_size, "nvrtcGetCUBINSize");
-    get(r.cubin, "nvrtcGetCUBIN");
+    static DynamicLibrary lib({"libnvrtc.so.13", "libnvrtc.so", "libnvrtc.so.12"});
+    lib.get(r.version, "nvrtcVersion");
+    lib.get(r.error_string, "nvrtcGetErrorString");
+    lib.get(r.create, "nvrtcCreateProgram");
+    lib.get(r.destroy, "nvrtcDestroyProgram");
+    lib.get(r.compile, "nvrtcCompileProgram");
+    lib.get(r.log_size, "nvrtcGetProgramLogSize");
+    lib.get(r.log, "nvrtcGetProgramLog");
+    lib.get(r.cubin_size, "nvrtcGetCUBINSize");
+    lib.get(r.cubin, "nvrtcGetCUBIN");
+    r.why_not = lib.why_not();
     return r;
   }();
   return a;
