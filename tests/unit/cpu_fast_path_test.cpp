@@ -1,8 +1,12 @@
 // The CPU backend's specialised paths against direct float64 reference loops written here: the
 // depthwise 3x3/5x5 convolution rows (interior columns vectorized, border columns and rows outside
-// the image handled separately), MaxPool 2x2 stride 2, and the host allocator's block cache.
+// the image handled separately), MaxPool 2x2 stride 2, the host allocator's block cache, and
+// cpu::gemm's split of a large product across the thread pool.
 #include <gtest/gtest.h>
 #include <ingot/ops.h>
+
+#include "backends/cpu/kernels/gemm.h"
+#include "core/thread_pool.h"
 
 #include <cstring>
 #include <random>
@@ -103,6 +107,50 @@ TEST(MaxPoolFastPath, CeilModeOverhangStillCoversTheLastColumn) {
   Tensor y =
       ops::call("MaxPool", {x}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t(1)}})[0];
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{7, 9, 10}));
+}
+
+// C = alpha op(A) op(B) + beta C with padded leading dimensions, at 2 threads: shapes that split by
+// rows of C (m large) and by columns (m small, n large), every transpose combination, against a
+// float64 loop. Single-threaded OpenBLAS computes each slice, so the slices' pointer offsets and
+// leading dimensions are what is checked.
+TEST(CpuGemm, SlicesAcrossThreadsMatchAFloat64Reference) {
+  const int before = num_threads();
+  set_num_threads(2);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  uint32_t seed = 40;
+  for (Shape3 s : {Shape3{96, 80, 70}, Shape3{8, 640, 120}, Shape3{3, 5, 7}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " ta " << ta << " tb " << tb);
+        const int64_t a_rows = ta ? s.k : s.m, a_cols = ta ? s.m : s.k, b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
+        const int64_t lda = a_cols + 3, ldb = b_cols + 2, ldc = s.n + 5;
+        const std::vector<float> a = random_values(size_t(a_rows * lda), seed++);
+        const std::vector<float> b = random_values(size_t(b_rows * ldb), seed++);
+        std::vector<float> c = random_values(size_t(s.m * ldc), seed++);
+        const std::vector<float> c0 = c;
+        const double alpha = 0.5, beta = 0.25;
+        cpu::gemm<float>(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            if (j >= s.n) {  // the padding between rows is left alone
+              ASSERT_EQ(c[size_t(i * ldc + j)], c0[size_t(i * ldc + j)]);
+              continue;
+            }
+            double want = beta * double(c0[size_t(i * ldc + j)]);
+            for (int64_t p = 0; p < s.k; ++p) {
+              const double av = ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)];
+              const double bv = tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)];
+              want += alpha * av * bv;
+            }
+            ASSERT_NEAR(c[size_t(i * ldc + j)], want, 1e-4) << "C[" << i << "][" << j << "]";
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(before);
 }
 
 TEST(HostAllocator, LargeBlocksAreReusedSafelyAcrossThreads) {
