@@ -50,7 +50,6 @@ bool fuse_softmax(Model& model) {
   const std::map<std::string, size_t> producer = producers(g);
   std::vector<bool> removed(g.nodes.size(), false);
   std::map<size_t, Node> replacements;
-  auto live = [&](std::optional<size_t> r) { return r && !removed[*r]; };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& exp = g.nodes[i];
     if (removed[i] || !is_op(exp, "Exp") || exp.inputs.size() != 1 || exp.outputs.size() != 1) continue;
@@ -60,8 +59,7 @@ bool fuse_softmax(Model& model) {
     if (e_readers == readers.of.end()) continue;
     // Softmax: e read by exactly a ReduceSum and Div(e, sum). LogSoftmax: e read by the ReduceSum
     // alone, then Sub(u, Log(sum)).
-    std::optional<size_t> sum, last;
-    bool log = false;
+    std::optional<size_t> sum, last, ln;  // ln: LogSoftmax's Log
     for (size_t r : e_readers->second) {
       if (r == SIZE_MAX || removed[r]) continue;
       if (is_op(g.nodes[r], "ReduceSum") && g.nodes[r].inputs[0] == e) sum = r;
@@ -76,18 +74,17 @@ bool fuse_softmax(Model& model) {
       }
       if (!last || readers.single(s_out) != last) continue;
     } else if (e_readers->second.size() == 1) {
-      auto ln = passes::only_reader(g, readers, removed, s_out, "Log");
-      auto sub = ln ? passes::only_reader(g, readers, removed, g.nodes[*ln].outputs[0], "Sub") : std::nullopt;
-      if (!sub || g.nodes[*sub].inputs != std::vector<std::string>{u, g.nodes[*ln].outputs[0]}) continue;
-      log = true;
-      last = sub;
+      ln = passes::only_reader(g, readers, removed, s_out, "Log");
+      last = ln ? passes::only_reader(g, readers, removed, g.nodes[*ln].outputs[0], "Sub") : std::nullopt;
+      if (!last || g.nodes[*last].inputs != std::vector<std::string>{u, g.nodes[*ln].outputs[0]}) continue;
     } else {
       continue;
     }
     const std::optional<int64_t> axis = single_kept_axis(g, g.nodes[*sum], "ReduceSum");
     if (!axis) continue;
+    const bool log = ln.has_value();
     std::vector<size_t> absorbed{i, *sum, *last};
-    if (log) absorbed.push_back(*readers.single(s_out));  // the Log
+    if (log) absorbed.push_back(*ln);
     std::string x = u;
     // The stable form: u = x - ReduceMax(x) over the same axis, read only inside the pattern (by the
     // Exp; for LogSoftmax also by the last Sub).
@@ -99,7 +96,7 @@ bool fuse_softmax(Model& model) {
       const Node& sub = g.nodes[p->second];
       if (is_op(sub, "Sub") && sub.inputs.size() == 2 && sub.outputs.size() == 1) {
         auto m = producer.find(sub.inputs[1]);
-        if (m != producer.end() && live(m->second) && readers.single(sub.inputs[1]) == p->second &&
+        if (m != producer.end() && !removed[m->second] && readers.single(sub.inputs[1]) == p->second &&
             g.nodes[m->second].inputs[0] == sub.inputs[0] &&
             single_kept_axis(g, g.nodes[m->second], "ReduceMax") == axis) {
           absorbed.push_back(p->second);
@@ -108,8 +105,8 @@ bool fuse_softmax(Model& model) {
         }
       }
     }
-    if (value_type(g, x).has_value() && !is_floating(value_dtype(g, x))) continue;
     const auto x_type = value_type(g, x);
+    if (x_type && !is_floating(x_type->dtype)) continue;
     const bool last_axis = *axis == -1 || (x_type && x_type->shape && *axis == int64_t(x_type->shape->size()) - 1);
     if (model.opset("") < 13 && !last_axis) continue;  // (Log)Softmax-1/11 would flatten from the axis on
     const std::string& out = g.nodes[*last].outputs[0];
