@@ -7,7 +7,7 @@ PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # libraries Ingot links
-  libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev libopenblas-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev libopenblas-openmp-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
   # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
   libflatbuffers-dev flatbuffers-compiler

@@ -55,12 +55,14 @@ void set_num_threads(int threads) {
   if (threads == s.configured) return;
   s.configured = std::max(threads, 0);
   s.pool = ThreadPool(num_threads());
-  omp_set_num_threads(num_threads());
-  // OpenBLAS's pthread pool would be a second team on the same cores: its threads spin after each
-  // call while OpenMP's run the next kernel (PP-OCR det at 2 threads: medians 7.6-15.7 ms, p90 up
-  // to 73 ms with it, 7.65-7.79 / p90 <= 8.1 ms without). cpu::gemm splits large products across
-  // OpenMP's team instead (backends/cpu/kernels/gemm.h).
+  // Each OpenBLAS call runs on its calling thread: cpu::gemm splits large products across OpenMP's
+  // team itself (backends/cpu/kernels/gemm.h), calling OpenBLAS from several of its threads at once,
+  // which OpenBLAS's OpenMP build allows (CMakeLists.txt links that one; its pthread build keeps a
+  // second pool of threads spinning on the same cores: PP-OCR det at 2 threads, medians 7.6-15.7 ms
+  // and p90 up to 73 ms with that pool at work, 7.65-7.79 / p90 <= 8.1 ms without). The OpenMP
+  // build's openblas_set_num_threads also sets OpenMP's team size, so OpenMP's is set after it.
   openblas_set_num_threads(1);
+  omp_set_num_threads(num_threads());
 }
 
 const ThreadPool& cpu_pool() {

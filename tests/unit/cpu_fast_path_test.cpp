@@ -8,6 +8,8 @@
 #include "backends/cpu/kernels/gemm.h"
 #include "core/thread_pool.h"
 
+#include <omp.h>
+
 #include <cstring>
 #include <random>
 #include <thread>
@@ -150,6 +152,43 @@ TEST(CpuGemm, SlicesAcrossThreadsMatchAFloat64Reference) {
       }
     }
   }
+  set_num_threads(before);
+}
+
+// Kernels call cpu::gemm from the threads of a parallel loop (attention: one product per head), and
+// cpu::gemm's own slices do too: the OpenBLAS build linked must allow calls from several threads at
+// once. Its serial build does not (its buffers race: "BLAS : Bad memory unallocation", wrong
+// products for every head but the first). Products large enough to pack through those buffers.
+TEST(CpuGemm, ConcurrentCallsFromAParallelLoopAreEachRight) {
+  const int before = num_threads();
+  set_num_threads(16);
+  // OpenBLAS's OpenMP build sets OpenMP's team size when told its own: the team must stay Ingot's.
+  EXPECT_EQ(omp_get_max_threads(), 16);
+  const int64_t m = 150, n = 256, k = 192, count = 32;
+  std::vector<std::vector<float>> a, b;
+  for (int64_t h = 0; h < count; ++h) {
+    a.push_back(random_values(size_t(m * k), uint32_t(100 + h)));
+    b.push_back(random_values(size_t(k * n), uint32_t(200 + h)));
+  }
+  std::vector<std::vector<float>> c(size_t(count), std::vector<float>(size_t(m * n)));
+  for (int round = 0; round < 5; ++round) {
+    cpu_pool().parallel_for(count, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t h = lo; h < hi; ++h) {
+        cpu::gemm<float>(false, false, m, n, k, 1.0, a[size_t(h)].data(), k, b[size_t(h)].data(), n, 0.0,
+                         c[size_t(h)].data(), n);
+      }
+    });
+    for (int64_t h = 0; h < count; ++h) {
+      for (int64_t i = 0; i < m; i += 7) {
+        for (int64_t j = 0; j < n; j += 5) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += double(a[size_t(h)][size_t(i * k + p)]) * b[size_t(h)][size_t(p * n + j)];
+          ASSERT_NEAR(c[size_t(h)][size_t(i * n + j)], want, 1e-3) << "round " << round << " product " << h;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(omp_get_max_threads(), 16);
   set_num_threads(before);
 }
 
