@@ -29,6 +29,8 @@ enum class EventKind : uint8_t {
   Free,        // a Storage freed that was allocated while profiling: bytes, live_bytes after it
   Copy,        // a copy between devices made by the executor: name "copy H2D"/"copy D2H"/"copy D2D", value, bytes
   Fallback,    // a node of an accelerator session run on the CPU: name = node name, op_type, bytes moved for it
+  Phase,       // a one-off step of loading or of a first run (reading a package, creating the CUDA context
+               // or a library handle, capturing a CUDA graph...): name = what it was
 };
 std::string_view kind_name(EventKind kind);
 
@@ -84,6 +86,13 @@ struct FallbackStats {
   double total_ms = 0;             // host time, from their first input copy to the end of the kernel
 };
 
+// The Phase events of one name.
+struct PhaseStats {
+  std::string name;
+  int64_t count = 0;
+  double total_ms = 0;
+};
+
 struct Summary {
   std::vector<OpStats> ops;  // by total time, descending
   double op_ms = 0;          // sum of the durations of top-level ops (nested ones are inside their parent)
@@ -100,6 +109,7 @@ struct Summary {
   std::vector<FallbackStats> fallbacks;  // by total time, descending
   int64_t fallback_count = 0, fallback_bytes = 0;
   double fallback_ms = 0;
+  std::vector<PhaseStats> phases;  // in order of first appearance
 };
 
 // The summary of a list of events (stop() fills Trace::summary with it; useful for traces built by hand).
@@ -113,7 +123,7 @@ struct Trace {
   // Chrome trace-event format ("traceEvents": X, C and M events; ts/dur in microseconds).
   std::string chrome_json() const;
   void write_chrome_json(const std::string& path) const;  // throws ingot::Error when it cannot write
-  // Top `top` op types by total time, then allocation totals; copies and fallbacks when there are any.
+  // Top `top` op types by total time, then allocation totals; copies, fallbacks and phases when there are any.
   std::string summary_table(size_t top = 20) const;
   // One self-contained page (inline CSS/JS): timeline on a canvas and the summary table.
   std::string html_report(const std::string& title) const;

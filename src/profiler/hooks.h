@@ -5,6 +5,7 @@
 #include <ingot/profiler.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -93,6 +94,8 @@ class Range {
   void end_op(const Node& node, std::string_view backend, const std::vector<const Value*>& inputs,
               bool fallback = false, NodeCache* cache = nullptr);
   void end_session(const std::string& model_name);
+  // A Phase's range: `name` must have static storage (it is kept as a pointer until stop()).
+  void end_phase(const char* name);
   // A copy made for a node's input: the value is slot `slot` of the graph whose name -> slot table is
   // `slots` (slot < 0: not known); `for_fallback`: the reader is a fallback node; `from_fallback`:
   // the value was written by one.
@@ -106,6 +109,26 @@ class Range {
   bool active_ = false;
   bool recording_ = false;  // a profile is being recorded (not only NVTX)
   bool nvtx_ = false;       // pushed an NVTX range
+};
+
+// Times a one-off step (a Phase event) while a profile is on: loading a model, creating a library
+// handle, capturing a CUDA graph. `name` must be a string literal. Nothing is recorded when the scope
+// is left by an exception.
+class PhaseScope {
+ public:
+  explicit PhaseScope(const char* name) : name_(name) {
+    if (enabled()) range_.begin();
+  }
+  ~PhaseScope() {
+    if (range_.active() && std::uncaught_exceptions() == exceptions_) range_.end_phase(name_);
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Range range_;
+  const char* name_;
+  int exceptions_ = std::uncaught_exceptions();
 };
 
 // Called before Nodes that a profile may have seen are destroyed (Executor's destructor: the Executor

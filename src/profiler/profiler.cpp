@@ -426,6 +426,9 @@ std::vector<Event> build_events(const State& s, const std::vector<LoggedRecord>&
         e.name = s.run_names[r.name];
         e.backend = s.backends[r.backend];
         break;
+      case EventKind::Phase:
+        e.name = static_cast<const char*>(r.ptr);
+        break;
       case EventKind::Alloc:
       case EventKind::Free:
         e.bytes = bytes[i];
@@ -552,6 +555,13 @@ Summary summarize(const std::vector<Event>& events) {
         }
         break;
       }
+      case EventKind::Phase: {
+        auto it = std::find_if(sum.phases.begin(), sum.phases.end(), [&](const PhaseStats& p) { return p.name == e.name; });
+        if (it == sum.phases.end()) it = sum.phases.insert(sum.phases.end(), PhaseStats{e.name});
+        ++it->count;
+        it->total_ms += e.duration_ms();
+        break;
+      }
       case EventKind::Fallback: {
         FallbackStats& f = fallbacks[e.op_type];
         f.op_type = e.op_type;
@@ -595,6 +605,7 @@ std::string_view kind_name(EventKind kind) {
     case EventKind::Free: return "free";
     case EventKind::Copy: return "copy";
     case EventKind::Fallback: return "fallback";
+    case EventKind::Phase: return "phase";
   }
   return "?";
 }
@@ -938,6 +949,20 @@ void Range::end_session(const std::string& model_name) {
   r.name = log.run_name_id;
   r.backend = log.run_backend;
   r.kind = EventKind::SessionRun;
+  r.start = start_ticks_;
+  r.end = end;
+  r.depth = int16_t(depth_);
+}
+
+void Range::end_phase(const char* name) {
+  active_ = false;
+  t_depth = depth_;
+  const int64_t end = now_ticks();
+  WriteSection w;
+  if (!w.on()) return;
+  Record& r = w.log().records.append();
+  r.kind = EventKind::Phase;
+  r.ptr = name;
   r.start = start_ticks_;
   r.end = end;
   r.depth = int16_t(depth_);

@@ -64,6 +64,16 @@ std::string Trace::summary_table(size_t top) const {
                          bytes_str(s.fallback_bytes));
     }
   }
+  if (!s.phases.empty()) {
+    // Phases nest (a cuDNN handle created inside the first run's first convolution): each is its own time.
+    out += "phases (one-off steps, nested ones inside their parent's time):\n";
+    size_t w = 5;
+    for (const PhaseStats& p : s.phases) w = std::max(w, p.name.size());
+    for (const PhaseStats& p : s.phases) {
+      out += fmt::format("  {:<{}}  {:>10.3f} ms", p.name, w, p.total_ms);
+      out += p.count > 1 ? fmt::format("  ({} times)\n", p.count) : "\n";
+    }
+  }
   return out;
 }
 

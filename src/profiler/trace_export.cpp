@@ -45,6 +45,7 @@ std::string Trace::chrome_json() const {
       case EventKind::Op:
       case EventKind::SessionRun:
       case EventKind::Copy:
+      case EventKind::Phase:
       case EventKind::Fallback: {
         json args = {{"backend", e.backend}, {"depth", e.depth}};
         if (e.on_device()) {

@@ -11,6 +11,7 @@
 #include "onnx/onnx_import.h"
 #include "package/package.h"
 #include "passes/pass.h"
+#include "profiler/hooks.h"
 #include "runtime/executor.h"
 
 namespace ingot {
@@ -74,16 +75,28 @@ Session Session::load(const std::string& path, SessionOptions options) {
   impl->outputs_on_device = options.outputs_on_device;
   // A package was optimized (and converted to its precision) by `ingot convert`: no pass runs here.
   const bool package = is_package_file(path);
-  impl->model = package ? load_package(path, options) : import_onnx(path);
-  // A pass that breaks the graph must fail here, naming the node, not at run time.
-  bool lowered = !package && run_lowering(*impl->model);
-  if (!package && ((options.optimize && run_pipeline(*impl->model)) || lowered)) verify(*impl->model);
-  if (!package && to_precision_and_layout(*impl->model, compute_dtype(options.precision),
-                                          options.device.type == DeviceType::CUDA, options.optimize)) {
-    verify(*impl->model);
+  if (package) {
+    profiler::detail::PhaseScope phase("load package");
+    impl->model = load_package(path, options);
+  } else {
+    {
+      profiler::detail::PhaseScope phase("import ONNX");
+      impl->model = import_onnx(path);
+    }
+    profiler::detail::PhaseScope phase("optimize");
+    // A pass that breaks the graph must fail here, naming the node, not at run time.
+    bool lowered = run_lowering(*impl->model);
+    if ((options.optimize && run_pipeline(*impl->model)) || lowered) verify(*impl->model);
+    if (to_precision_and_layout(*impl->model, compute_dtype(options.precision),
+                                options.device.type == DeviceType::CUDA, options.optimize)) {
+      verify(*impl->model);
+    }
   }
-  impl->executor =
-      std::make_unique<Executor>(impl->model, options.device, ExecutorOptions{options.memory_plan, options.cuda_graphs});
+  {
+    profiler::detail::PhaseScope phase("build executor");
+    impl->executor =
+        std::make_unique<Executor>(impl->model, options.device, ExecutorOptions{options.memory_plan, options.cuda_graphs});
+  }
   if (options.report_fallbacks) {
     if (std::string s = impl->executor->fallback_summary(); !s.empty()) {
       fmt::print(stderr, "ingot: model '{}': {}\n", impl->model->name, s);

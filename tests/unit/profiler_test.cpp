@@ -14,6 +14,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "package/package.h"
 #include "test_util.h"
 
 using namespace ingot;
@@ -167,6 +168,50 @@ TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
   std::string table = t.summary_table();
   EXPECT_NE(table.find("Relu"), std::string::npos);
   EXPECT_NE(table.find("peak live"), std::string::npos);
+}
+
+// A profile started before Session::load shows the load's phases (a cold start's one-off steps),
+// each once, in order, before the first run, in the summary and in the trace; a package's load has
+// its own phase and no import or optimization.
+TEST(Profiler, AProfileOfTheLoadShowsItsPhases) {
+  const std::string onnx_path = three_op_model();
+  const std::string package_path = (fs::temp_directory_path() / "profiler_phases.ingot").string();
+  save_package(*convert_model(onnx_path, {}), {}, package_path);
+  struct Case {
+    std::string path;
+    std::vector<std::string> phases;
+  };
+  for (const Case& c : {Case{onnx_path, {"import ONNX", "optimize", "build executor"}},
+                        Case{package_path, {"load package", "build executor"}}}) {
+    SCOPED_TRACE(c.path);
+    profiler::start();
+    Session session = Session::load(c.path);
+    session.run({Tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3})});
+    profiler::Trace t = profiler::stop();
+    auto phases = of_kind(t, profiler::EventKind::Phase);
+    auto runs = of_kind(t, profiler::EventKind::SessionRun);
+    ASSERT_EQ(runs.size(), 1u);
+    std::vector<std::string> names;
+    for (const auto* e : phases) {
+      names.push_back(e->name);
+      EXPECT_LE(e->start_ns, e->end_ns);
+      EXPECT_LE(e->end_ns, runs[0]->start_ns) << e->name;  // all before the run
+    }
+    EXPECT_EQ(names, c.phases);
+    ASSERT_EQ(t.summary.phases.size(), c.phases.size());
+    for (size_t i = 0; i < c.phases.size(); ++i) {
+      EXPECT_EQ(t.summary.phases[i].name, c.phases[i]);
+      EXPECT_EQ(t.summary.phases[i].count, 1);
+      EXPECT_NEAR(t.summary.phases[i].total_ms, phases[i]->duration_ms(), 1e-9);
+    }
+    EXPECT_NE(t.summary_table().find("build executor"), std::string::npos);
+    const auto doc = nlohmann::json::parse(t.chrome_json());
+    EXPECT_EQ(trace_format_violation(doc), "");
+    size_t in_trace = 0;
+    for (const auto& e : doc["traceEvents"]) in_trace += e["ph"] == "X" && e["cat"] == "phase";
+    EXPECT_EQ(in_trace, c.phases.size());
+  }
+  fs::remove(package_path);
 }
 
 // A node's records share the encoding of its input shapes while they repeat: each event must still

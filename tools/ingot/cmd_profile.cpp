@@ -3,7 +3,10 @@
 #include <ingot/profiler.h>
 #include <ingot/session.h>
 
+#include <fmt/format.h>
+
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "inputs.h"
@@ -15,7 +18,7 @@ Runner add_profile_command(CLI::App& app) {
     std::string model, device = "cpu", precision = "fp32", trace, html;
     std::vector<std::string> inputs, input_shapes;
     int runs = 10, warmup = 2, threads = 0, top = 20;
-    bool cuda_graphs = false;
+    bool cuda_graphs = false, cold = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "Model file (.onnx)")->required();
@@ -33,6 +36,9 @@ Runner add_profile_command(CLI::App& app) {
   app.add_flag("--cuda-graphs", o->cuda_graphs,
                "On a GPU, profile CUDA graph replays (one event per run) instead of op by op");
   app.add_option("--top", o->top, "Op types shown in the summary")->check(CLI::PositiveNumber);
+  app.add_flag("--cold", o->cold,
+               "Profile the load and the first runs (no warm-up): where a fresh process's time to first output "
+               "goes, by phase (reading the model, CUDA context, library handles, algorithm choices, uploads)");
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
@@ -41,16 +47,19 @@ Runner add_profile_command(CLI::App& app) {
     options.precision = o->precision == "fp16"   ? Precision::FP16
                         : o->precision == "bf16" ? Precision::BF16
                                                  : Precision::FP32;
+    profiler::Trace trace;
+    std::optional<profiler::ScopedProfile> profile;
+    if (o->cold) profile.emplace(&trace);
     Session session = Session::load(o->model, options);
     const auto feeds = make_feeds(session, o->inputs, o->input_shapes, 1, 0, false).feeds;
-    for (int i = 0; i < o->warmup; ++i) session.run(feeds);
-    profiler::Trace trace;
-    {
-      profiler::ScopedProfile profile(&trace);
-      for (int i = 0; i < o->runs; ++i) session.run(feeds);
-    }
-    std::cout << "model: " << o->model << " on " << options.device.str() << " (" << o->runs << " profiled runs after "
-              << o->warmup << " warm-up runs)\n";
+    for (int i = 0; i < o->warmup && !o->cold; ++i) session.run(feeds);
+    if (!profile) profile.emplace(&trace);
+    for (int i = 0; i < o->runs; ++i) session.run(feeds);
+    profile.reset();
+    std::cout << "model: " << o->model << " on " << options.device.str() << " ("
+              << (o->cold ? fmt::format("the load and {} runs, no warm-up", o->runs)
+                          : fmt::format("{} profiled runs after {} warm-up runs", o->runs, o->warmup))
+              << ")\n";
     std::cout << trace.summary_table(size_t(o->top));
     if (!o->trace.empty()) {
       trace.write_chrome_json(o->trace);

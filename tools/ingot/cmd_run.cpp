@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -169,7 +170,8 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app.add_option("--profile", o->profile, "Write a Chrome/Perfetto trace (JSON) of the run here");
+  app.add_option("--profile", o->profile,
+                 "Write a Chrome/Perfetto trace (JSON) here: the model's load (its phases), then the run");
   app.add_flag("--tf32", o->tf32, "Let float32 matrix products and convolutions on the GPU use TF32");
   app.add_option("--repeat", o->repeat,
                  "Run N times, keeping the last run's outputs; the earlier runs get float32 inputs halved, so the "
@@ -183,6 +185,10 @@ Runner add_run_command(CLI::App& app) {
     options.precision = o->precision == "fp16"   ? Precision::FP16
                         : o->precision == "bf16" ? Precision::BF16
                                                  : Precision::FP32;
+    // With --profile the load is traced too: a fresh process's one-off steps (reading the model,
+    // creating the CUDA context and library handles, the first run's uploads) are its cold start.
+    std::optional<profiler::ScopedProfile> profile;
+    if (!o->profile.empty() && o->repeat == 1) profile.emplace();
     Session session = Session::load(o->model, options);
     std::vector<std::string> names;
     for (const auto& in : session.inputs()) names.push_back(in.name);
@@ -197,13 +203,9 @@ Runner add_run_command(CLI::App& app) {
       }
       for (int i = 1; i < o->repeat; ++i) session.run(other);
     }
-    if (o->profile.empty()) {
-      outputs = session.run(feeds);
-    } else {
-      profiler::ScopedProfile profile;
-      outputs = session.run(feeds);
-      profile.stop().write_chrome_json(o->profile);
-    }
+    if (!o->profile.empty() && !profile) profile.emplace();  // --repeat: the last run only
+    outputs = session.run(feeds);
+    if (profile) profile->stop().write_chrome_json(o->profile);
     if (o->output_dir.empty()) {
       for (size_t i = 0; i < outputs.size(); ++i) print_summary(session.outputs()[i], outputs[i]);
       return 0;

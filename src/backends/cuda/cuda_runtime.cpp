@@ -4,6 +4,7 @@
 
 #include "backends/cuda/dynamic_library.h"
 #include "core/device_graph.h"
+#include "profiler/hooks.h"
 
 #include <algorithm>
 #include <array>
@@ -224,6 +225,7 @@ DeviceState& state(int device) {
   }
   DeviceState& s = states()[size_t(device)];
   std::call_once(s.init, [&] {
+    profiler::detail::PhaseScope phase("CUDA context and stream");
     INGOT_CUDA_CHECK(cudaSetDevice(device));
     INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   });
@@ -240,6 +242,7 @@ void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int 
          device);
   }
   if (!s.pinned) {
+    profiler::detail::PhaseScope phase("pinned staging buffers");
     s.pinned_half = size_t(16) << 20;
     INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.pinned), 2 * s.pinned_half, cudaHostAllocDefault));
     for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -425,6 +428,7 @@ void synchronize() {
 
 const CublasLt& lt() {
   static const std::pair<CublasLt, std::string> loaded = [] {
+    profiler::detail::PhaseScope phase("load cuBLASLt");
     CublasLt a;
     static DynamicLibrary lib({"libcublasLt.so.13", "libcublasLt.so"});
     lib.get(a.create, "cublasLtCreate");
@@ -449,13 +453,18 @@ const CublasLt& lt() {
 
 cublasLtHandle_t cublaslt() {
   DeviceState& s = current();
-  if (!s.lt) INGOT_CUBLAS_CHECK(lt().create(&s.lt));
+  if (!s.lt) {
+    const CublasLt& api = lt();
+    profiler::detail::PhaseScope phase("cuBLASLt handle");
+    INGOT_CUBLAS_CHECK(api.create(&s.lt));
+  }
   return s.lt;
 }
 
 cudnnHandle_t cudnn() {
   DeviceState& s = current();
   if (!s.dnn) {
+    profiler::detail::PhaseScope phase("cuDNN handle");
     INGOT_CUDNN_CHECK(cudnnCreate(&s.dnn));
     INGOT_CUDNN_CHECK(cudnnSetStream(s.dnn, s.stream));
   }

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_runtime.h"
 #include "core/tuning.h"
+#include "profiler/hooks.h"
 
 // The handle attributes of operation graphs and execution plans are deprecated from cuDNN 9.x on
 // (a device property descriptor replaces them) but still required by the 9.0-9.x libraries a
@@ -264,12 +265,21 @@ bool enabled() {
 std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
                                             const std::string& tuning_key) {
   if (!enabled()) return nullptr;
+  profiler::detail::PhaseScope phase("cuDNN graph plan");
   std::unique_ptr<ConvGraph> g(new ConvGraph());
   g->spec_ = spec;
   Builder b(g->owned_);
   try {
-    cudnnBackendDescriptor_t graph = operation_graph(b, spec);
-    std::vector<cudnnBackendDescriptor_t> configs = engine_configs(b, graph, spec);
+    cudnnBackendDescriptor_t graph = nullptr;
+    {
+      profiler::detail::PhaseScope op_phase("cuDNN operation graph");
+      graph = operation_graph(b, spec);
+    }
+    std::vector<cudnnBackendDescriptor_t> configs;
+    {
+      profiler::detail::PhaseScope heuristics_phase("cuDNN heuristics");
+      configs = engine_configs(b, graph, spec);
+    }
     struct Candidate {
       size_t index;
       cudnnBackendDescriptor_t plan;
@@ -281,6 +291,7 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
       size_t index = size_t(std::strtoull(stored->c_str(), nullptr, 10));
       int64_t ws = 0;
       if (index < configs.size()) {
+        profiler::detail::PhaseScope finalize_phase("cuDNN plan finalize (stored choice)");
         if (cudnnBackendDescriptor_t plan = execution_plan(b, configs[index], &ws)) {
           g->plan_ = plan;
           g->workspace_ = ws;

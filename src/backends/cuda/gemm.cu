@@ -25,6 +25,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "core/tuning.h"
+#include "profiler/hooks.h"
 
 namespace ingot::cuda {
 namespace {
@@ -307,6 +308,7 @@ void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo
 // is being captured; otherwise the heuristic's first). Measured choices are stored, so
 // `ingot convert --device cuda` keeps them in the package.
 void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
+  profiler::detail::PhaseScope phase("cuBLASLt algorithm");
   if (auto stored = tuning::algorithms().find(key)) {
     Candidate c;
     cublasLtMatmulHeuristicResult_t check{};

@@ -23,6 +23,7 @@
 #include "ops/kernel.h"
 #include "ops/semantics/conv_geometry.h"
 #include "ops/semantics/fused_conv_args.h"
+#include "profiler/hooks.h"
 
 namespace ingot {
 namespace {
@@ -390,6 +391,7 @@ memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
 // Builds the plan; returns nullptr when oneDNN cannot express this geometry (then the reference runs).
 std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, bool sum,
                                      FusedActivation act) {
+  profiler::detail::PhaseScope phase("oneDNN convolution plan");
   const Window& win = g.win;
   memory::dims pad_end = dnnl_dims(win.pad_end);
   if (g.transposed) {
@@ -474,6 +476,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
   }
 
   // Weights (and bias) once, converted to float32 first when the model is half precision.
+  profiler::detail::PhaseScope reorder_phase("oneDNN weight reorder");
   dnnl::stream stream(eng);
   Tensor w32 = as_float32(w);
   memory user_w_mem(user_w, eng, w32.raw_data());

@@ -27,6 +27,7 @@
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "core/tuning.h"
+#include "profiler/hooks.h"
 #include "ops/semantics/conv_geometry.h"
 #include "ops/semantics/fused_conv_args.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
@@ -699,6 +700,7 @@ void choose_from(ConvPlan& p, const Perf* perf, int returned, const std::functio
 }
 
 void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, void* y) {
+  profiler::detail::PhaseScope phase("cuDNN algorithm");
   p.algo_chosen = true;
   if (reuse_algo(p, transposed)) return;
   void* ws = cuda::workspace(kFindWorkspaceBytes);

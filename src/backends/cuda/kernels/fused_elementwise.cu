@@ -17,6 +17,7 @@
 #include "backends/cuda/nvrtc.h"
 #include "core/broadcast.h"
 #include "core/tuning.h"
+#include "profiler/hooks.h"
 #include "ops/semantics/fused_elementwise.h"
 
 namespace ingot::cuda {
@@ -71,6 +72,7 @@ const void* load_cubin(const std::string& key, const std::string& cubin) {
   static std::map<std::string, cudaKernel_t>* loaded = new std::map<std::string, cudaKernel_t>();
   std::lock_guard lock(mu);
   if (auto it = loaded->find(key); it != loaded->end()) return reinterpret_cast<const void*>(it->second);
+  profiler::detail::PhaseScope phase("load generated kernel");
   cudaLibrary_t lib = nullptr;
   INGOT_CUDA_CHECK(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   cudaKernel_t kernel = nullptr;
