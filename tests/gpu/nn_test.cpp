@@ -1,5 +1,8 @@
 // CUDA MatMul, Gemm, Conv, ConvTranspose and ai.ingot FusedConv against the CPU kernels
 // (src/backends/cuda/gemm.cu, kernels/matmul.cu, kernels/conv.cu).
+#include <cstdlib>
+
+#include "core/tuning.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
@@ -428,6 +431,67 @@ TEST(CudaFusedConv, ChannelsLast) {
           {{"activation", "Relu"}, {"group", 2}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}, {"layout", "NHWC"}},
           "ai.ingot");
   }
+}
+
+// A convolution's engine choice is stored (as a package keeps it) and rebuilt from the store
+// without asking cuDNN's heuristic or timing again; an entry cuDNN refuses falls back to the search.
+TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
+  INGOT_REQUIRE_GPU();
+  if (const char* env = std::getenv("INGOT_CUDNN_GRAPH"); env && std::string(env) == "0")
+    GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    // ResNet's 3x3 convolution with bias and Relu (an operation graph cuDNN has engines for).
+    const std::vector<Tensor> in = {rnd(dt, {1, 64, 28, 28}, 41), rnd(dt, {64, 64, 3, 3}, 42), rnd(dt, {64}, 43)};
+    const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}};
+    tuning::algorithms().clear();
+    check("FusedConv", in, attrs, "ai.ingot");  // searched and stored
+    std::vector<std::pair<std::string, std::string>> stored;
+    for (const auto& [key, value] : tuning::algorithms().entries()) {
+      if (key.find(".convgraph2.") != std::string::npos) stored.emplace_back(key, value);
+    }
+    ASSERT_EQ(stored.size(), 1u) << "one graph-API choice stored";
+    EXPECT_EQ(stored[0].second.rfind("engine=", 0), 0u) << stored[0].second;
+    tuning::algorithms().clear();
+    tuning::algorithms().put(stored[0].first, stored[0].second);
+    check("FusedConv", in, attrs, "ai.ingot");  // rebuilt from the store
+    EXPECT_EQ(tuning::algorithms().stats().misses, 0);
+    EXPECT_EQ(tuning::algorithms().entries().size(), 1u) << "nothing searched, nothing added";
+    EXPECT_EQ(tuning::algorithms().entries()[0].second, stored[0].second);
+    // An engine this cuDNN does not have: the heuristic and the search again, and a right answer.
+    tuning::algorithms().clear();
+    tuning::algorithms().put(stored[0].first, "engine=987654;knobs=");
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(tuning::algorithms().entries()[0].second.rfind("engine=", 0), 0u);
+    EXPECT_NE(tuning::algorithms().entries()[0].second, "engine=987654;knobs=");
+  }
+  tuning::algorithms().clear();
+}
+
+// Whatever the graph path concluded for a convolution with a residual (an engine, or that none runs
+// it: then the legacy path does), stored, is what a later call uses without asking the heuristic.
+TEST(CudaFusedConv, StoredConclusionsForResidualConvolutionsAreReused) {
+  INGOT_REQUIRE_GPU();
+  if (const char* env = std::getenv("INGOT_CUDNN_GRAPH"); env && std::string(env) == "0")
+    GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<Tensor> in = {rnd(dt, {1, 64, 14, 14}, 51), rnd(dt, {256, 64, 1, 1}, 52), rnd(dt, {256}, 53),
+                                    rnd(dt, {1, 256, 14, 14}, 54)};
+    const Attributes attrs{{"activation", "Relu"}};
+    tuning::algorithms().clear();
+    check("FusedConv", in, attrs, "ai.ingot");
+    const auto first = tuning::algorithms().entries();
+    size_t graph_entries = 0;
+    for (const auto& [key, value] : first) graph_entries += key.find(".convgraph2.") != std::string::npos;
+    ASSERT_EQ(graph_entries, 1u) << "the graph path's conclusion is stored, engine or none";
+    tuning::algorithms().clear();
+    for (const auto& [key, value] : first) tuning::algorithms().put(key, value);
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(tuning::algorithms().stats().misses, 0);
+    EXPECT_EQ(tuning::algorithms().entries(), first);
+  }
+  tuning::algorithms().clear();
 }
 
 TEST(CudaFusedConv, RepeatedCallsReuseThePlan) {

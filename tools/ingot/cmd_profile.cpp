@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "core/tuning.h"
 #include "inputs.h"
 
 namespace ingot::cli {
@@ -61,6 +62,12 @@ Runner add_profile_command(CLI::App& app) {
                           : fmt::format("{} profiled runs after {} warm-up runs", o->runs, o->warmup))
               << ")\n";
     std::cout << trace.summary_table(size_t(o->top));
+    if (o->cold) {
+      // A package's stored choices should leave nothing to measure or compile on its first run.
+      const tuning::Stats a = tuning::algorithms().stats(), c = tuning::device_code().stats();
+      std::cout << fmt::format("stored choices: algorithms {} found, {} worked out; device code {} found, {} compiled\n",
+                               a.hits, a.misses, c.hits, c.misses);
+    }
     if (!o->trace.empty()) {
       trace.write_chrome_json(o->trace);
       std::cout << "wrote trace " << o->trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -20,6 +21,7 @@ namespace ingot::cuda {
 namespace {
 
 constexpr int64_t kMaxCandidates = 8;
+constexpr const char* kNoEngine = "none";  // stored: no engine runs this graph
 constexpr int64_t kAlignment = 16;  // bytes; every buffer handed in is checked (kernels/conv.cu)
 
 // A step cuDNN refused: the graph is not built (the caller takes the legacy path).
@@ -232,6 +234,74 @@ cudnnBackendDescriptor_t execution_plan(Builder& b, cudnnBackendDescriptor_t con
   return plan;
 }
 
+// A configuration as a stored choice: the engine's global index and its knob settings,
+// "engine=12;knobs=3:1,17:0". Rebuilt from that by stored_config() without asking the heuristic
+// again (which took ~6 ms of every convolution's first run on the H200: ResNet-50, 329 of a cold
+// start's ~900 ms).
+std::string describe_config(Builder& b, cudnnBackendDescriptor_t config) {
+  cudnnBackendDescriptor_t engine = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t got = 0;
+  check(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine));
+  int64_t index = -1;
+  check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &index));
+  std::vector<cudnnBackendDescriptor_t> choices;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) choices.push_back(b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 int64_t(choices.size()), &count, choices.data()));
+  std::string out = fmt::format("engine={};knobs=", index);
+  for (int64_t i = 0; i < std::min<int64_t>(count, int64_t(choices.size())); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0;
+    check(cudnnBackendGetAttribute(choices[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got,
+                                   &type));
+    check(cudnnBackendGetAttribute(choices[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                                   &value));
+    out += fmt::format("{}{}:{}", i ? "," : "", int(type), value);
+  }
+  return out;
+}
+
+// The configuration describe_config() wrote, for `graph`; null when it does not parse or cuDNN
+// refuses it (another cuDNN build: the caller asks the heuristic).
+cudnnBackendDescriptor_t stored_config(Builder& b, cudnnBackendDescriptor_t graph, const std::string& stored) {
+  long long index = -1;
+  int used = 0;
+  if (std::sscanf(stored.c_str(), "engine=%lld;knobs=%n", &index, &used) != 1 || used == 0 || index < 0) return nullptr;
+  try {
+    cudnnBackendDescriptor_t engine = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    Builder::set_desc(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph);
+    const int64_t global = index;
+    Builder::set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &global);
+    check(cudnnBackendFinalize(engine));
+    std::vector<cudnnBackendDescriptor_t> choices;
+    for (const char* p = stored.c_str() + used; *p;) {
+      int type = 0, n = 0;
+      long long value = 0;
+      if (std::sscanf(p, "%d:%lld%n", &type, &value, &n) != 2) return nullptr;
+      cudnnBackendDescriptor_t choice = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      const auto knob = cudnnBackendKnobType_t(type);
+      const int64_t v = value;
+      Builder::set(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &knob);
+      Builder::set(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &v);
+      check(cudnnBackendFinalize(choice));
+      choices.push_back(choice);
+      p += n;
+      if (*p == ',') ++p;
+    }
+    cudnnBackendDescriptor_t config = b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    Builder::set_desc(config, CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+    if (!choices.empty()) {
+      Builder::set(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, choices.data(),
+                   int64_t(choices.size()));
+    }
+    check(cudnnBackendFinalize(config));
+    return config;
+  } catch (const Unsupported&) {
+    return nullptr;
+  }
+}
+
 cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, const ConvGraphSpec& s,
                       const ConvGraphArgs& a) {
   int64_t uids[5] = {kX, kW, kY, 0, 0};
@@ -275,36 +345,42 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
       profiler::detail::PhaseScope op_phase("cuDNN operation graph");
       graph = operation_graph(b, spec);
     }
-    std::vector<cudnnBackendDescriptor_t> configs;
-    {
-      profiler::detail::PhaseScope heuristics_phase("cuDNN heuristics");
-      configs = engine_configs(b, graph, spec);
-    }
     struct Candidate {
       size_t index;
       cudnnBackendDescriptor_t plan;
       int64_t workspace;
     };
-    // A stored choice that still finalizes.
-    const std::string key = "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph." + tuning_key;
+    // A stored choice that still finalizes: no heuristic query, no timing. A stored kNoEngine: the
+    // heuristic had nothing that runs this graph (ResNet-50's float32 convolutions with a residual:
+    // 32-55 ms per query on the H200, for nothing), the legacy path takes it.
+    const std::string key = "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph2." + tuning_key;
     if (auto stored = tuning::algorithms().find(key)) {
-      size_t index = size_t(std::strtoull(stored->c_str(), nullptr, 10));
+      if (*stored == kNoEngine) return nullptr;
+      profiler::detail::PhaseScope stored_phase("cuDNN plan of a stored choice");
       int64_t ws = 0;
-      if (index < configs.size()) {
-        profiler::detail::PhaseScope finalize_phase("cuDNN plan finalize (stored choice)");
-        if (cudnnBackendDescriptor_t plan = execution_plan(b, configs[index], &ws)) {
+      if (cudnnBackendDescriptor_t config = stored_config(b, graph, *stored)) {
+        if (cudnnBackendDescriptor_t plan = execution_plan(b, config, &ws)) {
           g->plan_ = plan;
           g->workspace_ = ws;
           return g;
         }
       }
     }
+    std::vector<cudnnBackendDescriptor_t> configs;
+    {
+      profiler::detail::PhaseScope heuristics_phase("cuDNN heuristics");
+      configs = engine_configs(b, graph, spec);
+    }
+    profiler::detail::PhaseScope search_phase("cuDNN algorithm search");
     std::vector<Candidate> candidates;
     for (size_t i = 0; i < configs.size(); ++i) {
       int64_t ws = 0;
       if (cudnnBackendDescriptor_t plan = execution_plan(b, configs[i], &ws)) candidates.push_back({i, plan, ws});
     }
-    if (candidates.empty()) return nullptr;
+    if (candidates.empty()) {
+      tuning::algorithms().put(key, kNoEngine);
+      return nullptr;
+    }
     // Candidates that fail to run are skipped (an engine may finalize and still refuse).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
@@ -316,10 +392,17 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
     std::optional<size_t> best = fastest_of(candidates.size(), [&](size_t i) {
       return execute(candidates[i].plan, candidates[i].workspace, spec, args) == CUDNN_STATUS_SUCCESS;
     });
-    if (!best) return nullptr;
+    if (!best) {  // none ran (not capturing: checked above)
+      tuning::algorithms().put(key, kNoEngine);
+      return nullptr;
+    }
     g->plan_ = candidates[*best].plan;
     g->workspace_ = candidates[*best].workspace;
-    tuning::algorithms().put(key, std::to_string(candidates[*best].index));
+    try {
+      tuning::algorithms().put(key, describe_config(b, configs[candidates[*best].index]));
+    } catch (const Unsupported&) {
+      // not stored: a later process asks the heuristic and measures again
+    }
     return g;
   } catch (const Unsupported&) {
     return nullptr;

@@ -4,10 +4,11 @@
 // bfloat16 and float32 (kernels/conv.cu; float32 on engines without tensor cores unless TF32 is
 // allowed); the legacy path stays for everything else and when no engine takes the graph.
 //
-// The engine is chosen once per problem: a choice stored in core/tuning.h (the index into cuDNN's
-// heuristic list, which is deterministic for one cuDNN version and GPU) when it still finalizes,
-// else the fastest of the heuristic's first candidates timed on the call's own buffers (not while a
-// CUDA graph is being captured: then the heuristic's first), and stored.
+// The engine is chosen once per problem: a choice stored in core/tuning.h (the engine's global
+// index and knob settings, keyed by the cuDNN version and GPU arch) rebuilt without asking the
+// heuristic when it still finalizes, else the fastest of the heuristic's first candidates timed on
+// the call's own buffers (not while a CUDA graph is being captured: then the heuristic's first),
+// and stored; that no engine runs the graph is stored too (the legacy path takes it).
 #pragma once
 #include <cudnn.h>
 #include <ingot/dtype.h>

@@ -268,6 +268,24 @@ __device__ __forceinline__ void zero(float (&f)[M][D][4]) {
   }
 }
 
+// Both kernels' shared memory (Q, then K and V in two stages each: flash_smem_bytes()) and their
+// first loads: the block's Q rows and K/V tile 0, in flight when the constructor returns.
+template <class T, int D, int M>
+struct FlashTiles {
+  T *q, *k, *v;
+  template <bool kMask>
+  __device__ FlashTiles(unsigned char* smem, const FlashBlock<T, D, M, kMask>& blk) {
+    constexpr int kBlockRows = flash_block_rows<M>(), S = smem_row<T, D>();
+    q = reinterpret_cast<T*>(smem);
+    k = q + kBlockRows * S;
+    v = k + 2 * kKeys * S;
+    load_tile<T, D, kBlockRows>(q, blk.q, blk.p.q_row, int64_t(blockIdx.y) * kBlockRows, blk.p.tq);
+    load_tile<T, D, kKeys>(k, blk.k, blk.p.k_row, 0, blk.p.tk);
+    load_tile<T, D, kKeys>(v, blk.v, blk.p.v_row, 0, blk.p.tk);
+    cp_async_commit();
+  }
+};
+
 // The K/V pipeline of both kernels: tile t + 1 loads into the other stage while tile t computes.
 // Returns after tile t has arrived and is visible to the block.
 template <class T, int D, int M, bool kMask>
@@ -288,20 +306,15 @@ __device__ __forceinline__ void next_kv_tile(const FlashBlock<T, D, M, kMask>& b
 // 16-bit inputs: mma.sync m16n8k16, probabilities rounded to the input type for P V.
 template <class T, int D, int M, bool kMask>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParams p) {
-  constexpr int kBlockRows = flash_block_rows<M>();
   constexpr int S = smem_row<T, D>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* const sq = reinterpret_cast<T*>(smem_raw);
-  T* const sk = sq + kBlockRows * S;
-  T* const sv = sk + 2 * kKeys * S;
   FlashBlock<T, D, M, kMask> blk(p);
+  const FlashTiles<T, D, M> tiles_in(smem_raw, blk);
+  T* const sq = tiles_in.q;
+  T* const sk = tiles_in.k;
+  T* const sv = tiles_in.v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int tiles = int((p.tk + kKeys - 1) / kKeys);
-
-  load_tile<T, D, kBlockRows>(sq, blk.q, p.q_row, int64_t(blockIdx.y) * kBlockRows, p.tq);
-  load_tile<T, D, kKeys>(sk, blk.k, p.k_row, 0, p.tk);
-  load_tile<T, D, kKeys>(sv, blk.v, p.v_row, 0, p.tk);
-  cp_async_commit();
 
   float o[M][D / 8][4];
   zero(o);
@@ -409,21 +422,16 @@ __device__ __forceinline__ void mma_3xtf32(float (&c)[M][N][4], const uint32_t (
 // and reads V's rows in the same order. Rows padded by 4 floats: fragment loads hit 32 banks.
 template <int D, int M, bool kMask>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashParams p) {
-  constexpr int kBlockRows = flash_block_rows<M>();
   constexpr int S = smem_row<float, D>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* const sq = reinterpret_cast<float*>(smem_raw);
-  float* const sk = sq + kBlockRows * S;
-  float* const sv = sk + 2 * kKeys * S;
   FlashBlock<float, D, M, kMask> blk(p);
+  const FlashTiles<float, D, M> tiles_in(smem_raw, blk);
+  float* const sq = tiles_in.q;
+  float* const sk = tiles_in.k;
+  float* const sv = tiles_in.v;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, i = lane & 3;
   const int tiles = int((p.tk + kKeys - 1) / kKeys);
-
-  load_tile<float, D, kBlockRows>(sq, blk.q, p.q_row, int64_t(blockIdx.y) * kBlockRows, p.tq);
-  load_tile<float, D, kKeys>(sk, blk.k, p.k_row, 0, p.tk);
-  load_tile<float, D, kKeys>(sv, blk.v, p.v_row, 0, p.tk);
-  cp_async_commit();
 
   float o[M][D / 8][4];
   zero(o);

@@ -792,6 +792,37 @@ bool depthwise_vec_enabled() {
 
 // depthwise_nhwc_vec_kernel where it applies (3x3 or 5x5, stride 1 or 2 along W, no dilation,
 // 16-byte vectors of channels, aligned tensors); false otherwise.
+// A 2-D depthwise layer's DepthwiseParams (32-bit: the callers check the sizes).
+DepthwiseParams depthwise_params(const ConvGeometry& g) {
+  const Window& win = g.win;
+  return {int(g.batch),         int(win.in[0]),        int(win.in[1]),        int(g.in_channels),
+          int(win.out[0]),      int(win.out[1]),       int(win.kernel[0]),    int(win.kernel[1]),
+          int(win.strides[0]),  int(win.strides[1]),   int(win.pad_begin[0]), int(win.pad_begin[1]),
+          int(win.dilations[0]), int(win.dilations[1])};
+}
+
+// Output columns per thread for `work` units of work (vectors or outputs): four, fewer where that
+// would leave less than ~1000 threads per SM.
+int depthwise_columns(int64_t work) {
+  const int64_t enough = int64_t(cuda::sm_count()) * 1024;
+  return work / 4 >= enough ? 4 : work / 2 >= enough ? 2 : 1;
+}
+
+// Calls launch.template operator()<K, S, C>() for the layer's window K (3 or 5, square), stride S (1
+// or 2, the same both ways) and columns C (1, 2 or 4): the instantiations both depthwise kernels have.
+template <class F>
+void dispatch_depthwise(const DepthwiseParams& p, int columns, F&& launch) {
+  auto with_columns = [&]<int K, int S>() {
+    if (columns == 4) launch.template operator()<K, S, 4>();
+    if (columns == 2) launch.template operator()<K, S, 2>();
+    if (columns == 1) launch.template operator()<K, S, 1>();
+  };
+  if (p.kw == 3 && p.sw == 1) with_columns.template operator()<3, 1>();
+  if (p.kw == 3 && p.sw == 2) with_columns.template operator()<3, 2>();
+  if (p.kw == 5 && p.sw == 1) with_columns.template operator()<5, 1>();
+  if (p.kw == 5 && p.sw == 2) with_columns.template operator()<5, 2>();
+}
+
 bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Tensor& w, const Tensor* b,
                             const Tensor* residual, FusedActivation act, Tensor& y) {
   if (!depthwise_vec_enabled()) return false;
@@ -801,9 +832,7 @@ bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Ten
     if (t && !aligned(t->raw_data())) return false;
   }
   const int channel_threads = std::min(32, p.c / v);
-  // Four output columns per thread, fewer where that would leave less than ~1000 threads per SM.
-  const int64_t vectors = int64_t(p.n) * p.oh * p.ow * (p.c / v);
-  const int columns = vectors / 4 >= int64_t(cuda::sm_count()) * 1024 ? 4 : vectors / 2 >= int64_t(cuda::sm_count()) * 1024 ? 2 : 1;
+  const int columns = depthwise_columns(int64_t(p.n) * p.oh * p.ow * (p.c / v));
   const int strips = (p.ow + columns - 1) / columns;
   const int column_threads = std::min(256 / channel_threads, strips);
   const size_t smem = size_t(p.kh) * p.kw * channel_threads * v * dtype_size(x.dtype());
@@ -817,16 +846,9 @@ bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Ten
     const T* bp = b ? cuda::ptr<const T>(*b) : nullptr;
     const T* rp = residual ? cuda::ptr<const T>(*residual) : nullptr;
     T* yp = cuda::ptr<T>(y);
-    auto go = [&](auto kernel) { kernel<<<grid, block, smem, cuda::stream()>>>(xp, wp, bp, rp, yp, p, act); };
-    auto launch = [&]<int KW, int SW>() {
-      if (columns == 4) go(depthwise_nhwc_vec_kernel<T, KW, SW, 4>);
-      if (columns == 2) go(depthwise_nhwc_vec_kernel<T, KW, SW, 2>);
-      if (columns == 1) go(depthwise_nhwc_vec_kernel<T, KW, SW, 1>);
-    };
-    if (p.kw == 3 && p.sw == 1) launch.template operator()<3, 1>();
-    if (p.kw == 3 && p.sw == 2) launch.template operator()<3, 2>();
-    if (p.kw == 5 && p.sw == 1) launch.template operator()<5, 1>();
-    if (p.kw == 5 && p.sw == 2) launch.template operator()<5, 2>();
+    dispatch_depthwise(p, columns, [&]<int K, int S, int C>() {
+      depthwise_nhwc_vec_kernel<T, K, S, C><<<grid, block, smem, cuda::stream()>>>(xp, wp, bp, rp, yp, p, act);
+    });
     INGOT_CUDA_LAUNCH_CHECK();
   });
   return true;
@@ -845,10 +867,7 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
   if (std::any_of(std::begin(dims), std::end(dims), [](int64_t d) { return d > INT_MAX; }) || dims[0] > 65535) {
     return false;  // 32-bit indices and the grid's z limit: cuDNN takes it
   }
-  DepthwiseParams p{int(g.batch),         int(win.in[0]),        int(win.in[1]),        int(g.in_channels),
-                    int(win.out[0]),      int(win.out[1]),       int(win.kernel[0]),    int(win.kernel[1]),
-                    int(win.strides[0]),  int(win.strides[1]),   int(win.pad_begin[0]), int(win.pad_begin[1]),
-                    int(win.dilations[0]), int(win.dilations[1])};
+  const DepthwiseParams p = depthwise_params(g);
   if (run_depthwise_nhwc_vec(p, x, w, b, residual, act, y)) return true;
   const dim3 block(kDepthwiseChannelThreads, kDepthwiseColumnThreads);
   const dim3 grid(unsigned((p.c + 2 * kDepthwiseChannelThreads - 1) / (2 * kDepthwiseChannelThreads)),
@@ -883,31 +902,17 @@ bool run_depthwise_nchw(const ConvGeometry& g, const Tensor& x, const Tensor& w,
       win.dilations[1] != 1 || x.numel() > INT_MAX || y.numel() > INT_MAX) {
     return false;
   }
-  const DepthwiseParams p{int(g.batch),        int(win.in[0]),        int(win.in[1]),        int(g.in_channels),
-                          int(win.out[0]),     int(win.out[1]),       int(win.kernel[0]),    int(win.kernel[1]),
-                          int(win.strides[0]), int(win.strides[1]),   int(win.pad_begin[0]), int(win.pad_begin[1]),
-                          1,                   1};
-  // Four outputs per thread, fewer where that would leave less than ~1000 threads per SM.
-  const int64_t outputs = y.numel(), enough = int64_t(cuda::sm_count()) * 1024;
-  const int columns = outputs / 4 >= enough ? 4 : outputs / 2 >= enough ? 2 : 1;
+  const DepthwiseParams p = depthwise_params(g);  // dilations 1 (checked above)
+  const int columns = depthwise_columns(y.numel());
   const int strips = (p.ow + columns - 1) / columns;
   const int64_t total = int64_t(p.n) * p.c * p.oh * strips;
   constexpr int kBlock = 256;
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
-    auto go = [&](auto kernel) {
-      kernel<<<unsigned((total + kBlock - 1) / kBlock), kBlock, 0, cuda::stream()>>>(
+    dispatch_depthwise(p, columns, [&]<int K, int S, int C>() {
+      depthwise_nchw_kernel<T, K, S, C><<<unsigned((total + kBlock - 1) / kBlock), kBlock, 0, cuda::stream()>>>(
           cuda::ptr<const T>(x), cuda::ptr<const T>(w), b ? cuda::ptr<const T>(*b) : nullptr,
           residual ? cuda::ptr<const T>(*residual) : nullptr, cuda::ptr<T>(y), p, act, strips, int(total));
-    };
-    auto launch = [&]<int K, int S>() {
-      if (columns == 4) go(depthwise_nchw_kernel<T, K, S, 4>);
-      if (columns == 2) go(depthwise_nchw_kernel<T, K, S, 2>);
-      if (columns == 1) go(depthwise_nchw_kernel<T, K, S, 1>);
-    };
-    if (p.kw == 3 && p.sw == 1) launch.template operator()<3, 1>();
-    if (p.kw == 3 && p.sw == 2) launch.template operator()<3, 2>();
-    if (p.kw == 5 && p.sw == 1) launch.template operator()<5, 1>();
-    if (p.kw == 5 && p.sw == 2) launch.template operator()<5, 2>();
+    });
     INGOT_CUDA_LAUNCH_CHECK();
   });
   return true;
