@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -219,6 +220,34 @@ int current_device() {
   return d;
 }
 
+// Loads a process makes on a second thread while the first goes on with its cold start; joined at
+// exit (a thread still inside dlopen when the libraries' destructors run would be a crash).
+class BackgroundLoads {
+ public:
+  ~BackgroundLoads() {
+    for (auto& t : threads_) t.join();
+  }
+  void start(void (*load)()) {
+    std::lock_guard lock(mu_);
+    threads_.emplace_back([load] {
+      try {
+        load();
+      } catch (...) {
+        // the thread that needs it gets the error
+      }
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+BackgroundLoads& background_loads() {
+  static BackgroundLoads loads;
+  return loads;
+}
+
 DeviceState& state(int device) {
   if (device < 0 || device >= std::min(device_count(), kMaxDevices)) {
     fail("CUDA device {} does not exist ({} visible)", device, device_count());
@@ -228,6 +257,10 @@ DeviceState& state(int device) {
     profiler::detail::PhaseScope phase("CUDA context and stream");
     INGOT_CUDA_CHECK(cudaSetDevice(device));
     INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    // cuBLASLt's static initializers take ~66 ms (H200 machine), which a session's first matrix
+    // product would wait for: they run beside the rest of the cold start instead (weight uploads,
+    // cuDNN's plans). A process that never multiplies matrices on the GPU pays one core's 66 ms.
+    background_loads().start([] { lt(); });
   });
   return s;
 }
