@@ -1,7 +1,6 @@
 // CUDA MatMul, Gemm, Conv, ConvTranspose and ai.ingot FusedConv against the CPU kernels
 // (src/backends/cuda/gemm.cu, kernels/matmul.cu, kernels/conv.cu).
-#include <cstdlib>
-
+#include "backends/cuda/cudnn_conv_graph.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
 
@@ -437,8 +436,7 @@ TEST(CudaFusedConv, ChannelsLast) {
 // without asking cuDNN's heuristic or timing again; an entry cuDNN refuses falls back to the search.
 TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
   INGOT_REQUIRE_GPU();
-  if (const char* env = std::getenv("INGOT_CUDNN_GRAPH"); env && std::string(env) == "0")
-    GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));
     // ResNet's 3x3 convolution with bias and Relu (an operation graph cuDNN has engines for).
@@ -472,8 +470,7 @@ TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
 // it: then the legacy path does), stored, is what a later call uses without asking the heuristic.
 TEST(CudaFusedConv, StoredConclusionsForResidualConvolutionsAreReused) {
   INGOT_REQUIRE_GPU();
-  if (const char* env = std::getenv("INGOT_CUDNN_GRAPH"); env && std::string(env) == "0")
-    GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));
     const std::vector<Tensor> in = {rnd(dt, {1, 64, 14, 14}, 51), rnd(dt, {256, 64, 1, 1}, 52), rnd(dt, {256}, 53),

@@ -322,15 +322,15 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
   return st;
 }
 
-bool enabled() {
+}  // namespace
+
+bool ConvGraph::enabled() {
   static const bool on = [] {
     const char* env = std::getenv("INGOT_CUDNN_GRAPH");
     return !(env && std::string_view(env) == "0");
   }();
   return on;
 }
-
-}  // namespace
 
 std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
                                             const std::string& tuning_key) {
@@ -345,11 +345,6 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
       profiler::detail::PhaseScope op_phase("cuDNN operation graph");
       graph = operation_graph(b, spec);
     }
-    struct Candidate {
-      size_t index;
-      cudnnBackendDescriptor_t plan;
-      int64_t workspace;
-    };
     // A stored choice that still finalizes: no heuristic query, no timing. A stored kNoEngine: the
     // heuristic had nothing that runs this graph (ResNet-50's float32 convolutions with a residual:
     // 32-55 ms per query on the H200, for nothing), the legacy path takes it.
@@ -372,6 +367,11 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
       configs = engine_configs(b, graph, spec);
     }
     profiler::detail::PhaseScope search_phase("cuDNN algorithm search");
+    struct Candidate {
+      size_t index;
+      cudnnBackendDescriptor_t plan;
+      int64_t workspace;
+    };
     std::vector<Candidate> candidates;
     for (size_t i = 0; i < configs.size(); ++i) {
       int64_t ws = 0;

@@ -44,6 +44,8 @@ class ConvGraph {
   // has no engine for it (or INGOT_CUDNN_GRAPH=0). `tuning_key` names the problem in core/tuning.h.
   static std::unique_ptr<ConvGraph> build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
                                           const std::string& tuning_key);
+  // False when INGOT_CUDNN_GRAPH=0: build() returns null and the legacy API takes every convolution.
+  static bool enabled();
   ~ConvGraph();
   ConvGraph(const ConvGraph&) = delete;
   ConvGraph& operator=(const ConvGraph&) = delete;
