@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package that building, testing and the demo need. Idempotent and quiet
-# when everything is present. Run as root (or with sudo available) on Debian 12.
+# when everything is present. Run as root (or with sudo available) on Debian 12. The build's own
+# list (cmake/dependencies.cmake) names the same packages; scripts/fresh-machine-check.sh proves
+# that this list is complete on a fresh machine.
 set -euo pipefail
 
 PACKAGES=(
@@ -8,6 +10,9 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # libraries Ingot links
   libprotobuf-dev protobuf-compiler libonnx-dev libdnnl-dev libopenblas-openmp-dev
+  # oneDNN's CMake config requires OpenCL's headers and loader; libdnnl-dev only recommends them and
+  # this script installs without recommends
+  ocl-icd-opencl-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
   # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
   libflatbuffers-dev flatbuffers-compiler
