@@ -93,6 +93,17 @@ deb $MIRROR bookworm-updates main
 deb $SECURITY bookworm-security main
 EOF
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The network this machine is on, not part of the fresh system: where the host trusts an extra CA
+# bundle for Node.js (NODE_EXTRA_CA_CERTS, as behind a TLS-inspecting proxy; npm fetches the models
+# over https) or names a proxy, the root gets the same.
+NETWORK_ENV=()
+for var in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [[ -n "${!var:-}" ]] && NETWORK_ENV+=("$var=${!var}")
+done
+if [[ -n "${NODE_EXTRA_CA_CERTS:-}" && -r "$NODE_EXTRA_CA_CERTS" ]]; then
+  cp "$NODE_EXTRA_CA_CERTS" "$ROOT/etc/host-extra-ca.pem"
+  NETWORK_ENV+=("NODE_EXTRA_CA_CERTS=/etc/host-extra-ca.pem")
+fi
 log "root ready in ${SECONDS} s"
 
 mount -t proc proc "$ROOT/proc"
@@ -119,7 +130,7 @@ run_in_root() {  # name command
   start=$SECONDS
   set +e
   chroot "$ROOT" /usr/bin/env -i HOME=/root USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8 \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${NETWORK_ENV[@]+"${NETWORK_ENV[@]}"} \
     /bin/bash -c "cd /root/ingot && $cmd" >"$LOGS/$name.log" 2>&1
   status=$?
   set -e

@@ -1,5 +1,6 @@
 // Node attributes, as in ONNX: scalars, lists, tensors and subgraphs.
 #pragma once
+#include <ingot/export.h>
 #include <ingot/tensor.h>
 
 #include <map>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+INGOT_API_BEGIN
 namespace ingot {
 
 class Graph;
@@ -49,3 +51,4 @@ struct Attribute {
 using Attributes = std::map<std::string, Attribute, std::less<>>;
 
 }  // namespace ingot
+INGOT_API_END

@@ -1,11 +1,13 @@
 // Element types. Values equal ONNX TensorProto.DataType so files and the importer map 1:1;
 // the enum is append-only because packages store it.
 #pragma once
+#include <ingot/export.h>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
+INGOT_API_BEGIN
 namespace ingot {
 
 enum class DType : uint8_t {
@@ -123,3 +125,4 @@ INGOT_DTYPE_OF(std::string, String)
 #undef INGOT_DTYPE_OF
 
 }  // namespace ingot
+INGOT_API_END

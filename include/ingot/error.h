@@ -2,11 +2,13 @@
 // expected vs actual dtype/shape. Context is added as the error travels up (kernel -> executor ->
 // session), so a kernel only says what it knows.
 #pragma once
+#include <ingot/export.h>
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
 
+INGOT_API_BEGIN
 namespace ingot {
 
 class Error : public std::runtime_error {
@@ -30,6 +32,7 @@ template <class... Args>
 }
 
 }  // namespace ingot
+INGOT_API_END
 
 #define INGOT_CHECK(cond, ...)               \
   do {                                       \

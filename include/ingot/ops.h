@@ -1,6 +1,7 @@
 // Eager op calls on tensors. Every call goes through the same op catalogue and kernels as graph
 // execution (ops::call is the boxed entry point; the named functions are typed conveniences).
 #pragma once
+#include <ingot/export.h>
 #include <ingot/attribute.h>
 #include <ingot/tensor.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+INGOT_API_BEGIN
 namespace ingot::ops {
 
 // Runs any catalogue op. `inputs` may hold undefined tensors for omitted optional inputs. `opset` is the
@@ -47,3 +49,4 @@ Tensor max_pool(const Tensor& x, const PoolOptions& options);
 Tensor average_pool(const Tensor& x, const PoolOptions& options);
 
 }  // namespace ingot::ops
+INGOT_API_END

@@ -11,6 +11,7 @@
 // bool (`enabled()`), with no allocation and no clock read (docs/PROFILING.md has measurements).
 // One profile at a time, process-wide.
 #pragma once
+#include <ingot/export.h>
 #include <ingot/dtype.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+INGOT_API_BEGIN
 namespace ingot::profiler {
 
 // What an event is. Append-only: the GPU backend adds its kinds (kernel on a stream, copies between
@@ -158,3 +160,4 @@ class ScopedProfile {
 };
 
 }  // namespace ingot::profiler
+INGOT_API_END

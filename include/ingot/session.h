@@ -1,5 +1,6 @@
 // Loading and running a model.
 #pragma once
+#include <ingot/export.h>
 #include <ingot/tensor.h>
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+INGOT_API_BEGIN
 namespace ingot {
 
 // The precision float32 models compute in. FP16/BF16 run convolutions, matrix products and
@@ -111,3 +113,4 @@ class Session {
 };
 
 }  // namespace ingot
+INGOT_API_END

@@ -2,6 +2,7 @@
 // a view (reshape, squeeze, a leading-axis slice) shares storage at a byte offset, so those ops
 // copy nothing. Copy semantics are shared-reference (like torch.Tensor); clone() copies data.
 #pragma once
+#include <ingot/export.h>
 #include <ingot/dtype.h>
 #include <ingot/error.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+INGOT_API_BEGIN
 namespace ingot {
 
 using Shape = std::vector<int64_t>;
@@ -152,3 +154,4 @@ class Tensor {
 void copy_tensor(const Tensor& src, const Tensor& dst);
 
 }  // namespace ingot
+INGOT_API_END

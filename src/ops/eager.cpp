@@ -39,7 +39,7 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     std::vector<const Value*> in_ptrs;
     for (const Value& v : in_values) in_ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
     std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
-    std::shared_ptr<void> state;
+    NodeState state;
     KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state, device);
     kernel->fn(ctx);
     std::vector<Tensor> result;

@@ -1,8 +1,8 @@
 #include "ops/kernel.h"
 
 #include <algorithm>
-#include <cstdlib>
 
+#include "core/flags.h"
 #include "graph/graph.h"
 
 namespace ingot {
@@ -91,32 +91,52 @@ std::vector<Value> KernelContext::run_subgraph(const Graph& graph, const std::ve
   return subgraphs_->run_subgraph(graph, inputs);
 }
 
+std::string KernelDef::rejects(const NodeSignature& node) const {
+  if (max_rank > 0) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i].rank > max_rank)
+        return fmt::format("input {} has rank {}, above the kernel's limit of {}", i, node.inputs[i].rank, max_rank);
+    }
+  }
+  return accepts ? accepts(node) : std::string();
+}
+
 KernelRegistry& KernelRegistry::instance() {
   static KernelRegistry registry;
   return registry;
 }
 
-void KernelRegistry::add(KernelDef def) { kernels_.push_back(std::move(def)); }
-
-// Test-only switch: INGOT_HIDE_CUDA_KERNELS=Op1,Op2 hides those ops' accelerator kernels, forcing
-// a CPU fallback (the fallback tests use it). Read at every lookup, so a test can set it.
-static bool hidden_on_accelerator(std::string_view op) {
-  const char* env = std::getenv("INGOT_HIDE_CUDA_KERNELS");
-  if (!env || !*env) return false;
-  std::string_view text = env;
-  for (size_t begin = 0; begin <= text.size();) {
-    size_t end = text.find(',', begin);
-    if (end == std::string_view::npos) end = text.size();
-    if (text.substr(begin, end - begin) == op) return true;
-    begin = end + 1;
+static bool dtypes_overlap(const KernelDef& a, const KernelDef& b) {
+  if (a.dtypes.empty() || b.dtypes.empty()) return true;
+  for (DType d : a.dtypes) {
+    if (b.supports(d)) return true;
   }
   return false;
 }
+
+void KernelRegistry::add(KernelDef def) {
+  if (def.domain == "ai.onnx") def.domain.clear();
+  std::unique_lock lock(mutex_);
+  for (const KernelDef& k : kernels_) {
+    if (k.op == def.op && k.domain == def.domain && k.backend == def.backend &&
+        k.since_version <= def.until_version && def.since_version <= k.until_version && dtypes_overlap(k, def)) {
+      fail("a {} kernel for {}{} is registered twice (opsets {}..{} and {}..{} overlap)", def.backend == DeviceType::CPU ? "CPU" : "CUDA",
+           def.domain.empty() ? "" : def.domain + ".", def.op, k.since_version, k.until_version, def.since_version,
+           def.until_version);
+    }
+  }
+  kernels_.push_back(std::move(def));
+}
+
+// Test-only switch: INGOT_HIDE_CUDA_KERNELS=Op1,Op2 hides those ops' accelerator kernels, forcing
+// a CPU fallback (the fallback tests use it). A live flag: read at every lookup, so a test can set it.
+static bool hidden_on_accelerator(std::string_view op) { return flags::list_contains("INGOT_HIDE_CUDA_KERNELS", op); }
 
 const KernelDef* KernelRegistry::find(std::string_view domain, std::string_view op, DeviceType backend,
                                       int opset) const {
   if (domain == "ai.onnx") domain = "";
   if (backend != DeviceType::CPU && hidden_on_accelerator(op)) return nullptr;
+  std::shared_lock lock(mutex_);
   for (const KernelDef& k : kernels_) {
     if (k.op == op && k.domain == domain && k.backend == backend && opset >= k.since_version &&
         opset <= k.until_version) {
@@ -127,6 +147,7 @@ const KernelDef* KernelRegistry::find(std::string_view domain, std::string_view 
 }
 
 std::vector<const KernelDef*> KernelRegistry::all() const {
+  std::shared_lock lock(mutex_);
   std::vector<const KernelDef*> out;
   for (const KernelDef& k : kernels_) out.push_back(&k);
   return out;

@@ -6,8 +6,11 @@
 #include <ingot/tensor.h>
 
 #include <climits>
+#include <deque>
+#include <mutex>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -51,10 +54,19 @@ class OutputAllocator {
   virtual Tensor allocate(size_t output, DType dtype, Shape shape, Device device) = 0;
 };
 
+// A node's kernel cache (KernelContext::state): oneDNN primitives, packed weights, tap tables. It lives
+// as long as the prepared graph. Runs of one session may run at once, so a kernel that uses its
+// node's state holds the node's lock from its first state<S>() call until it returns; kernels
+// without state never lock.
+struct NodeState {
+  std::mutex mutex;
+  std::shared_ptr<void> value;
+};
+
 class KernelContext {
  public:
   KernelContext(const OpDef& def, const Attributes& attrs, int opset, std::vector<const Value*> inputs,
-                std::vector<Value>& outputs, SubgraphRunner* subgraphs, std::shared_ptr<void>* state,
+                std::vector<Value>& outputs, SubgraphRunner* subgraphs, NodeState* state,
                 Device device = Device::cpu())
       : def_(def),
         attrs_(attrs),
@@ -99,11 +111,12 @@ class KernelContext {
   std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) const;
 
   // A per-node cache that lives as long as the prepared graph (e.g. oneDNN primitives, packed
-  // weights). Created on first use.
+  // weights). Created on first use; the node's lock is held from then until the kernel returns.
   template <class S>
   S& state() const {
-    if (!*state_) *state_ = std::make_shared<S>();
-    return *static_cast<S*>(state_->get());
+    if (!state_lock_.owns_lock()) state_lock_ = std::unique_lock<std::mutex>(state_->mutex);
+    if (!state_->value) state_->value = std::make_shared<S>();
+    return *static_cast<S*>(state_->value.get());
   }
 
  private:
@@ -115,12 +128,28 @@ class KernelContext {
   std::vector<const Value*> inputs_;
   std::vector<Value>& outputs_;
   SubgraphRunner* subgraphs_;
-  std::shared_ptr<void>* state_;
+  NodeState* state_;
+  mutable std::unique_lock<std::mutex> state_lock_;
   Device device_;
   OutputAllocator* allocator_ = nullptr;
 };
 
 using KernelFn = void (*)(KernelContext&);
+
+// What placement knows about a node before it runs: its attributes and each input's static dtype and
+// rank (Undefined / -1 where the graph does not say).
+struct StaticInput {
+  DType dtype = DType::Undefined;
+  int rank = -1;
+};
+struct NodeSignature {
+  const Attributes& attrs;
+  std::vector<StaticInput> inputs;
+};
+// A kernel's own limits beyond its dtypes (a rank limit, an attribute value it does not implement):
+// "" when it takes the node, else why not. Asked at placement, so that such a node runs on the CPU,
+// reported as a fallback with this reason, instead of failing when it first runs.
+using AcceptsFn = std::string (*)(const NodeSignature&);
 
 struct KernelDef {
   std::string op;
@@ -136,6 +165,11 @@ struct KernelDef {
   // The kernel reads only metadata (shapes, dtypes) or builds zero-copy views, so its inputs may
   // live on any device and are never copied for it (Shape, Size, Reshape, Identity, If...).
   bool any_device = false;
+  AcceptsFn accepts = nullptr;  // nullptr: every node its dtypes allow
+  int max_rank = 0;             // inputs of higher static rank are refused at placement; 0: no limit
+
+  // "" when the kernel takes a node of this signature (its dtypes aside), else why not.
+  std::string rejects(const NodeSignature& node) const;
 
   bool is_host_input(size_t i) const {
     for (int h : host_inputs) {
@@ -152,6 +186,10 @@ struct KernelDef {
   }
 };
 
+// Every kernel, by (domain, op, backend, opsets, dtypes). Entries never move once added (plan steps
+// and sessions hold pointers to them), and the registry is locked, so kernels may be added while
+// sessions exist (an extension loaded at run time). Two kernels for the same op and backend whose
+// opset ranges and dtypes overlap are refused: the second would never be found.
 class KernelRegistry {
  public:
   static KernelRegistry& instance();
@@ -161,7 +199,8 @@ class KernelRegistry {
   std::vector<const KernelDef*> all() const;
 
  private:
-  std::vector<KernelDef> kernels_;
+  mutable std::shared_mutex mutex_;
+  std::deque<KernelDef> kernels_;  // a deque: push_back never moves the elements already there
 };
 
 class KernelBuilder {
@@ -192,6 +231,14 @@ class KernelBuilder {
     def_.any_device = true;
     return *this;
   }
+  KernelBuilder& accepts(AcceptsFn fn) {
+    def_.accepts = fn;
+    return *this;
+  }
+  KernelBuilder& max_rank(int rank) {
+    def_.max_rank = rank;
+    return *this;
+  }
   KernelDef& def() { return def_; }
 
  private:
@@ -210,6 +257,8 @@ struct KernelRegistrar {
       ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CPU, fn)
 
 // INGOT_CUDA_KERNEL(Relu, relu_kernel).dtypes({DType::Float32, DType::Float16, DType::BFloat16});
+// CUDA kernels index tensors of at most 8 dims (kMaxRank, backends/cuda/kernels/cuda_util.cuh):
+// nodes with inputs of higher static rank are placed on the CPU.
 #define INGOT_CUDA_KERNEL(name, fn)                                          \
   static ::ingot::KernelRegistrar INGOT_CONCAT(ingot_kernel_, __COUNTER__) = \
-      ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CUDA, fn)
+      ::ingot::KernelBuilder(#name, ::ingot::DeviceType::CUDA, fn).max_rank(8)

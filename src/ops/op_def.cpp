@@ -24,16 +24,19 @@ static std::string key(std::string_view domain, std::string_view name) {
 
 void OpCatalogue::add(OpDef def) {
   std::string k = key(def.domain, def.name);
+  std::unique_lock lock(mutex_);
   if (defs_.count(k)) fail("op {} is defined twice in the catalogue", def.name);
   defs_.emplace(std::move(k), std::move(def));
 }
 
 const OpDef* OpCatalogue::find(std::string_view domain, std::string_view name) const {
+  std::shared_lock lock(mutex_);
   auto it = defs_.find(key(domain, name));
   return it == defs_.end() ? nullptr : &it->second;
 }
 
 std::vector<const OpDef*> OpCatalogue::all() const {
+  std::shared_lock lock(mutex_);
   std::vector<const OpDef*> out;
   for (const auto& [k, d] : defs_) out.push_back(&d);
   return out;

@@ -6,11 +6,35 @@
 
 #include <climits>
 #include <functional>
+#include <map>
 #include <optional>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 namespace ingot {
+
+// Facts about an op that passes, autocast and (later) autograd read, declared with the op instead of
+// in lists of their own. Bit flags: an op may carry several.
+enum class OpTag : uint32_t {
+  None = 0,
+  // Each output element depends only on the same element of each input under numpy broadcasting, so
+  // the op commutes with any permutation of the axes applied to every operand (channels-last moves
+  // such ops into NHWC with their constant operands permuted).
+  Elementwise = 1u << 0,
+  // Autocast runs it in float16/bfloat16 (PyTorch's lower_precision_fp list: convolutions, matrix
+  // products, attention).
+  AutocastLowPrecision = 1u << 1,
+  // Runs in the precision of its float data input: precision-neutral arithmetic, activations,
+  // comparisons, data movement and pooling, whose CPU and CUDA kernels take float16 and bfloat16.
+  // Ops with neither autocast tag are kept in float32 (PyTorch's fp32 list, and anything unlisted).
+  AutocastFollow = 1u << 2,
+  // Computes in float32 inside whatever its input dtype (nn::acc_t) and has a bounded output, so it may
+  // follow a 16-bit input although autocast lists it as float32 (Softmax, LayerNormalization, Erf).
+  Float32Inside = 1u << 3,
+};
+constexpr OpTag operator|(OpTag a, OpTag b) { return OpTag(uint32_t(a) | uint32_t(b)); }
 
 struct AttrDef {
   std::string name;
@@ -27,9 +51,11 @@ struct OpDef {
   int min_inputs = 0, max_inputs = 0;    // max -1: variadic
   int min_outputs = 1, max_outputs = 1;  // max -1: variadic
   std::vector<AttrDef> attrs;
+  OpTag tags = OpTag::None;
   std::string summary;
 
   const AttrDef* find_attr(std::string_view attr) const;
+  bool has(OpTag tag) const { return (uint32_t(tags) & uint32_t(tag)) == uint32_t(tag); }
 };
 
 class OpCatalogue {
@@ -37,9 +63,17 @@ class OpCatalogue {
   static OpCatalogue& instance();
   void add(OpDef def);
   const OpDef* find(std::string_view domain, std::string_view name) const;
+  // Whether the op (domain "" or "ai.onnx" for ONNX's) is in the catalogue and carries the tag.
+  bool has_tag(std::string_view domain, std::string_view name, OpTag tag) const {
+    const OpDef* d = find(domain, name);
+    return d && d->has(tag);
+  }
   std::vector<const OpDef*> all() const;
 
  private:
+  // Entries never move (a map's nodes stay put), and it is locked: ops may be added while sessions
+  // that point to definitions exist.
+  mutable std::shared_mutex mutex_;
   std::map<std::string, OpDef, std::less<>> defs_;  // key: domain + "::" + name
 };
 
@@ -91,6 +125,10 @@ class OpBuilder {
         .optional_attr("kernel_shape", AttrKind::Ints)
         .optional_attr("pads", AttrKind::Ints)
         .optional_attr("strides", AttrKind::Ints);
+  }
+  OpBuilder& tag(OpTag t) {
+    def_.tags = def_.tags | t;
+    return *this;
   }
   OpBuilder& summary(std::string s) {
     def_.summary = std::move(s);

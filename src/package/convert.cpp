@@ -1,15 +1,15 @@
-// `ingot convert`'s pipeline: what Session::load does to an ONNX model before building the executor,
-// done once ahead of time (keep the two in step: src/runtime/session.cpp).
+// `ingot convert`: what Session::load does to an ONNX model before building the executor (the one
+// compile pipeline, compiler/compile.h), done once ahead of time, with input shapes fixed first.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
 
+#include "compiler/compile.h"
 #include "core/strings.h"
 #include "onnx/onnx_import.h"
 #include "package/package.h"
-#include "passes/pass.h"
 
 namespace ingot {
 
@@ -77,16 +77,21 @@ std::shared_ptr<Model> convert_model(const std::string& onnx_path, const Convert
     e.add_context("model '" + model->name + "'");
     throw;
   }
-  // The same steps, in the same order, as Session::load.
+  // Progress in two parts: the lowerings and passes, then the precision and layout steps.
   step("passes", false);
-  bool lowered = run_lowering(*model);
-  if ((options.optimize && run_pipeline(*model)) || lowered) verify(*model);
-  step("passes", true);
-  step("precision", false);
-  if (to_precision_and_layout(*model, compute_dtype(options.precision), options.device.type == DeviceType::CUDA,
-                              options.optimize)) {
-    verify(*model);
-  }
+  bool in_passes = true;
+  auto finish_passes = [&] {
+    if (!in_passes) return;
+    in_passes = false;
+    step("passes", true);
+    step("precision", false);
+  };
+  compile(*model, {options.optimize, compute_dtype(options.precision), options.device.type},
+          [&](const CompileStep& s, bool, const Model&) {
+            if (s.stage == "precision" || s.stage == "layout") finish_passes();
+            return true;
+          });
+  finish_passes();
   step("precision", true);
   return model;
 }

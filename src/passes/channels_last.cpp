@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_def.h"
 #include "ops/semantics/conv_geometry.h"
 #include "passes/pass.h"
 #include "passes/pass_util.h"
@@ -34,14 +35,8 @@ namespace {
 
 using namespace passes;
 
-const std::set<std::string> kElementwise = {
-    "Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Cast",
-    "Neg",  "Abs",     "Sqrt", "Max",         "Min"};
-
-bool is_elementwise(const Node& n) {
-  if (n.domain == "ai.ingot") return n.op_type == "FusedElementwise" || n.op_type == "HardSwish";
-  return is_default_domain(n.domain) && kElementwise.count(n.op_type);
-}
+// Elementwise ops (the catalogue's tag) commute with the permutation, so they follow the layout.
+bool is_elementwise(const Node& n) { return OpCatalogue::instance().has_tag(n.domain, n.op_type, OpTag::Elementwise); }
 
 // The type of a channels-last copy (dims permuted when the rank is known).
 std::optional<ValueType> permuted_type(const Graph& g, const std::string& name) {

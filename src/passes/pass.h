@@ -1,5 +1,6 @@
 // Graph passes (XLA-style): each pass has a name and rewrites a model in place, reporting whether it
-// changed anything. The order in which they run is listed in one place, pipeline.cpp.
+// changed anything. The optimization passes' order is listed in pipeline.cpp; compiler/compile.cpp
+// runs them between the lowerings and the precision and layout steps (the one compile pipeline).
 #pragma once
 #include <functional>
 #include <span>
@@ -47,42 +48,33 @@ bool fuse_elementwise(Model& model);
 // Nodes whose outputs nothing reads, and unread initializers: removed.
 bool dead_code(Model& model);
 
-// The optimization pipeline, in the order it runs.
+// The optimization passes, in the order they run.
 std::span<const Pass> pipeline_passes();
+// The lowerings, which every model needs whatever the optimization setting.
+std::span<const Pass> lowering_passes();
 
 // One pass on the main graph, and on every body when it runs there (Pass::in_bodies).
 bool run_pass(const Pass& pass, Model& model);
 
-// Runs every pass of the pipeline once, in order; true when any changed the model. `after_each`, when
-// given, is called after every pass with whether it changed the model (`ingot inspect --dump-after`).
-bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each = {});
-
-// Reduced precision (not in the pipeline; Session::load runs it when SessionOptions::precision is
-// FP16 or BF16): float32 computation moves to `dtype` (float16 or bfloat16) like autocast, with
+// Reduced precision (the compile pipeline's precision step, when the compute dtype is float16 or
+// bfloat16): float32 computation moves to `dtype` (float16 or bfloat16) like autocast, with
 // Softmax, reductions, normalizations, Exp/Log/Pow/Erf and RNNs kept in float32 and the graph's
 // inputs and outputs still float32. See to_half_precision.cpp for the rules.
 bool to_half_precision(Model& model, DType dtype);
 
-// INGOT_DISABLE_PASSES=a,b names passes to skip (pipeline passes, and "channels-last").
+// INGOT_DISABLE_PASSES=a,b names passes to skip (optimization passes, "to-half-precision" and
+// "channels-last").
 bool pass_disabled(std::string_view pass);
 
-// Channels-last layout (not in the pipeline; Session::load and `ingot convert` run it after
-// to_half_precision for a CUDA target in float16/bfloat16): 2-D convolutions become FusedConv with
+// Channels-last layout (the compile pipeline's layout step, after to_half_precision for a CUDA target
+// in float16/bfloat16): 2-D convolutions become FusedConv with
 // layout "NHWC" (cuDNN's tensor-core layout) and the elementwise ops and global average pools
 // between them follow, with Transposes only where the layout changes. See channels_last.cpp.
 bool to_channels_last(Model& model);
 
-// The stage after the pipeline that Session::load and `ingot convert` share: to_half_precision when
-// `compute` is float16/bfloat16, then to_channels_last for a CUDA target (`cuda`) when optimizing:
-// 16-bit models, and float32 ones too with INGOT_CHANNELS_LAST=1 (an experiment switch: cuDNN's
-// float32 kernels are channels first; Ingot's depthwise kernel is channels last);
-// INGOT_DISABLE_PASSES=channels-last skips it. Returns whether the model changed (verify it then).
-bool to_precision_and_layout(Model& model, DType compute, bool cuda, bool optimize);
-
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
-// (ops that no kernel implements directly). Run by Session::load and `ingot test-onnx`.
+// (ops that no kernel implements directly).
 // ai.onnx.preview.training.Gradient -> reverse-mode differentiation with ordinary nodes.
 bool lower_gradient(Model& model);
-bool run_lowering(Model& model);
 
 }  // namespace ingot

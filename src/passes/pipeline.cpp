@@ -1,9 +1,11 @@
-// The optimization pipeline: every pass, in the order it runs.
+// The optimization passes, in the order they run (compiler/compile.cpp puts them between the
+// lowerings and the precision and layout steps).
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
 
+#include "core/flags.h"
 #include "passes/pass.h"
 #include "passes/pass_util.h"
 
@@ -39,31 +41,12 @@ constexpr Pass kLowering[] = {
 };
 }  // namespace
 
-bool run_lowering(Model& model) {
-  bool changed = false;
-  for (const Pass& pass : kLowering) changed |= pass.run(model);
-  return changed;
-}
-
 std::span<const Pass> pipeline_passes() { return kPipeline; }
+std::span<const Pass> lowering_passes() { return kLowering; }
 
 // INGOT_DISABLE_PASSES=name,name: passes to skip (A/B measurements of one pass, bisecting a pass
-// that breaks a model). Read once.
-bool pass_disabled(std::string_view pass) {
-  static const std::set<std::string> names = [] {
-    std::set<std::string> out;
-    const char* env = std::getenv("INGOT_DISABLE_PASSES");
-    std::string list = env ? env : "";
-    for (size_t start = 0; start < list.size();) {
-      size_t comma = list.find(',', start);
-      if (comma == std::string::npos) comma = list.size();
-      if (comma > start) out.insert(list.substr(start, comma - start));
-      start = comma + 1;
-    }
-    return out;
-  }();
-  return names.count(std::string(pass)) > 0;
-}
+// that breaks a model).
+bool pass_disabled(std::string_view pass) { return flags::list_contains("INGOT_DISABLE_PASSES", pass); }
 
 namespace {
 
@@ -123,30 +106,6 @@ bool run_in_bodies(const Pass& pass, Model& model, Graph& g, const Scope& enclos
 bool run_pass(const Pass& pass, Model& model) {
   bool changed = pass.run(model);
   if (pass.in_bodies) changed |= run_in_bodies(pass, model, *model.graph, {});
-  return changed;
-}
-
-bool to_precision_and_layout(Model& model, DType compute, bool cuda, bool optimize) {
-  const bool half = compute == DType::Float16 || compute == DType::BFloat16;
-  bool changed = half && to_half_precision(model, compute);
-  static const bool fp32_channels_last = [] {
-    const char* env = std::getenv("INGOT_CHANNELS_LAST");
-    return env && std::string_view(env) == "1";
-  }();
-  if (cuda && optimize && (half || fp32_channels_last) && !pass_disabled("channels-last")) {
-    changed = to_channels_last(model) || changed;
-  }
-  return changed;
-}
-
-bool run_pipeline(Model& model, const std::function<void(const Pass&, bool changed)>& after_each) {
-  bool changed = false;
-  for (const Pass& pass : kPipeline) {
-    if (pass_disabled(pass.name)) continue;
-    const bool pass_changed = run_pass(pass, model);
-    changed |= pass_changed;
-    if (after_each) after_each(pass, pass_changed);
-  }
   return changed;
 }
 

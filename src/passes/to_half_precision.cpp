@@ -1,15 +1,15 @@
 // Reduced precision (SessionOptions::precision): rewrites a float32 model so that it computes in
-// float16 or bfloat16, in the spirit of PyTorch's autocast. Not part of the optimization pipeline:
-// Session::load runs it after the pipeline when the precision is not FP32, then verifies.
+// float16 or bfloat16, in the spirit of PyTorch's autocast: the compile pipeline's precision step
+// (compiler/compile.cpp), after the optimization passes, when the precision is not FP32.
 //
 // Every node of the main graph gets one of three precisions:
 //   half   - convolutions and matrix products (Conv, ConvTranspose, MatMul, Gemm, ai.ingot.FusedConv/FusedMatMul/
 //            Attention): always, as autocast's lower-precision list (Attention's softmax runs in
 //            float32 inside its kernels);
-//   follow - elementwise and data-movement ops (kFollowOps): half when one of their float32 data
+//   follow - elementwise and data-movement ops (tagged AutocastFollow): half when one of their float32 data
 //            inputs is a half activation, else float32 (so shape arithmetic done in float, like
 //            Cast(Shape) * scale feeding Resize, keeps full precision);
-//            Softmax, LogSoftmax, LayerNormalization (one output) and Erf follow too (kFloatMathOps):
+//            Softmax, LogSoftmax, LayerNormalization (one output) and Erf follow too (Float32Inside):
 //            autocast keeps them float32, but Ingot's kernels for them read and write 16-bit values
 //            and compute in float32 inside, so half I/O costs no accuracy inside the op and saves
 //            a Cast pair around it (on attention score matrices, most of the traffic);
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "ops/semantics/fused_elementwise.h"
+#include "ops/op_def.h"
 #include "passes/pass.h"
 
 namespace ingot {
@@ -48,26 +49,9 @@ namespace {
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-const std::set<std::string> kHalfOps = {"Conv", "ConvTranspose", "MatMul", "Gemm"};
-
-// Precision-neutral ops: their CPU and CUDA kernels take float16 and bfloat16 (docs/OPERATORS.md).
-const std::set<std::string> kFollowOps = {
-    // arithmetic and activations
-    "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Max", "Min", "Sum", "Mean", "Sqrt", "Reciprocal", "Floor", "Ceil",
-    "Round", "Sign", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-    "Softsign", "Softplus", "Mish", "ThresholdedRelu", "Clip", "Where",
-    // comparisons (bool outputs; both operands must agree)
-    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf",
-    // data movement and metadata
-    "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Reshape",
-    "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile", "Pad", "Identity", "Dropout", "Resize",
-    "Upsample", "DepthToSpace", "SpaceToDepth", "Trilu", "Shape", "Size", "NonZero",
-    // pooling and selection
-    "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ArgMax", "ArgMin", "TopK"};
-
-// Follow a half input although autocast lists them as float32: their CPU and CUDA kernels compute in
-// float32 inside (nn::acc_t, compute_t) and their outputs are bounded.
-const std::set<std::string> kFloatMathOps = {"Softmax", "LogSoftmax", "LayerNormalization", "Erf"};
+// The op catalogue's autocast tags (ops/op_def.h) decide: AutocastLowPrecision runs in half,
+// AutocastFollow and Float32Inside follow their data input, anything else stays float32.
+bool has_tag(const Node& n, OpTag tag) { return OpCatalogue::instance().has_tag(n.domain, n.op_type, tag); }
 
 // ai.ingot.FusedElementwise computes its whole chain in float32 and rounds once at the end; it
 // follows unless the chain holds an op autocast keeps in float32 for range (Exp, Log, Pow).
@@ -82,8 +66,8 @@ bool fused_chain_follows(const Node& n) {
 
 bool follows(const Node& n) {
   if (n.domain == "ai.ingot" && n.op_type == "FusedElementwise") return fused_chain_follows(n);
-  if (kFollowOps.count(n.op_type)) return true;
-  if (!kFloatMathOps.count(n.op_type)) return false;
+  if (has_tag(n, OpTag::AutocastFollow)) return true;
+  if (!has_tag(n, OpTag::Float32Inside)) return false;
   // LayerNormalization's Mean and InvStdDev outputs are float32 (stash_type) whatever X is.
   for (size_t i = 1; i < n.outputs.size(); ++i) {
     if (!n.outputs[i].empty()) return false;
@@ -141,7 +125,7 @@ DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DT
     return it != n.attrs.end() && it->second.kind == AttrKind::Tensor ? it->second.t.dtype() : DType::Float32;
   }
   if (op == "Where") return input_dtype(1);
-  if (kHalfOps.count(op) || follows(n)) return input_dtype(0);
+  if (has_tag(n, OpTag::AutocastLowPrecision) || follows(n)) return input_dtype(0);
   return DType::Undefined;  // unknown: the pass leaves such values alone
 }
 
@@ -346,8 +330,7 @@ class Converter {
     };
     if (has_subgraph(n)) {
       half = false;
-    } else if ((default_domain && kHalfOps.count(n.op_type)) ||
-               (n.domain == "ai.ingot" && (n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "Attention"))) {
+    } else if (has_tag(n, OpTag::AutocastLowPrecision)) {
       half = true;
     } else if (default_domain && n.op_type == "Cast") {
       // Cast(to=float32) of a half activation stays in half; other Casts read their input as it is.

@@ -32,7 +32,7 @@ struct Executor::Plan {
     // read. Its outputs may be any of them, depending on data (a branch returning an outer value, a
     // loop that runs zero times), so a memory plan keeps their buffers to the end of the run.
     std::vector<int> body_reads;
-    mutable std::shared_ptr<void> state;  // kernel's per-node cache
+    std::unique_ptr<NodeState> state;     // kernel's per-node cache (locked while a kernel uses it)
     Device device;                        // where the kernel runs
     bool fallback = false;
     mutable profiler::detail::NodeCache profile = {};  // the profiler's, while one records
@@ -94,9 +94,28 @@ struct Executor::ShapePlan {
   std::vector<Tensor> input_buffers;  // undefined for specialized host inputs (baked into the graph)
   std::vector<Value> outputs;  // where the graph leaves the outputs
   Node replay_node;            // names the replays in a profile
-  std::unique_ptr<DeviceGraph> graph;  // last: destroyed before the memory it uses
+  std::unique_ptr<DeviceGraph> graph;  // destroyed before the memory it uses
+  std::mutex busy;  // held by the run using the plan (its arena, its graph)
 
   static int64_t id(int step, size_t output) { return int64_t(step) << 16 | int64_t(output); }
+};
+
+// One run's own state: its stats, where the uploads of a recording go (or a capture takes them from),
+// and the node being run, whose subgraphs (If/Loop/Scan bodies) the kernel runs through the frame.
+struct Executor::Frame final : SubgraphRunner {
+  explicit Frame(Executor& executor) : ex(executor) {}
+  std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) override {
+    return ex.run_subgraph(*this, graph, inputs);
+  }
+
+  Executor& ex;
+  RunStats stats;
+  // During a run that records a shape plan: where host values copied to the device are kept; during
+  // its capture: where they are taken from (the capture makes no host copy).
+  Uploads* upload_sink = nullptr;
+  const Uploads* capture_uploads = nullptr;
+  const Env* current_env = nullptr;          // the env of the node being run (parent for its subgraphs)
+  const Plan::Step* current_step = nullptr;  // the step being run
 };
 
 // Output allocation of the top-level graph's steps during a planned run. Recording (first run of
@@ -253,6 +272,24 @@ void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, 
        join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
 }
 
+// The node's attributes and its inputs' static dtypes and ranks, for a kernel's own limits.
+NodeSignature node_signature(const Graph& g, const Node& n) {
+  NodeSignature sig{n.attrs, {}};
+  for (const std::string& in : n.inputs) {
+    StaticInput s;
+    if (!in.empty()) {
+      s.dtype = static_dtype(g, in);
+      if (auto it = g.initializers.find(in); it != g.initializers.end()) {
+        s.rank = int(it->second.rank());
+      } else if (const ValueInfo* vi = g.find_value_info(in); vi && vi->type.kind == ValueKind::Tensor && vi->type.shape) {
+        s.rank = int(vi->type.shape->size());
+      }
+    }
+    sig.inputs.push_back(s);
+  }
+  return sig;
+}
+
 // A host-read input small enough to specialize a shape plan on (a few scalars: cheap to match).
 bool specializable(const Tensor& t) { return t.nbytes() <= 64 && t.dtype() != DType::String; }
 
@@ -271,21 +308,28 @@ std::optional<InputKey> input_key(const std::vector<Value>& inputs) {
 // The plan of `key` and `host_values` among `plans` (the main graph's, or a body's), made when
 // missing: most recently used first, at most 8 kept.
 template <class ShapePlanT>
-ShapePlanT& most_recent_plan(std::vector<std::unique_ptr<ShapePlanT>>& plans, InputKey key,
-                             std::vector<std::string> host_values) {
+std::shared_ptr<ShapePlanT> most_recent_plan(std::vector<std::shared_ptr<ShapePlanT>>& plans, InputKey key,
+                                             std::vector<std::string> host_values) {
   constexpr size_t kMaxPlans = 8;
   auto it = std::find_if(plans.begin(), plans.end(),
                          [&](const auto& p) { return p->key == key && p->host_values == host_values; });
   if (it == plans.end()) {
     if (plans.size() == kMaxPlans) plans.pop_back();
-    auto sp = std::make_unique<ShapePlanT>();
+    auto sp = std::make_shared<ShapePlanT>();
     sp->key = std::move(key);
     sp->host_values = std::move(host_values);
     plans.insert(plans.begin(), std::move(sp));
   } else {
     std::rotate(plans.begin(), it, it + 1);
   }
-  return *plans.front();
+  return plans.front();
+}
+
+// Accelerator runs enqueue one at a time per device: the device has one stream, and a cuDNN handle
+// must not be used from two threads at once (concurrent CPU runs are not serialized).
+std::mutex& device_run_mutex(int device) {
+  static std::mutex mutexes[16];
+  return mutexes[size_t(device) % std::size(mutexes)];
 }
 
 bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
@@ -316,10 +360,11 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
   if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
   const KernelDef* gpu = reg.find(n.domain, n.op_type, accel.type, opset);
   DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
-  if (gpu && gpu->supports(dt)) return {gpu, accel, false, ""};
-  std::string why = gpu ? fmt::format("the CUDA kernel does not take {}", dtype_name(dt))
-                        : fmt::format("no CUDA kernel for {} at opset {}", n.op_type, opset);
-  return {cpu, Device::cpu(), true, why};
+  if (!gpu) return {cpu, Device::cpu(), true, fmt::format("no CUDA kernel for {} at opset {}", n.op_type, opset)};
+  if (!gpu->supports(dt)) return {cpu, Device::cpu(), true, fmt::format("the CUDA kernel does not take {}", dtype_name(dt))};
+  std::string why = gpu->rejects(node_signature(g, n));
+  if (!why.empty()) return {cpu, Device::cpu(), true, "the CUDA kernel does not take this node: " + why};
+  return {gpu, accel, false, ""};
 }
 
 }  // namespace
@@ -359,7 +404,8 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
       if (it != plan->slot_of.end()) graph_outputs.insert(it->second);
     }
     for (const Node& n : g.nodes) {
-      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, {}, nullptr, device_, false};
+      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, {}, std::make_unique<NodeState>(),
+                      device_, false};
       step.def = OpCatalogue::instance().find(n.domain, n.op_type);
       Choice choice = place(g, n, step.opset, device_, on_host);
       step.kernel = choice.kernel;
@@ -476,24 +522,46 @@ const Executor::Plan& Executor::plan_for(const Graph& graph) const {
   return *it->second;
 }
 
-std::vector<Value> Executor::run(const std::vector<Value>& inputs) {
+Executor::Result Executor::run(const std::vector<Value>& inputs) {
   cpu_pool();  // make sure the pool and library thread counts are set up before timing-sensitive work
-  stats_ = {};
+  std::unique_lock<std::mutex> device_lock;
+  if (device_.type != DeviceType::CPU) device_lock = std::unique_lock(device_run_mutex(device_.index));
+  Frame f(*this);
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::enabled()) [[unlikely]]
     range.begin();
   std::vector<Value> staged;
-  ShapePlan* sp = options_.memory_plan ? shape_plan_for(inputs, staged) : nullptr;
+  std::shared_ptr<ShapePlan> sp = options_.memory_plan ? shape_plan_for(f, inputs, staged) : nullptr;
+  Result result;
+  // A plan serves one run at a time; a run that finds it busy runs unplanned.
+  if (sp) result.hold = std::unique_lock(sp->busy, std::try_to_lock);
   const std::vector<Value>& in = staged.empty() ? inputs : staged;
-  std::vector<Value> outputs = sp ? run_planned(*sp, in) : run_graph(*model_->graph, in, nullptr);
+  result.outputs = result.hold ? run_planned(f, *sp, in) : run_graph(f, *model_->graph, in, nullptr);
   if (range.active()) [[unlikely]]
     range.end_session(model_->name);
-  return outputs;
+  result.stats = f.stats;
+  {
+    std::lock_guard lock(stats_mutex_);
+    last_stats_ = f.stats;
+  }
+  // Only a replay's outputs live in the plan; its caller keeps the plan alive and held while it reads them.
+  if (result.stats.graph_replay) {
+    result.plan = std::move(sp);
+  } else if (result.hold) {
+    result.hold.unlock();
+  }
+  return result;
+}
+
+RunStats Executor::run_stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return last_stats_;
 }
 
 // The plan of these input shapes and host-read values (made on first sight), or null when the
 // inputs are not all tensors of the declared count.
-Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs, std::vector<Value>& staged) {
+std::shared_ptr<Executor::ShapePlan> Executor::shape_plan_for(Frame& f, const std::vector<Value>& inputs,
+                                                             std::vector<Value>& staged) {
   const Plan& top = plan_for(*model_->graph);
   if (inputs.size() != top.input_slots.size()) return nullptr;
   std::optional<InputKey> key = input_key(inputs);
@@ -506,30 +574,25 @@ Executor::ShapePlan* Executor::shape_plan_for(const std::vector<Value>& inputs, 
     const Tensor* host = &t;
     if (t.device().type != DeviceType::CPU) {
       if (staged.empty()) staged = inputs;
-      staged[i] = Value(transfer(t, Device::cpu(), nullptr, &top.slot_of, top.input_slots[i], false, false));
+      staged[i] = Value(transfer(f, t, Device::cpu(), nullptr, &top.slot_of, top.input_slots[i], false, false));
       host = &staged[i].tensor;
     }
     host_values[i].assign(static_cast<const char*>(host->raw_data()), host->nbytes());
   }
-  return &most_recent_plan(shape_plans_, std::move(*key), std::move(host_values));
+  std::lock_guard lock(plans_mutex_);
+  return most_recent_plan(shape_plans_, std::move(*key), std::move(host_values));
 }
 
-std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>& inputs) {
+std::vector<Value> Executor::run_planned(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs) {
   const Graph& top = *model_->graph;
-  if (sp.graph) return replay(sp, inputs);
+  if (sp.graph) return replay(f, sp, inputs);
   if (!sp.stats.planned) {
     StepAllocator recorder(sp, plan_for(top).num_slots, true);
     const bool gpu = device_.type != DeviceType::CPU;
-    upload_sink_ = gpu ? &sp.uploads : nullptr;
-    const int64_t staged_bytes = stats_.device_to_host_bytes;  // host-read inputs staged for the key
-    std::vector<Value> outputs;
-    try {
-      outputs = run_graph(top, inputs, nullptr, &recorder);
-    } catch (...) {
-      upload_sink_ = nullptr;
-      throw;
-    }
-    upload_sink_ = nullptr;
+    f.upload_sink = gpu ? &sp.uploads : nullptr;
+    const int64_t staged_bytes = f.stats.device_to_host_bytes;  // host-read inputs staged for the key
+    std::vector<Value> outputs = run_graph(f, top, inputs, nullptr, &recorder);
+    f.upload_sink = nullptr;
     recorder.finish();
     // A graph can replay a run that never waits for the device: no CPU fallback, no copy to the host.
     if (gpu) {
@@ -537,9 +600,9 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
         sp.stats.why_no_graph = "CUDA graphs are off (SessionOptions::cuda_graphs)";
       } else if (!device_graphs(device_.type)) {
         sp.stats.why_no_graph = "this backend cannot capture graphs";
-      } else if (stats_.fallback_ops > 0) {
-        sp.stats.why_no_graph = fmt::format("{} nodes ran on the CPU", stats_.fallback_ops);
-      } else if (stats_.device_to_host_bytes > staged_bytes) {
+      } else if (f.stats.fallback_ops > 0) {
+        sp.stats.why_no_graph = fmt::format("{} nodes ran on the CPU", f.stats.fallback_ops);
+      } else if (f.stats.device_to_host_bytes > staged_bytes) {
         sp.stats.why_no_graph = "the run copies device values to the host";
       } else if (sp.uploads.repeated) {
         sp.stats.why_no_graph = "a subgraph that ran more than once copied host values to the device";
@@ -550,15 +613,15 @@ std::vector<Value> Executor::run_planned(ShapePlan& sp, const std::vector<Value>
     return outputs;
   }
   if (sp.capturable && !profiler::enabled()) {
-    if (auto outputs = capture(sp, inputs)) return *outputs;
+    if (auto outputs = capture(f, sp, inputs)) return *outputs;
   }
   StepAllocator arena(sp, 0, false);
-  return run_graph(top, inputs, nullptr, &arena);
+  return run_graph(f, top, inputs, nullptr, &arena);
 }
 
 // Captures a run into a CUDA graph and replays it; nullopt (with the reason kept) when the capture
 // fails, in which case nothing of it ran.
-std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::vector<Value>& inputs) {
+std::optional<std::vector<Value>> Executor::capture(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs) {
   std::vector<Value> device_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!sp.host_values.empty() && !sp.host_values[i].empty()) {
@@ -574,21 +637,21 @@ std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::ve
   StepAllocator arena(sp, 0, false);
   std::string why;
   std::vector<Value> outputs;
-  capture_uploads_ = &sp.uploads;
+  f.capture_uploads = &sp.uploads;
   graphs.begin_capture(device_.index);
   try {
-    outputs = run_graph(*model_->graph, device_inputs, nullptr, &arena);
+    outputs = run_graph(f, *model_->graph, device_inputs, nullptr, &arena);
   } catch (const std::exception& e) {  // ingot::Error included
     why = e.what();
   }
-  capture_uploads_ = nullptr;
+  f.capture_uploads = nullptr;
   std::string end_why;
   std::unique_ptr<DeviceGraph> graph = graphs.end_capture(device_.index, &end_why);
   if (!graph || !why.empty()) {
     sp.stats.why_no_graph = "capture failed: " + (why.empty() ? end_why : why);
     sp.input_buffers.clear();
     sp.capturable = false;
-    stats_ = {};
+    f.stats = {};
     return std::nullopt;
   }
   sp.graph = std::move(graph);
@@ -597,15 +660,15 @@ std::optional<std::vector<Value>> Executor::capture(ShapePlan& sp, const std::ve
   sp.stats.graph_nodes = int64_t(sp.graph->nodes());
   sp.replay_node.name = fmt::format("CUDA graph of {} ({} device operations)", model_->name, sp.graph->nodes());
   sp.replay_node.op_type = "CUDAGraphReplay";
-  stats_ = {};
-  return replay(sp, inputs);
+  f.stats = {};
+  return replay(f, sp, inputs);
 }
 
-std::vector<Value> Executor::replay(ShapePlan& sp, const std::vector<Value>& inputs) {
+std::vector<Value> Executor::replay(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs) {
   const Plan& plan = plan_for(*model_->graph);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!sp.input_buffers[i].defined()) continue;  // a specialized host input
-    transfer(inputs[i].tensor, device_, &sp.input_buffers[i], &plan.slot_of, plan.input_slots[i], false, false);
+    transfer(f, inputs[i].tensor, device_, &sp.input_buffers[i], &plan.slot_of, plan.input_slots[i], false, false);
   }
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::detail::op_hooks()) [[unlikely]]
@@ -613,22 +676,29 @@ std::vector<Value> Executor::replay(ShapePlan& sp, const std::vector<Value>& inp
   sp.graph->replay();
   if (range.active()) [[unlikely]]
     range.end_op(sp.replay_node, backend_name(device_), {}, false);
-  stats_.graph_replay = true;
+  f.stats.graph_replay = true;
   return sp.outputs;
 }
 
 MemoryPlanStats Executor::memory_plan() const {
-  return shape_plans_.empty() ? MemoryPlanStats{} : shape_plans_.front()->stats;
+  std::shared_ptr<ShapePlan> front;
+  {
+    std::lock_guard lock(plans_mutex_);
+    if (shape_plans_.empty()) return {};
+    front = shape_plans_.front();
+  }
+  std::lock_guard busy(front->busy);  // the stats are written by the run that uses the plan
+  return front->stats;
 }
 
-std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<Value>& inputs) {
-  const auto* caller = static_cast<const Plan::Step*>(current_step_);
-  std::vector<Value> outputs = run_body(graph, inputs, current_env_);
-  current_step_ = caller;
+std::vector<Value> Executor::run_subgraph(Frame& f, const Graph& graph, const std::vector<Value>& inputs) {
+  const Plan::Step* caller = f.current_step;
+  std::vector<Value> outputs = run_body(f, graph, inputs, f.current_env);
+  f.current_step = caller;
   // A host kernel (Loop, Scan, SequenceMap on the CPU) reads its bodies' results as host memory.
   if (device_.type != DeviceType::CPU && caller && caller->device.type == DeviceType::CPU &&
       !caller->kernel->any_device) {
-    for (Value& v : outputs) v = copy_value(v, Device::cpu(), nullptr, -1, caller->fallback, false);
+    for (Value& v : outputs) v = copy_value(f, v, Device::cpu(), nullptr, -1, caller->fallback, false);
   }
   return outputs;
 }
@@ -638,24 +708,33 @@ std::vector<Value> Executor::run_subgraph(const Graph& graph, const std::vector<
 // A request that does not fit (another outer shape, a branch grown since) gets a fresh tensor.
 // On a GPU bodies allocate as they run (a run that replays does not run them; an arena made while
 // capturing would belong to the graph's memory pool).
-std::vector<Value> Executor::run_body(const Graph& graph, const std::vector<Value>& inputs, const Env* parent) {
+std::vector<Value> Executor::run_body(Frame& f, const Graph& graph, const std::vector<Value>& inputs,
+                                      const Env* parent) {
   std::optional<InputKey> key;
   if (!options_.memory_plan || device_.type != DeviceType::CPU || !(key = input_key(inputs))) {
-    return run_graph(graph, inputs, parent);
+    return run_graph(f, graph, inputs, parent);
   }
-  ShapePlan& sp = most_recent_plan(body_plans_[&graph], std::move(*key), {});
+  std::shared_ptr<ShapePlan> plan;
+  {
+    std::lock_guard lock(plans_mutex_);
+    plan = most_recent_plan(body_plans_[&graph], std::move(*key), {});
+  }
+  // Busy (another run's, or this run's own when a body runs inside itself): unplanned.
+  std::unique_lock hold(plan->busy, std::try_to_lock);
+  if (!hold) return run_graph(f, graph, inputs, parent);
+  ShapePlan& sp = *plan;
   if (!sp.stats.planned) {
     StepAllocator recorder(sp, plan_for(graph).num_slots, true);
-    std::vector<Value> outputs = run_graph(graph, inputs, parent, &recorder);
+    std::vector<Value> outputs = run_graph(f, graph, inputs, parent, &recorder);
     recorder.finish();
     return outputs;
   }
   StepAllocator arena(sp, 0, false);
-  return run_graph(graph, inputs, parent, &arena);
+  return run_graph(f, graph, inputs, parent, &arena);
 }
 
-std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
-                                      StepAllocator* alloc) {
+std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::vector<Value>& inputs,
+                                      const Env* parent, StepAllocator* alloc) {
   const Plan& plan = plan_for(graph);
   if (inputs.size() != plan.input_slots.size()) {
     fail("graph '{}' takes {} inputs, {} given", graph.name, plan.input_slots.size(), inputs.size());
@@ -666,17 +745,20 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
     env.from_fallback.resize(size_t(plan.num_slots));
   }
   for (const auto& [slot, t] : plan.initializers) env.slots[size_t(slot)] = Value(t);
-  for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
-  if (capture_uploads_) {
+  if (device_.type != DeviceType::CPU) {
+    std::lock_guard lock(uploads_mutex_);
+    for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
+  }
+  if (f.capture_uploads) {
     // Uploads of this graph (the map is ordered by plan, then slot).
-    for (auto it = capture_uploads_->values.lower_bound({&plan, INT_MIN});
-         it != capture_uploads_->values.end() && it->first.first == &plan; ++it) {
+    for (auto it = f.capture_uploads->values.lower_bound({&plan, INT_MIN});
+         it != f.capture_uploads->values.end() && it->first.first == &plan; ++it) {
       env.moved[size_t(it->first.second)] = it->second.value;
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
 
-  const Env* saved_env = current_env_;
+  const Env* saved_env = f.current_env;
   std::vector<const Value*> in_values;
   std::vector<Value> out_values;
   for (size_t index = 0; index < plan.steps.size(); ++index) {
@@ -695,15 +777,15 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
         if (!v) fail("input {} ('{}') has no value", i, node.inputs[i]);
         if (device_.type != DeviceType::CPU && !step.kernel->any_device) {
           Device want = step.kernel->is_host_input(i) ? Device::cpu() : step.device;
-          v = move_input(plan, env, s, node.inputs[i], v, want, step.fallback);
+          v = move_input(f, plan, env, s, node.inputs[i], v, want, step.fallback);
         }
         in_values.push_back(v);
       }
       out_values.assign(step.output_slots.size(), Value());
-      current_env_ = &env;
-      current_step_ = &step;
-      if (step.fallback) ++stats_.fallback_ops;
-      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, this, &step.state, step.device);
+      f.current_env = &env;
+      f.current_step = &step;
+      if (step.fallback) ++f.stats.fallback_ops;
+      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, &f, step.state.get(), step.device);
       if (alloc) {
         alloc->begin_step(int(index));
         ctx.set_output_allocator(alloc);
@@ -714,9 +796,9 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
       step.kernel->fn(ctx);
       if (range.active()) [[unlikely]]
         range.end_op(node, backend_name(step.device), in_values, step.fallback, &step.profile);
-      current_env_ = saved_env;
+      f.current_env = saved_env;
     } catch (Error& e) {
-      current_env_ = saved_env;
+      f.current_env = saved_env;
       e.add_context(node.label());
       throw;
     }
@@ -745,9 +827,10 @@ std::vector<Value> Executor::run_graph(const Graph& graph, const std::vector<Val
 
 // `v` copied to device `want` (tensors already there are shared), counted in the run's stats and
 // recorded by the profiler; `slot` (with its plan's name table) names the value, -1 when it has none.
-Value Executor::copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names,
-                           int slot, bool fallback, bool from_fallback) {
-  auto move = [&](const Tensor& t) { return transfer(t, want, nullptr, slot_names, slot, fallback, from_fallback); };
+Value Executor::copy_value(Frame& f, const Value& v, Device want,
+                           const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback,
+                           bool from_fallback) {
+  auto move = [&](const Tensor& t) { return transfer(f, t, want, nullptr, slot_names, slot, fallback, from_fallback); };
   if (v.kind == Value::Kind::Tensor) return Value(move(v.tensor));
   if (v.kind == Value::Kind::None) return v;
   std::vector<Tensor> items;
@@ -755,22 +838,23 @@ Value Executor::copy_value(const Value& v, Device want, const std::unordered_map
   return Value::make_sequence(std::move(items));
 }
 
-Tensor Executor::transfer(const Tensor& t, Device want, const Tensor* into,
+Tensor Executor::transfer(Frame& f, const Tensor& t, Device want, const Tensor* into,
                           const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback,
                           bool from_fallback) {
   if (t.device() == want && !into) return t;
   auto bytes = int64_t(t.nbytes());
-  ++stats_.copies;
-  if (fallback || from_fallback) stats_.fallback_copy_bytes += bytes;
+  RunStats& stats = f.stats;
+  ++stats.copies;
+  if (fallback || from_fallback) stats.fallback_copy_bytes += bytes;
   auto kind = profiler::detail::CopyKind::DeviceToDevice;
   if (want.type == DeviceType::CPU && t.device().type != DeviceType::CPU) {
-    stats_.device_to_host_bytes += bytes;
+    stats.device_to_host_bytes += bytes;
     kind = profiler::detail::CopyKind::DeviceToHost;
   } else if (t.device().type == DeviceType::CPU && want.type != DeviceType::CPU) {
-    stats_.host_to_device_bytes += bytes;
+    stats.host_to_device_bytes += bytes;
     kind = profiler::detail::CopyKind::HostToDevice;
   } else {
-    stats_.device_to_device_bytes += bytes;
+    stats.device_to_device_bytes += bytes;
   }
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::enabled()) [[unlikely]]
@@ -790,8 +874,8 @@ Tensor Executor::transfer(const Tensor& t, Device want, const Tensor* into,
 
 // Returns `v` on device `want`, copying it there when needed. A copy of a slot's value is kept in
 // env.moved (and, for weights, in the plan) so that later readers on that device reuse it.
-const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const std::string& name, const Value* v,
-                                  Device want, bool fallback) {
+const Value* Executor::move_input(Frame& f, const Plan& plan, Env& env, int slot, const std::string& name,
+                                  const Value* v, Device want, bool fallback) {
   auto on = [&](const Value& x) {
     if (x.kind == Value::Kind::Tensor) return x.tensor.device() == want;
     if (x.kind == Value::Kind::Sequence) {
@@ -821,20 +905,25 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const st
   const Plan* owner_plan = owner ? owner->plan : nullptr;
   if (slot < 0 && owner_plan && want.type != DeviceType::CPU) {
     // An outer weight already uploaded, or (capturing) an outer value the recording run uploaded.
-    if (auto w = owner_plan->uploaded.find(owner_slot); w != owner_plan->uploaded.end() && v->kind == Value::Kind::Tensor) {
-      env.outer_copies.emplace_back(w->second);
-      return &env.outer_copies.back();
+    {
+      std::lock_guard lock(uploads_mutex_);
+      if (auto w = owner_plan->uploaded.find(owner_slot);
+          w != owner_plan->uploaded.end() && v->kind == Value::Kind::Tensor) {
+        env.outer_copies.emplace_back(w->second);
+        return &env.outer_copies.back();
+      }
     }
-    if (capture_uploads_) {
-      if (auto it = capture_uploads_->values.find({owner_plan, owner_slot}); it != capture_uploads_->values.end()) {
+    if (f.capture_uploads) {
+      if (auto it = f.capture_uploads->values.find({owner_plan, owner_slot}); it != f.capture_uploads->values.end()) {
         env.outer_copies.push_back(it->second.value);
         return &env.outer_copies.back();
       }
     }
   }
   const bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
-  Value copy = copy_value(*v, want, owner_plan ? &owner_plan->slot_of : nullptr, owner_slot, fallback, from_fallback);
-  if (owner_plan && want.type != DeviceType::CPU) keep_upload(*owner_plan, *owner, owner_slot, *v, copy, slot < 0);
+  Value copy =
+      copy_value(f, *v, want, owner_plan ? &owner_plan->slot_of : nullptr, owner_slot, fallback, from_fallback);
+  if (owner_plan && want.type != DeviceType::CPU) keep_upload(f, *owner_plan, *owner, owner_slot, *v, copy, slot < 0);
   if (slot < 0) {
     env.outer_copies.push_back(std::move(copy));
     return &env.outer_copies.back();
@@ -846,15 +935,16 @@ const Value* Executor::move_input(const Plan& plan, Env& env, int slot, const st
 // A host value copied to the device: a weight's copy is kept for later runs; while a shape plan is
 // recorded, any other host-computed value (shape arithmetic, a specialized input) is kept for the
 // capture, which must make no host copy.
-void Executor::keep_upload(const Plan& plan, const Env& env, int slot, const Value& source, const Value& copy,
-                           bool outer) {
+void Executor::keep_upload(Frame& f, const Plan& plan, const Env& env, int slot, const Value& source,
+                           const Value& copy, bool outer) {
   bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
                             [&](const auto& init) { return init.first == slot; });
   if (weight) {
-    plan.uploaded[slot] = copy.tensor;
+    std::lock_guard lock(uploads_mutex_);
+    plan.uploaded.try_emplace(slot, copy.tensor);
     return;
   }
-  if (!upload_sink_) return;
+  if (!f.upload_sink) return;
   // A top-level input is one only when specialized on (others differ from run to run).
   auto input = std::find(plan.input_slots.begin(), plan.input_slots.end(), slot);
   bool varies = !env.parent && input != plan.input_slots.end() &&
@@ -864,10 +954,10 @@ void Executor::keep_upload(const Plan& plan, const Env& env, int slot, const Val
   if (varies) return;
   const void* from = source.kind == Value::Kind::Tensor ? static_cast<const void*>(source.tensor.storage().get())
                                                         : static_cast<const void*>(&source);
-  auto [it, inserted] = upload_sink_->values.try_emplace({&plan, slot}, Uploads::Upload{copy, from});
+  auto [it, inserted] = f.upload_sink->values.try_emplace({&plan, slot}, Uploads::Upload{copy, from});
   // Copied twice in one run: a value of a graph that ran twice (a Loop body), unless it is the same
   // outer value read by two nodes of a branch.
-  if (!inserted && !(outer && it->second.source == from)) upload_sink_->repeated = true;
+  if (!inserted && !(outer && it->second.source == from)) f.upload_sink->repeated = true;
 }
 
 }  // namespace ingot

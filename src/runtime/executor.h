@@ -17,12 +17,19 @@
 // next run(). A run whose capture fails (a kernel that waits for the device, say) is run normally
 // and the reason kept (memory_plan().why_no_graph).
 //
+// Concurrency: run() may be called from many threads at once. Each run keeps its state in a frame of
+// its own (stats, the values being copied, the node being run); what runs share is locked: the list
+// of shape plans, the uploaded weights, and each node's kernel state (held by a kernel while it
+// uses it, KernelContext::state). A shape plan (its arena, its CUDA graph) serves one run at a time:
+// a run that finds its plan busy runs unplanned, with fresh tensors, and computes the same.
+//
 // Host-read inputs: a small top-level input that host code reads (an If condition computed from a
 // sample-rate scalar, a CPU kernel's operand) is specialized on: its value joins the shape plan's
 // key, it stays on the host for the run (copied down first if given on the device), and a graph
 // captured with it bakes in the branches it chose. Another value makes another plan.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -57,14 +64,22 @@ struct ExecutorOptions {
 };
 
 
-class Executor final : public SubgraphRunner {
+class Executor final {
  public:
   Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options = {});
-  ~Executor() override;
+  ~Executor();
 
-  // Inputs in graph-input order; outputs in graph-output order, left where they were computed.
-  std::vector<Value> run(const std::vector<Value>& inputs);
-  std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) override;
+  // One run's outputs (in graph-output order, left where they were computed) and what it moved.
+  // After a CUDA graph replay (stats.graph_replay) the outputs are the graph's own buffers: they stay
+  // valid while `hold` is held, which keeps other runs from replaying that graph meanwhile.
+  struct Result {
+    std::vector<Value> outputs;
+    RunStats stats;
+    std::shared_ptr<void> plan;  // the replayed plan, kept alive while held
+    std::unique_lock<std::mutex> hold;
+  };
+  // Inputs in graph-input order. Safe to call from several threads at once.
+  Result run(const std::vector<Value>& inputs);
 
   const Model& model() const { return *model_; }
   Device device() const { return device_; }
@@ -73,53 +88,57 @@ class Executor final : public SubgraphRunner {
   std::vector<NodePlacement> fallbacks() const;
   // One line naming the fallback ops and counts, or "" when there are none.
   std::string fallback_summary() const;
-  const RunStats& run_stats() const { return stats_; }  // of the last run()
+  RunStats run_stats() const;  // of the last run() to finish
   MemoryPlanStats memory_plan() const;
 
  private:
   struct Plan;
   struct Env;
   struct ShapePlan;
+  struct Frame;
   class StepAllocator;
+  using ShapePlans = std::vector<std::shared_ptr<ShapePlan>>;
   const Plan& plan_for(const Graph& graph) const;
   struct Uploads;
   // The plan of these inputs' shapes (and host-read values). `staged` gets the inputs with the
   // host-read ones on the host when any had to be copied there; empty otherwise.
-  ShapePlan* shape_plan_for(const std::vector<Value>& inputs, std::vector<Value>& staged);
-  std::vector<Value> run_planned(ShapePlan& sp, const std::vector<Value>& inputs);
-  std::optional<std::vector<Value>> capture(ShapePlan& sp, const std::vector<Value>& inputs);
-  std::vector<Value> replay(ShapePlan& sp, const std::vector<Value>& inputs);
-  std::vector<Value> run_body(const Graph& graph, const std::vector<Value>& inputs, const Env* parent);
+  std::shared_ptr<ShapePlan> shape_plan_for(Frame& f, const std::vector<Value>& inputs, std::vector<Value>& staged);
+  std::vector<Value> run_planned(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs);
+  std::optional<std::vector<Value>> capture(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs);
+  std::vector<Value> replay(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs);
+  std::vector<Value> run_subgraph(Frame& f, const Graph& graph, const std::vector<Value>& inputs);
+  std::vector<Value> run_body(Frame& f, const Graph& graph, const std::vector<Value>& inputs, const Env* parent);
   // `alloc`: the graph's output allocation (recording or arena), null when unplanned.
-  std::vector<Value> run_graph(const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
+  std::vector<Value> run_graph(Frame& f, const Graph& graph, const std::vector<Value>& inputs, const Env* parent,
                                StepAllocator* alloc = nullptr);
-  const Value* move_input(const Plan& plan, Env& env, int slot, const std::string& name, const Value* v, Device want,
-                          bool fallback);
-  void keep_upload(const Plan& plan, const Env& env, int slot, const Value& source, const Value& copy, bool outer);
-  Value copy_value(const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names, int slot,
-                   bool fallback, bool from_fallback);
+  const Value* move_input(Frame& f, const Plan& plan, Env& env, int slot, const std::string& name, const Value* v,
+                          Device want, bool fallback);
+  void keep_upload(Frame& f, const Plan& plan, const Env& env, int slot, const Value& source, const Value& copy,
+                   bool outer);
+  Value copy_value(Frame& f, const Value& v, Device want, const std::unordered_map<std::string, int>* slot_names,
+                   int slot, bool fallback, bool from_fallback);
   // `t` copied to `want` (into `into` when given), counted in the run's stats and the profile.
-  Tensor transfer(const Tensor& t, Device want, const Tensor* into, const std::unordered_map<std::string, int>* slot_names,
-                  int slot, bool fallback, bool from_fallback);
+  Tensor transfer(Frame& f, const Tensor& t, Device want, const Tensor* into,
+                  const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback, bool from_fallback);
 
   std::shared_ptr<const Model> model_;
   Device device_;
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
   std::vector<NodePlacement> placement_;
-  RunStats stats_;
   ExecutorOptions options_;
-  // Most recently used first; destroyed before plans_ (graphs use the steps' device state).
-  std::vector<std::unique_ptr<ShapePlan>> shape_plans_;
-  // Static plans of bodies (If branches, Loop/Scan bodies) on the CPU, per input shapes.
-  std::unordered_map<const Graph*, std::vector<std::unique_ptr<ShapePlan>>> body_plans_;
   // Top-level inputs read on the host (by index): specialized on when small (see above).
   std::vector<size_t> host_read_inputs_;
-  // During a run that records a shape plan: where host values copied to the device are kept; during
-  // its capture: where they are taken from (the capture makes no host copy).
-  Uploads* upload_sink_ = nullptr;
-  const Uploads* capture_uploads_ = nullptr;
-  const Env* current_env_ = nullptr;  // the env of the node being run (parent for its subgraphs)
-  const void* current_step_ = nullptr;  // the Plan::Step being run
+
+  // Shared by concurrent runs:
+  mutable std::mutex plans_mutex_;    // shape_plans_ and body_plans_ (the lists, not the plans)
+  mutable std::mutex uploads_mutex_;  // every Plan::uploaded
+  mutable std::mutex stats_mutex_;    // last_stats_
+  RunStats last_stats_;
+  // Most recently used first; destroyed before plans_ (graphs use the steps' device state). A plan
+  // dropped from the list lives on while a run holds it.
+  ShapePlans shape_plans_;
+  // Static plans of bodies (If branches, Loop/Scan bodies) on the CPU, per input shapes.
+  std::unordered_map<const Graph*, ShapePlans> body_plans_;
 };
 
 }  // namespace ingot

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <map>
 
+#include "compiler/compile.h"
 #include "core/strings.h"
 #include "core/math_mode.h"
 #include "core/thread_pool.h"
 #include "onnx/onnx_import.h"
 #include "package/package.h"
-#include "passes/pass.h"
 #include "profiler/hooks.h"
 #include "runtime/executor.h"
 
@@ -84,13 +84,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
       impl->model = import_onnx(path);
     }
     profiler::detail::PhaseScope phase("optimize");
-    // A pass that breaks the graph must fail here, naming the node, not at run time.
-    bool lowered = run_lowering(*impl->model);
-    if ((options.optimize && run_pipeline(*impl->model)) || lowered) verify(*impl->model);
-    if (to_precision_and_layout(*impl->model, compute_dtype(options.precision),
-                                options.device.type == DeviceType::CUDA, options.optimize)) {
-      verify(*impl->model);
-    }
+    compile(*impl->model, {options.optimize, compute_dtype(options.precision), options.device.type});
   }
   {
     profiler::detail::PhaseScope phase("build executor");
@@ -143,7 +137,8 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
       impl_->check_input(i, inputs[i], symbols);
       values.emplace_back(inputs[i]);
     }
-    std::vector<Value> results = impl_->executor->run(values);
+    Executor::Result run = impl_->executor->run(values);
+    const std::vector<Value>& results = run.outputs;
     std::vector<Tensor> out;
     for (size_t i = 0; i < results.size(); ++i) {
       if (results[i].kind != Value::Kind::Tensor) {
@@ -152,7 +147,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
       }
       const Tensor& t = results[i].tensor;
       // A replayed CUDA graph writes its outputs into the same buffers every run: hand out copies.
-      const bool replayed = impl_->executor->run_stats().graph_replay;
+      const bool replayed = run.stats.graph_replay;
       out.push_back(!impl_->outputs_on_device ? t.to(Device::cpu()) : replayed ? t.clone() : t);
     }
     return out;
@@ -173,7 +168,7 @@ std::vector<Fallback> Session::fallbacks() const {
 std::string Session::fallback_summary() const { return impl_->executor->fallback_summary(); }
 
 TransferStats Session::last_run_stats() const {
-  const RunStats& r = impl_->executor->run_stats();
+  const RunStats r = impl_->executor->run_stats();
   return {r.host_to_device_bytes, r.device_to_host_bytes, r.device_to_device_bytes, r.copies,
           r.fallback_ops,         r.fallback_copy_bytes,  r.graph_replay};
 }

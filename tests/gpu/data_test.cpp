@@ -372,20 +372,20 @@ TEST(CudaData, ConstantCachesTheDeviceTensor) {
   const KernelDef* kernel = KernelRegistry::instance().find("", "Constant", DeviceType::CUDA, 13);
   ASSERT_NE(kernel, nullptr);
   Device gpu{DeviceType::CUDA, 0};
-  auto run = [&](const Attributes& attrs, std::shared_ptr<void>& state) {
+  auto run = [&](const Attributes& attrs, NodeState& state) {
     std::vector<Value> outputs(1);
     KernelContext ctx(*def, attrs, 13, {}, outputs, nullptr, &state, gpu);
     kernel->fn(ctx);
     return outputs[0].tensor;
   };
   Tensor value = random_tensor(DType::Float16, {3, 4}, 1);
-  std::shared_ptr<void> state;
+  NodeState state;
   Tensor first = run({{"value", value}}, state);
   Tensor second = run({{"value", value}}, state);
   EXPECT_EQ(first.device(), gpu);
   EXPECT_EQ(first.raw_data(), second.raw_data());
   expect_close(value, first, 0, 0, "Constant value");
-  std::shared_ptr<void> s2, s3, s4;
+  NodeState s2, s3, s4;
   expect_close(Tensor::from_vector<int64_t>({4, -2, 7}, {3}), run({{"value_ints", std::vector<int64_t>{4, -2, 7}}}, s2),
                0, 0, "Constant value_ints");
   expect_close(Tensor::scalar<float>(2.5f), run({{"value_float", 2.5f}}, s3), 0, 0, "Constant value_float");

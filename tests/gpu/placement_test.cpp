@@ -77,6 +77,32 @@ TEST(CudaPlacement, HiddenKernelFallsBackVisiblyAndStaysCorrect) {
   EXPECT_EQ(stats.device_to_host_bytes, 2 * 3 * 8 * 4);
 }
 
+// A kernel's own limits are asked at placement: CUDA kernels index at most 8 dims, so a rank-9 Relu
+// runs on the CPU, reported with the reason, and computes the right result (it failed at run time).
+TEST(CudaPlacement, KernelLimitsPlaceTheNodeOnTheCpuAtLoad) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<int64_t> dims = {2, 1, 2, 1, 2, 1, 2, 1, 3};
+  onnx::GraphProto g;
+  g.set_name("rank9");
+  *g.add_input() = static_tensor_info("X", onnx::TensorProto::FLOAT, dims);
+  *g.add_node() = make_node("Relu", {"X"}, {"Y"});
+  *g.add_output() = static_tensor_info("Y", onnx::TensorProto::FLOAT, dims);
+  std::string path = save_model(model_with(g), "rank9.onnx");
+  SessionOptions gpu_options;
+  gpu_options.device = Device{DeviceType::CUDA, 0};
+  gpu_options.optimize = false;  // the Relu as written
+  gpu_options.report_fallbacks = false;
+  Session gpu = Session::load(path, gpu_options);
+  auto fallbacks = gpu.fallbacks();
+  ASSERT_EQ(fallbacks.size(), 1u) << gpu.fallback_summary();
+  EXPECT_EQ(fallbacks[0].op, "Relu");
+  EXPECT_NE(fallbacks[0].reason.find("input 0 has rank 9, above the kernel's limit of 8"), std::string::npos)
+      << fallbacks[0].reason;
+  Tensor x = random_tensor(DType::Float32, dims, 3);
+  Session cpu = Session::load(path);
+  expect_close(cpu.run({x})[0], gpu.run({x})[0].to(Device{DeviceType::CUDA, 0}), 0, 0, "Y");
+}
+
 TEST(CudaPlacement, MissingDeviceIsAClearError) {
   if (cuda::available()) GTEST_SKIP() << "a GPU is present";
   SessionOptions options;

@@ -54,7 +54,7 @@ std::vector<Tensor> call_at(const std::string& op, int opset, DeviceType backend
   std::vector<const Value*> ptrs;
   for (const Value& v : values) ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
   std::vector<Value> outputs(static_cast<size_t>(num_outputs));
-  std::shared_ptr<void> state;
+  NodeState state;
   KernelContext ctx(*def, attrs, opset, std::move(ptrs), outputs, nullptr, &state, device);
   kernel->fn(ctx);
   std::vector<Tensor> result;

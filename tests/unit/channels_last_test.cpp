@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "compiler/compile.h"
 #include "channels_last_model.h"
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
@@ -27,7 +28,7 @@ std::vector<Tensor> run(std::shared_ptr<Model> model, const std::vector<Tensor>&
   Executor executor(std::move(model), Device::cpu());
   std::vector<Value> in(inputs.begin(), inputs.end());
   std::vector<Tensor> out;
-  for (Value& v : executor.run(in)) out.push_back(v.tensor);
+  for (Value& v : executor.run(in).outputs) out.push_back(v.tensor);
   return out;
 }
 
@@ -42,7 +43,7 @@ Tensor random_input(Shape shape, uint32_t seed) {
 TEST(ChannelsLast, ConvolutionsAndWhatIsBetweenThemGoChannelsLast) {
   const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
   auto model = import_onnx(path);
-  run_pipeline(*model);
+  compile(*model, {});
   ASSERT_TRUE(to_channels_last(*model));
   verify(*model);
   int transposes = 0, nhwc_convs = 0, nchw_convs = 0, global_pools = 0;
@@ -88,7 +89,7 @@ TEST(ChannelsLast, ComputesWhatThePlainGraphComputes) {
   const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
   auto plain = import_onnx(path);
   auto rewritten = import_onnx(path);
-  run_pipeline(*rewritten);
+  compile(*rewritten, {});
   to_channels_last(*rewritten);
   verify(*rewritten);
   for (int64_t batch : {1, 3}) {

@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 
+#include "compiler/compile.h"
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "ops/semantics/fused_elementwise.h"
@@ -117,7 +118,7 @@ std::shared_ptr<Model> after_pass(const std::string& path, bool* changed = nullp
 // FusedElementwise nodes the whole pipeline leaves in the model (what an optimized session runs).
 size_t fused_after_pipeline(const std::string& path) {
   auto model = import_onnx(path);
-  run_pipeline(*model);
+  compile(*model, {});
   verify(*model);
   return fused_nodes(*model->graph).size();
 }
@@ -245,7 +246,7 @@ TEST(FuseElementwise, GeluBecomesOneNodeOfFiveInstructions) {
   EXPECT_FALSE(fuse_elementwise(*model));  // the fused node is not fused again
   // The whole pipeline ends with the same single node (and drops the unread scalars).
   auto full = import_onnx(path);
-  EXPECT_TRUE(run_pipeline(*full));
+  EXPECT_TRUE(compile(*full, {}));
   EXPECT_EQ(op_types(*full->graph), (std::vector<std::string>{"FusedElementwise"}));
   EXPECT_TRUE(full->graph->initializers.empty());
 }
@@ -1175,7 +1176,7 @@ onnx::ModelProto precision_model() {
 TEST(FuseElementwise, HalfPrecisionKeepsExpChainsInFloat32) {
   const std::string path = ingot::testing::save_model(precision_model(), "fe_precision.onnx");
   auto model = import_onnx(path);
-  run_pipeline(*model);  // as Session::load does, before the conversion
+  compile(*model, {});  // as Session::load does, before the conversion
   ASSERT_EQ(fused_nodes(*model->graph).size(), 2u);
   ASSERT_TRUE(to_half_precision(*model, DType::Float16));
   verify(*model);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "compiler/compile.h"
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "passes/pass.h"
@@ -158,7 +159,7 @@ void expect_fused_matches_unfused(const ConvCase& c, const std::string& file) {
 
 TEST(FuseConvAddRelu, RewritesConvAddReluIntoOneNode) {
   auto model = import_onnx(save(conv_model({}), "car.onnx"));
-  EXPECT_TRUE(run_pipeline(*model));
+  EXPECT_TRUE(compile(*model, {}));
   const Graph& g = *model->graph;
   ASSERT_EQ(g.nodes.size(), 1u);
   const Node& n = g.nodes[0];
@@ -169,7 +170,7 @@ TEST(FuseConvAddRelu, RewritesConvAddReluIntoOneNode) {
   EXPECT_EQ(n.attrs.at("activation").s, "Relu");
   EXPECT_EQ(n.attrs.at("group").i, 1);
   EXPECT_EQ(model->opset("ai.ingot"), 1);
-  EXPECT_FALSE(run_pipeline(*model));  // nothing left to fuse
+  EXPECT_FALSE(compile(*model, {}));  // nothing left to fuse
 }
 
 TEST(FuseConvAddRelu, AbsorbsHardSwish) {
@@ -180,7 +181,7 @@ TEST(FuseConvAddRelu, AbsorbsHardSwish) {
     c.group = group;
     c.out_channels = group == 1 ? 8 : 4;
     auto model = import_onnx(save(conv_model(c), "chs.onnx"));
-    run_pipeline(*model);
+    compile(*model, {});
     ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"FusedConv"}));
     EXPECT_EQ(model->graph->nodes[0].attrs.at("activation").s, "HardSwish");
     expect_fused_matches_unfused(c, group == 1 ? "chs_dense.onnx" : "chs_dw.onnx");

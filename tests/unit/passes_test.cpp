@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "compiler/compile.h"
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "passes/pass.h"
@@ -69,7 +70,7 @@ std::vector<std::string> ops_after(const std::string& path, bool (*pass)(Model&)
 
 std::vector<std::string> ops_after_pipeline(const std::string& path) {
   auto model = import_onnx(path);
-  run_pipeline(*model);
+  compile(*model, {});
   verify(*model);
   return op_types(*model->graph);
 }
@@ -266,7 +267,7 @@ TEST(FoldBatchNorm, FoldsIntoConvWeightsAndBias) {
     EXPECT_EQ(conv.outputs, (std::vector<std::string>{"n"}));
     // With the fusion after it the whole chain is one FusedConv, and the old weights are gone.
     auto full = import_onnx(path);
-    run_pipeline(*full);
+    compile(*full, {});
     EXPECT_EQ(op_types(*full->graph), (std::vector<std::string>{"FusedConv"}));
     EXPECT_FALSE(full->graph->initializers.count("w"));
     EXPECT_FALSE(full->graph->initializers.count("mean"));
@@ -950,9 +951,56 @@ TEST(Pipeline, ListsPassesAndReportsEachRun) {
   EXPECT_EQ(names.back(), "dead-code");
   auto model = import_onnx(conv_bn_model(true));
   std::vector<std::string> ran;
-  bool changed = run_pipeline(*model, [&](const Pass& p, bool) { ran.emplace_back(p.name); });
+  bool changed = compile(*model, {}, [&](const CompileStep& s, bool, const Model&) {
+    if (s.stage == "optimize") ran.emplace_back(s.name);
+    return true;
+  });
   EXPECT_TRUE(changed);
   EXPECT_EQ(ran, names);
+}
+
+// The one pipeline's steps for each target and precision: lowerings first, the optimization passes,
+// then precision and (CUDA, optimized) layout; --no-optimize keeps the lowerings and precision.
+TEST(Pipeline, StepsFollowTheOptions) {
+  auto stages = [](const CompileOptions& o) {
+    std::vector<std::string> out;
+    for (const CompileStep& s : compile_steps(o)) {
+      if (out.empty() || out.back() != s.stage) out.emplace_back(s.stage);
+    }
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(stages({}), (V{"lower", "optimize"}));
+  EXPECT_EQ(stages({.compute = DType::Float16}), (V{"lower", "optimize", "precision"}));
+  EXPECT_EQ(stages({.compute = DType::BFloat16, .target = DeviceType::CUDA}),
+            (V{"lower", "optimize", "precision", "layout"}));
+  EXPECT_EQ(stages({.optimize = false, .compute = DType::Float16, .target = DeviceType::CUDA}),
+            (V{"lower", "precision"}));
+  EXPECT_EQ(stages({.target = DeviceType::CUDA}), (V{"lower", "optimize"}));  // float32: channels first
+}
+
+// The verifier runs after every step that changed the model: a step that leaves a dangling input is
+// named in the error, and the steps after it do not run.
+TEST(Pipeline, VerifierNamesTheStepThatBrokeTheGraph) {
+  auto model = import_onnx(conv_bn_model(true));
+  bool later_ran = false;
+  std::vector<CompileStep> steps = {
+      {"optimize", "break-an-input",
+       [](Model& m) {
+         m.graph->nodes.back().inputs[0] = "no_such_value";
+         return true;
+       }},
+      {"optimize", "after", [&](Model&) { return later_ran = true; }},
+  };
+  try {
+    run_steps(*model, steps);
+    FAIL() << "the broken graph was accepted";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("after pass 'break-an-input'"), std::string::npos) << what;
+    EXPECT_NE(what.find("no_such_value"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(later_ran);
 }
 
 // ---- fuse_attention and the ai.ingot.Attention kernel ----
@@ -1284,7 +1332,7 @@ std::string branch_fusion_model() {
 TEST(PipelineInBodies, FusesInsideIfBranchesAndComputesTheSame) {
   const std::string path = branch_fusion_model();
   auto model = import_onnx(path);
-  EXPECT_TRUE(run_pipeline(*model));
+  EXPECT_TRUE(compile(*model, {}));
   verify(*model);
   const Node& iff = model->graph->nodes.back();
   ASSERT_EQ(iff.op_type, "If");

@@ -314,7 +314,7 @@ std::vector<Value> run_model(std::shared_ptr<Graph> graph, const std::vector<Val
   model->graph = std::move(graph);
   model->opsets[""] = opset;
   Executor executor(model, Device::cpu());
-  return executor.run(inputs);
+  return executor.run(inputs).outputs;
 }
 
 }  // namespace

@@ -108,8 +108,7 @@ Runner add_convert_command(CLI::App& app) {
   app.add_option("MODEL", o->model, "ONNX model to convert (.onnx)")->required();
   app.add_option("--output,-o", o->output, "Package to write (.ingot)")->required();
   app.add_option("--device", o->device, "Device the package is built for")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  add_precision_option(app, o->precision);
   app.add_option("--input-shape", o->input_shapes, "NAME=DIMS: fix an input's symbolic dims, e.g. x=1,3,224,224")
       ->allow_extra_args(false);
   app.add_flag("--no-optimize", o->no_optimize, "Skip the optimization passes (lowerings still run)");
@@ -117,9 +116,7 @@ Runner add_convert_command(CLI::App& app) {
   return [o] {
     ConvertOptions options;
     options.device = Device::parse(o->device);
-    options.precision = o->precision == "fp16"   ? Precision::FP16
-                        : o->precision == "bf16" ? Precision::BF16
-                                                 : Precision::FP32;
+    options.precision = parse_precision(o->precision);
     options.optimize = !o->no_optimize;
     for (const auto& spec : o->input_shapes) options.input_shapes.push_back(parse_input_shape(spec));
     // The target is checked first: a conversion for a GPU this machine lacks would only fail at load.

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -5,68 +6,70 @@
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "package/package.h"
-#include "passes/pass.h"
+#include "compiler/compile.h"
+#include "core/strings.h"
 
 namespace ingot::cli {
 
 Runner add_inspect_command(CLI::App& app) {
-  auto model_path = std::make_shared<std::string>();
-  auto print = std::make_shared<bool>(false);
-  auto dump_after = std::make_shared<std::string>();
-  auto list_passes = std::make_shared<bool>(false);
-  app.add_option("MODEL", *model_path, "Model file (.onnx or .ingot)");
-  app.add_flag("--graph", *print, "Also print the whole graph as text");
-  app.add_option("--dump-after", *dump_after,
-                 "Run the optimization pipeline up to PASS and print the graph after it (see --passes)");
-  app.add_flag("--passes", *list_passes,
-               "List the optimization passes in pipeline order (with MODEL: run them and report each)");
-  return [=] {
-    const auto passes = pipeline_passes();
-    if (!dump_after->empty()) {
-      bool known = false;
-      std::string names;
-      for (const Pass& p : passes) {
-        known |= p.name == *dump_after;
-        names += (names.empty() ? "" : ", ") + std::string(p.name);
+  struct Options {
+    std::string model, dump_after, device = "cpu", precision = "fp32";
+    bool print = false, list_passes = false, no_optimize = false;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("MODEL", o->model, "Model file (.onnx or .ingot)");
+  app.add_flag("--graph", o->print, "Also print the whole graph as text");
+  app.add_option("--dump-after", o->dump_after,
+                 "Run the compile pipeline up to PASS and print the graph after it (see --passes)");
+  app.add_flag("--passes", o->list_passes,
+               "List the compile pipeline's steps in order (with MODEL: run them and report each)");
+  app.add_option("--device", o->device, "Target whose pipeline --passes/--dump-after run")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_precision_option(app, o->precision);
+  app.add_flag("--no-optimize", o->no_optimize, "The pipeline without the optimization passes (lowerings only)");
+  return [o] {
+    CompileOptions options{!o->no_optimize, compute_dtype(parse_precision(o->precision)), Device::parse(o->device).type};
+    const std::vector<CompileStep> steps = compile_steps(options);
+    if (!o->dump_after.empty()) {
+      auto known = std::find_if(steps.begin(), steps.end(), [&](const CompileStep& s) { return s.name == o->dump_after; });
+      if (known == steps.end()) {
+        std::string names = join(steps, ", ", [](const CompileStep& s) { return std::string(s.name); });
+        fail("--dump-after: unknown pass '{}' (steps for these options: {})", o->dump_after, names);
       }
-      if (!known) fail("--dump-after: unknown pass '{}' (passes: {})", *dump_after, names);
     }
-    if (model_path->empty()) {
-      if (!*list_passes) fail("MODEL is required (except with --passes)");
-      for (const Pass& p : passes) std::cout << p.name << "\n";
+    if (o->model.empty()) {
+      if (!o->list_passes) fail("MODEL is required (except with --passes)");
+      for (const CompileStep& s : steps) std::cout << s.stage << " " << s.name << "\n";
       return 0;
     }
     PackageMetadata meta;
-    bool package = is_package_file(*model_path);
-    if (package && (*list_passes || !dump_after->empty())) {
+    bool package = is_package_file(o->model);
+    if (package && (o->list_passes || !o->dump_after.empty())) {
       fail("--passes/--dump-after need an .onnx model: a package is already optimized");
     }
-    auto model = package ? inspect_package(*model_path, meta) : import_onnx(*model_path);
-    if (*list_passes || !dump_after->empty()) {
-      // What Session::load does with optimize on: the lowerings, then the pipeline pass by pass.
-      run_lowering(*model);
+    auto model = package ? inspect_package(o->model, meta) : import_onnx(o->model);
+    if (o->list_passes || !o->dump_after.empty()) {
+      // What Session::load does: the compile pipeline, reported step by step.
       auto count_nodes = [&] {
         int64_t count = 0;
         model->graph->for_each_graph([&](const Graph& sg, int) { count += int64_t(sg.nodes.size()); });
         return count;
       };
       int64_t before = count_nodes();
-      for (const Pass& pass : passes) {  // step by step, stopping after the pass to dump
-        if (pass_disabled(pass.name)) continue;
-        const bool changed = run_pass(pass, *model);
+      bool dumped = false;
+      compile(*model, options, [&](const CompileStep& step, bool changed, const Model&) {
         const int64_t after = count_nodes();
-        if (*list_passes) {
-          std::cout << "pass " << pass.name << ": " << (changed ? "changed" : "unchanged") << ", nodes " << before
-                    << " -> " << after << "\n";
+        if (o->list_passes) {
+          std::cout << step.stage << " " << step.name << ": " << (changed ? "changed" : "unchanged") << ", nodes "
+                    << before << " -> " << after << "\n";
         }
         before = after;
-        if (pass.name == *dump_after) {
-          verify(*model);
-          std::cout << "graph after " << pass.name << ":\n" << print_graph(*model->graph);
-          return 0;
-        }
-      }
-      verify(*model);
+        if (step.name != o->dump_after) return true;
+        std::cout << "graph after " << step.name << ":\n" << print_graph(*model->graph);
+        dumped = true;
+        return false;
+      });
+      if (dumped) return 0;
     }
     const Graph& g = *model->graph;
     std::cout << "model: " << model->name << "\n";
@@ -99,7 +102,7 @@ Runner add_inspect_command(CLI::App& app) {
     std::cout << "ops (" << nodes << " nodes, subgraphs included):\n";
     for (const auto& [neg, op] : sorted) std::cout << "  " << op << ": " << -neg << "\n";
     std::cout << "parameters: " << g.parameter_count() << "\n";
-    if (*print) std::cout << print_graph(g);
+    if (o->print) std::cout << print_graph(g);
     return 0;
   };
 }

@@ -32,8 +32,7 @@ Runner add_profile_command(CLI::App& app) {
   app.add_option("--trace", o->trace, "Write a Chrome/Perfetto trace (JSON) here");
   app.add_option("--html", o->html, "Write a self-contained HTML report here");
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  add_precision_option(app, o->precision);
   app.add_flag("--cuda-graphs", o->cuda_graphs,
                "On a GPU, profile CUDA graph replays (one event per run) instead of op by op");
   app.add_option("--top", o->top, "Op types shown in the summary")->check(CLI::PositiveNumber);
@@ -45,9 +44,7 @@ Runner add_profile_command(CLI::App& app) {
     options.device = Device::parse(o->device);
     options.threads = o->threads;
     options.cuda_graphs = o->cuda_graphs;
-    options.precision = o->precision == "fp16"   ? Precision::FP16
-                        : o->precision == "bf16" ? Precision::BF16
-                                                 : Precision::FP32;
+    options.precision = parse_precision(o->precision);
     profiler::Trace trace;
     std::optional<profiler::ScopedProfile> profile;
     if (o->cold) profile.emplace(&trace);

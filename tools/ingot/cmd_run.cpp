@@ -168,8 +168,7 @@ Runner add_run_command(CLI::App& app) {
   app.add_option("--device", o->device, "Device to run on")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--output-dir,-o", o->output_dir, "Write output_<i>.npy and outputs.json here");
   app.add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--precision", o->precision, "Compute precision of float32 models (fp16/bf16: like autocast)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  add_precision_option(app, o->precision);
   app.add_option("--profile", o->profile,
                  "Write a Chrome/Perfetto trace (JSON) here: the model's load (its phases), then the run");
   app.add_flag("--tf32", o->tf32, "Let float32 matrix products and convolutions on the GPU use TF32");
@@ -182,9 +181,7 @@ Runner add_run_command(CLI::App& app) {
     options.device = Device::parse(o->device);
     options.threads = o->threads;
     options.allow_tf32 = o->tf32;
-    options.precision = o->precision == "fp16"   ? Precision::FP16
-                        : o->precision == "bf16" ? Precision::BF16
-                                                 : Precision::FP32;
+    options.precision = parse_precision(o->precision);
     // With --profile the load is traced too: a fresh process's one-off steps (reading the model,
     // creating the CUDA context and library handles, the first run's uploads) are its cold start.
     std::optional<profiler::ScopedProfile> profile;

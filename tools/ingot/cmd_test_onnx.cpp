@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "commands.h"
+#include "compiler/compile.h"
 #include "core/dispatch.h"
 #include "onnx/onnx_import.h"
 #include "passes/pass.h"
@@ -129,8 +130,7 @@ Value to_host(const Value& v) {
 // counted into `fallback_ops`.
 std::string run_case(const fs::path& dir, Device device, bool optimize, std::map<std::string, int>& fallback_ops) {
   auto model = import_onnx((dir / "model.onnx").string());
-  const bool lowered = run_lowering(*model);
-  if ((optimize && run_pipeline(*model)) || lowered) verify(*model);
+  compile(*model, {.optimize = optimize, .target = device.type});
   Executor executor(model, device);
   for (const auto& f : executor.fallbacks()) ++fallback_ops[f.op];
   if (!executor.fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback
@@ -149,7 +149,7 @@ std::string run_case(const fs::path& dir, Device device, bool optimize, std::map
       inputs.push_back(load_value_pb(input_files[i].string(), g.inputs[i].type));
     // Omitted trailing optional graph inputs (e.g. initializer-less optional values) stay empty.
     while (inputs.size() < g.inputs.size()) inputs.emplace_back();
-    std::vector<Value> outputs = executor.run(inputs);
+    std::vector<Value> outputs = executor.run(inputs).outputs;
     if (output_files.size() != outputs.size()) {
       return fmt::format("{} outputs, expected {}", outputs.size(), output_files.size());
     }

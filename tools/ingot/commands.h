@@ -1,7 +1,10 @@
 // The `ingot` CLI: each subcommand registers its options and returns its runner.
 #pragma once
+#include <ingot/session.h>
+
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace ingot::cli {
 
@@ -14,5 +17,14 @@ Runner add_ops_command(CLI::App& app);
 Runner add_profile_command(CLI::App& app);
 Runner add_convert_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+
+// --precision's values (checked by add_precision_option) as the library's enum.
+inline Precision parse_precision(const std::string& text) {
+  return text == "fp16" ? Precision::FP16 : text == "bf16" ? Precision::BF16 : Precision::FP32;
+}
+inline CLI::Option* add_precision_option(CLI::App& app, std::string& value) {
+  return app.add_option("--precision", value, "Compute precision of float32 models (fp16/bf16: like autocast)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+}
 
 }  // namespace ingot::cli

@@ -5,11 +5,19 @@
 #include <map>
 
 #include "commands.h"
+#include "core/flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Ingot: run ONNX models on the CPU (and GPU)", "ingot"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
+  app.add_flag_callback(
+      "--help-flags",
+      [] {
+        std::cout << "Environment switches (INGOT_*), read by the library:\n\n" << ingot::flags::describe();
+        throw CLI::Success();
+      },
+      "List the INGOT_* environment switches, their defaults and what they do");
   std::map<CLI::App*, ingot::cli::Runner> runners;
   auto add = [&](const char* name, const char* about, auto adder) {
     CLI::App* sub = app.add_subcommand(name, about);
@@ -30,6 +38,8 @@ int main(int argc, char** argv) {
       ingot::cli::add_bench_command);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

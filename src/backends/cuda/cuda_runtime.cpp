@@ -64,6 +64,7 @@ struct DeviceState {
   size_t pinned_half = 0;
   std::array<cudaEvent_t, 2> pinned_done{};
   int next_half = 0;
+  std::mutex staging_mu;  // the halves serve one copy at a time (copies may come from several threads)
   bool capturing = false;  // a CUDA graph capture is on (core/device_graph.h)
 };
 
@@ -274,6 +275,7 @@ void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int 
     fail("a copy between host and cuda:{} was asked for while capturing a CUDA graph (it cannot be replayed)",
          device);
   }
+  std::lock_guard lock(s.staging_mu);
   if (!s.pinned) {
     profiler::detail::PhaseScope phase("pinned staging buffers");
     s.pinned_half = size_t(16) << 20;

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "backends/cuda/cuda_runtime.h"
+#include "core/flags.h"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 
@@ -324,13 +325,7 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
 
 }  // namespace
 
-bool ConvGraph::enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("INGOT_CUDNN_GRAPH");
-    return !(env && std::string_view(env) == "0");
-  }();
-  return on;
-}
+bool ConvGraph::enabled() { return flags::enabled("INGOT_CUDNN_GRAPH"); }
 
 std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
                                             const std::string& tuning_key) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/dynamic_library.h"
+#include "core/flags.h"
 
 namespace ingot::cuda::nvrtc {
 namespace {
@@ -30,7 +31,7 @@ struct Api {
 const Api& api() {
   static const Api a = [] {
     Api r;
-    if (const char* off = std::getenv("INGOT_NO_NVRTC"); off && *off && std::string(off) != "0") {
+    if (flags::enabled("INGOT_NO_NVRTC")) {
       r.why_not = "INGOT_NO_NVRTC is set";
       return r;
     }

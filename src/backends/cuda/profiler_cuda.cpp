@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_runtime.h"
+#include "core/flags.h"
 #include "profiler/hooks.h"
 
 namespace ingot::cuda {
@@ -171,9 +172,8 @@ constexpr profiler::detail::DeviceTimer kTimerWithoutNvtx{"cuda",      &timer_be
                                                           &timer_reset, nullptr,      nullptr};
 
 const bool g_timer_registered = [] {
-  const char* env = std::getenv("INGOT_NVTX");
-  bool always = env && std::string_view(env) == "1";
-  const char* tool = std::getenv("NVTX_INJECTION64_PATH");
+  bool always = flags::enabled("INGOT_NVTX");
+  const char* tool = std::getenv("NVTX_INJECTION64_PATH");  // NVTX's own variable: a tool is attached
   bool nvtx = always || (tool && *tool);
   profiler::detail::register_device_timer(nvtx ? &kTimer : &kTimerWithoutNvtx, always);
   return true;

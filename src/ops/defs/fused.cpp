@@ -15,7 +15,8 @@ INGOT_OP(FusedConv)
     .attr("layout", "NCHW")
     .conv_attrs()
     .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or ''); "
-             "layout 'NHWC' puts channels last in X, W, R and Y.");
+             "layout 'NHWC' puts channels last in X, W, R and Y.")
+    .tag(OpTag::AutocastLowPrecision);
 
 // Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias + R),
 // MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N
@@ -28,7 +29,8 @@ INGOT_OP(FusedMatMul)
     .attr("transB", 0)
     .attr("alpha", 1.0f)
     .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and residual (the "
-             "product's shape), then activation ('Relu' or '').");
+             "product's shape), then activation ('Relu' or '').")
+    .tag(OpTag::AutocastLowPrecision);
 
 // Written by fuse_attention: Y = Softmax(scale * Q K^T + mask) V over the last axis, without the
 // score matrix in memory where a backend can avoid it. Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv]
@@ -44,7 +46,8 @@ INGOT_OP(Attention)
     .attr("transposed", Ints{})
     .summary("Scaled dot-product attention: Softmax(scale * Q K^T + mask) V over the last axis; the leading dims "
              "broadcast; the additive mask (optional) broadcasts to [..., Tq, Tk]; `transposed` flags Q, K, V, Y "
-             "given as [B, T, H, D].");
+             "given as [B, T, H, D].")
+    .tag(OpTag::AutocastLowPrecision);
 
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).
@@ -55,13 +58,16 @@ INGOT_OP(LayerNormalization)
     .attr("axis", -1)
     .attr("epsilon", 1e-5f)
     .attr("stash_type", 1)
-    .summary("ONNX's LayerNormalization (opset 17) for older models: normalizes over axes [axis, rank).");
+    .summary("ONNX's LayerNormalization (opset 17) for older models: normalizes over axes [axis, rank).")
+    .tag(OpTag::Float32Inside);
 
 INGOT_OP(HardSwish)
     .domain("ai.ingot")
     .versions(1)
     .inputs(1)
-    .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).");
+    .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).")
+    .tag(OpTag::Elementwise)
+    .tag(OpTag::AutocastFollow);
 
 // Written by fuse_elementwise: a chain of elementwise float ops evaluated in one pass over the
 // output; `program` is its instruction list (ops/semantics/fused_elementwise.h). The inputs
@@ -71,6 +77,7 @@ INGOT_OP(FusedElementwise)
     .versions(1)
     .inputs(1, 8)
     .required_attr("program", AttrKind::String)
-    .summary("A chain of elementwise float ops in one kernel; `program` lists them (x0.. inputs, t0.. results).");
+    .summary("A chain of elementwise float ops in one kernel; `program` lists them (x0.. inputs, t0.. results).")
+    .tag(OpTag::Elementwise);
 
 }  // namespace ingot

@@ -6,7 +6,8 @@
 namespace ingot {
 
 INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
-    "N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].");
+    "N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].")
+    .tag(OpTag::AutocastLowPrecision);
 
 INGOT_OP(ConvTranspose)
     .versions(1)
@@ -14,7 +15,8 @@ INGOT_OP(ConvTranspose)
     .conv_attrs()
     .optional_attr("output_padding", AttrKind::Ints)
     .optional_attr("output_shape", AttrKind::Ints)
-    .summary("Transposed convolution of X [N,C,D...] with W [C,M/group,k...] plus optional bias B [M].");
+    .summary("Transposed convolution of X [N,C,D...] with W [C,M/group,k...] plus optional bias B [M].")
+    .tag(OpTag::AutocastLowPrecision);
 
 INGOT_OP(MaxPool)
     .versions(1)
@@ -27,7 +29,8 @@ INGOT_OP(MaxPool)
     .optional_attr("pads", AttrKind::Ints)
     .attr("storage_order", 0)
     .optional_attr("strides", AttrKind::Ints)
-    .summary("Max over sliding windows; optional Indices output (flat offsets into X).");
+    .summary("Max over sliding windows; optional Indices output (flat offsets into X).")
+    .tag(OpTag::AutocastFollow);
 
 INGOT_OP(AveragePool)
     .versions(1)
@@ -39,7 +42,8 @@ INGOT_OP(AveragePool)
     .required_attr("kernel_shape", AttrKind::Ints)
     .optional_attr("pads", AttrKind::Ints)
     .optional_attr("strides", AttrKind::Ints)
-    .summary("Mean over sliding windows (padding counted only with count_include_pad).");
+    .summary("Mean over sliding windows (padding counted only with count_include_pad).")
+    .tag(OpTag::AutocastFollow);
 
 INGOT_OP(LpPool)
     .versions(2)
@@ -53,8 +57,10 @@ INGOT_OP(LpPool)
     .optional_attr("strides", AttrKind::Ints)
     .summary("p-norm over sliding windows.");
 
-INGOT_OP(GlobalAveragePool).versions(1).inputs(1).summary("Mean over all spatial axes (kept as size 1).");
-INGOT_OP(GlobalMaxPool).versions(1).inputs(1).summary("Max over all spatial axes (kept as size 1).");
+INGOT_OP(GlobalAveragePool).versions(1).inputs(1).summary("Mean over all spatial axes (kept as size 1).")
+    .tag(OpTag::AutocastFollow);
+INGOT_OP(GlobalMaxPool).versions(1).inputs(1).summary("Max over all spatial axes (kept as size 1).")
+    .tag(OpTag::AutocastFollow);
 INGOT_OP(GlobalLpPool).versions(2).inputs(1).attr("p", 2).summary("p-norm over all spatial axes.");
 
 INGOT_OP(MaxUnpool)
@@ -65,7 +71,8 @@ INGOT_OP(MaxUnpool)
     .optional_attr("strides", AttrKind::Ints)
     .summary("Scatters X to the positions in I (MaxPool's Indices) in a zero tensor.");
 
-INGOT_OP(MatMul).versions(1).inputs(2).summary("Matrix product with numpy batch broadcasting and 1-D operands.");
+INGOT_OP(MatMul).versions(1).inputs(2).summary("Matrix product with numpy batch broadcasting and 1-D operands.")
+    .tag(OpTag::AutocastLowPrecision);
 
 INGOT_OP(Gemm)
     .versions(1)
@@ -75,7 +82,8 @@ INGOT_OP(Gemm)
     .attr("broadcast", 0)
     .attr("transA", 0)
     .attr("transB", 0)
-    .summary("alpha * A' * B' + beta * C (C unidirectionally broadcast to [M,N]).");
+    .summary("alpha * A' * B' + beta * C (C unidirectionally broadcast to [M,N]).")
+    .tag(OpTag::AutocastLowPrecision);
 
 INGOT_OP(BatchNormalization)
     .versions(6)
@@ -101,7 +109,8 @@ INGOT_OP(LayerNormalization)
     .attr("axis", -1)
     .attr("epsilon", 1e-5f)
     .attr("stash_type", 1)
-    .summary("Normalizes over axes [axis, rank); optional Mean and InvStdDev outputs.");
+    .summary("Normalizes over axes [axis, rank); optional Mean and InvStdDev outputs.")
+    .tag(OpTag::Float32Inside);
 
 INGOT_OP(GroupNormalization)
     .versions(18)
@@ -135,8 +144,8 @@ INGOT_OP(MeanVarianceNormalization)
       .summary(text                                                                                       \
                " Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13 on it works " \
                "along the single axis `axis` (default -1).")
-INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).");
-INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).");
+INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).").tag(OpTag::Float32Inside);
+INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside);
 INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.");
 #undef INGOT_SOFTMAX_OP
 
@@ -152,13 +161,15 @@ INGOT_OP(Resize)
     .attr("keep_aspect_ratio_policy", "stretch")
     .attr("mode", "nearest")
     .attr("nearest_mode", "round_prefer_floor")
-    .summary("Nearest/linear/cubic resampling; inputs (X, scales) at opset 10, (X, roi, scales, sizes) from 11.");
+    .summary("Nearest/linear/cubic resampling; inputs (X, scales) at opset 10, (X, roi, scales, sizes) from 11.")
+    .tag(OpTag::AutocastFollow);
 
 INGOT_OP(Upsample)
     .versions(7, 9)
     .inputs(1, 2)
     .attr("mode", "nearest")
     .optional_attr("scales", AttrKind::Floats)
-    .summary("Resize with asymmetric coordinates; scales are an attribute at opset 7, an input at 9.");
+    .summary("Resize with asymmetric coordinates; scales are an attribute at opset 7, an input at 9.")
+    .tag(OpTag::AutocastFollow);
 
 }  // namespace ingot

@@ -33,14 +33,16 @@ INGOT_OP(ArgMax)
     .attr("axis", 0)
     .attr("keepdims", 1)
     .attr("select_last_index", 0)
-    .summary("Index (int64) of the largest element along `axis`; the first NaN counts as largest.");
+    .summary("Index (int64) of the largest element along `axis`; the first NaN counts as largest.")
+    .tag(OpTag::AutocastFollow);
 INGOT_OP(ArgMin)
     .versions(1)
     .inputs(1)
     .attr("axis", 0)
     .attr("keepdims", 1)
     .attr("select_last_index", 0)
-    .summary("Index (int64) of the smallest element along `axis`; the first NaN counts as smallest.");
+    .summary("Index (int64) of the smallest element along `axis`; the first NaN counts as smallest.")
+    .tag(OpTag::AutocastFollow);
 
 INGOT_OP(NegativeLogLikelihoodLoss)
     .versions(12)

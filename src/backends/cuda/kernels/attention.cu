@@ -24,6 +24,7 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "core/flags.h"
 #include "backends/cuda/kernels/reduction.h"
 #include "ops/semantics/attention_args.h"
 
@@ -485,13 +486,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashP
   blk.store(o);
 }
 
-bool flash_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("INGOT_FLASH_ATTENTION");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
-  return on;
-}
+bool flash_enabled() { return flags::enabled("INGOT_FLASH_ATTENTION"); }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

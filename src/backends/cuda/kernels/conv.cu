@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv_graph.h"
+#include "core/flags.h"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 #include "ops/semantics/conv_geometry.h"
@@ -666,13 +667,7 @@ bool reuse_algo(ConvPlan& p, bool transposed) {
 // but b1 2.78 / 3.18 -> 2.99 / 3.28 ms (timed alone, with the layer's data hot in the 60 MB L2, an
 // algorithm need not be the fastest inside the network), so it is off by default. Conversions of
 // the same model differ by up to 15% at b1 either way (cuDNN's single timings are noisy).
-int retimed_algorithms() {
-  static const int n = [] {
-    const char* env = std::getenv("INGOT_CONV_RETIME");
-    return env ? std::max(1, std::atoi(env)) : 1;
-  }();
-  return n;
-}
+int retimed_algorithms() { return int(std::max<int64_t>(1, flags::integer("INGOT_CONV_RETIME"))); }
 
 template <class Perf>
 void choose_from(ConvPlan& p, const Perf* perf, int returned, const std::function<bool(const Perf&)>& run,
@@ -783,11 +778,7 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // INGOT_DEPTHWISE_VEC=0 keeps every depthwise layer on the scalar kernel (for A/B runs and tests).
 bool depthwise_vec_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("INGOT_DEPTHWISE_VEC");
-    return !(env && std::string_view(env) == "0");
-  }();
-  return on;
+  return flags::enabled("INGOT_DEPTHWISE_VEC");
 }
 
 // depthwise_nhwc_vec_kernel where it applies (3x3 or 5x5, stride 1 or 2 along W, no dilation,
@@ -883,11 +874,7 @@ bool run_depthwise_nhwc(const ConvGeometry& g, const Tensor& x, const Tensor& w,
 
 // INGOT_DEPTHWISE_NCHW=0 leaves channels-first depthwise layers to cuDNN (for A/B runs and tests).
 bool depthwise_nchw_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("INGOT_DEPTHWISE_NCHW");
-    return !(env && std::string_view(env) == "0");
-  }();
-  return on;
+  return flags::enabled("INGOT_DEPTHWISE_NCHW");
 }
 
 // A channels-first depthwise 2-D convolution that depthwise_nchw_kernel takes (3x3 or 5x5, equal

@@ -1,0 +1,59 @@
+#include "compiler/compile.h"
+
+#include <fmt/format.h>
+
+#include "core/flags.h"
+#include "passes/pass.h"
+
+namespace ingot {
+
+std::vector<CompileStep> compile_steps(const CompileOptions& options) {
+  std::vector<CompileStep> steps;
+  auto add = [&](std::string_view stage, const Pass& pass) {
+    steps.push_back({stage, pass.name, [&pass](Model& m) { return run_pass(pass, m); }});
+  };
+  // Lowerings: rewrites every model needs, whatever the optimization setting.
+  for (const Pass& pass : lowering_passes()) add("lower", pass);
+  if (options.optimize) {
+    for (const Pass& pass : pipeline_passes()) {
+      if (!pass_disabled(pass.name)) add("optimize", pass);
+    }
+  }
+  // Reduced precision after the fusions (their patterns are written for float32 graphs).
+  const DType compute = options.compute;
+  const bool half = compute == DType::Float16 || compute == DType::BFloat16;
+  if (half && !pass_disabled("to-half-precision")) {
+    steps.push_back({"precision", "to-half-precision", [compute](Model& m) { return to_half_precision(m, compute); }});
+  }
+  // Channels-last for a CUDA target: 16-bit models (cuDNN's tensor-core layout), and float32 ones with
+  // INGOT_CHANNELS_LAST=1 (an experiment: cuDNN's float32 kernels are channels first).
+  if (options.target == DeviceType::CUDA && options.optimize && (half || flags::enabled("INGOT_CHANNELS_LAST")) &&
+      !pass_disabled("channels-last")) {
+    steps.push_back({"layout", "channels-last", to_channels_last});
+  }
+  return steps;
+}
+
+bool compile(Model& model, const CompileOptions& options, const CompileObserver& observer) {
+  return run_steps(model, compile_steps(options), observer);
+}
+
+bool run_steps(Model& model, const std::vector<CompileStep>& steps, const CompileObserver& observer) {
+  bool changed = false;
+  for (const CompileStep& step : steps) {
+    const bool step_changed = step.run(model);
+    if (step_changed) {
+      try {
+        verify(model);
+      } catch (Error& e) {
+        e.add_context(fmt::format("the graph after pass '{}'", step.name));
+        throw;
+      }
+    }
+    changed |= step_changed;
+    if (observer && !observer(step, step_changed, model)) break;
+  }
+  return changed;
+}
+
+}  // namespace ingot

@@ -1,0 +1,154 @@
+#include "core/flags.h"
+
+#include <ingot/error.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace ingot::flags {
+namespace {
+
+// Every switch the library reads. Keep the help to what a user needs to decide to set it.
+constexpr Flag kFlags[] = {
+    // Passes and placement
+    {"INGOT_DISABLE_PASSES", Kind::List, "",
+     "Compile passes to skip, by name (`ingot inspect --passes` lists them; also channels-last): A/B runs, "
+     "bisecting a pass that breaks a model."},
+    {"INGOT_CHANNELS_LAST", Kind::Bool, "0",
+     "Also convert float32 models to channels-last for CUDA (16-bit ones always are): an experiment switch."},
+    {"INGOT_HIDE_CUDA_KERNELS", Kind::List, "",
+     "Ops whose CUDA kernels are hidden, forcing CPU fallbacks (a test switch).", true},
+    // CUDA backend
+    {"INGOT_NO_NVRTC", Kind::Bool, "0",
+     "Do not generate fused elementwise kernels with NVRTC; run their precompiled interpreter instead."},
+    {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
+     "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
+    {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
+    {"INGOT_DEPTHWISE_VEC", Kind::Bool, "1",
+     "Vectorized channels-last depthwise convolution kernel (0: the scalar one)."},
+    {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
+     "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
+    {"INGOT_CONV_RETIME", Kind::Int, "1",
+     "How many of cuDNN's fastest convolution algorithms to time again inside the model at convert time."},
+    // Profiler
+    {"INGOT_NVTX", Kind::Bool, "0",
+     "Always emit NVTX ranges for the profiler's events (they are also on when a tool sets "
+     "NVTX_INJECTION64_PATH)."},
+};
+
+const Flag& find(std::string_view name, Kind kind) {
+  for (const Flag& f : kFlags) {
+    if (f.name == name) {
+      if (f.kind != kind) fail("flag {} is read with the wrong kind", name);
+      return f;
+    }
+  }
+  fail("flag {} is not in the flags table (src/core/flags.cpp)", name);
+}
+
+std::string_view raw(const Flag& f) {
+  const char* env = std::getenv(std::string(f.name).c_str());
+  return env ? std::string_view(env) : f.default_value;
+}
+
+void warn_once(const Flag& f, std::string_view value, std::string_view expected) {
+  static std::mutex mutex;
+  static std::vector<std::string> warned;
+  std::lock_guard lock(mutex);
+  for (const std::string& w : warned) {
+    if (w == f.name) return;
+  }
+  warned.emplace_back(f.name);
+  std::fprintf(stderr, "ingot: %.*s='%.*s' is not %.*s; using the default (%.*s)\n", int(f.name.size()),
+               f.name.data(), int(value.size()), value.data(), int(expected.size()), expected.data(),
+               int(f.default_value.size()), f.default_value.data());
+}
+
+bool parse_bool(std::string_view v, bool& out) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return out = true, true;
+  if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return out = false, true;
+  return false;
+}
+
+bool parse_int(std::string_view v, int64_t& out) {
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return ec == std::errc() && end == v.data() + v.size();
+}
+
+std::vector<std::string> split(std::string_view v) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin < v.size();) {
+    size_t end = v.find(',', begin);
+    if (end == std::string_view::npos) end = v.size();
+    if (end > begin) out.emplace_back(v.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+bool read_bool(const Flag& f) {
+  bool value = false;
+  if (std::string_view v = raw(f); !parse_bool(v, value)) {
+    warn_once(f, v, "0 or 1");
+    parse_bool(f.default_value, value);
+  }
+  return value;
+}
+
+int64_t read_int(const Flag& f) {
+  int64_t value = 0;
+  if (std::string_view v = raw(f); !parse_int(v, value)) {
+    warn_once(f, v, "an integer");
+    parse_int(f.default_value, value);
+  }
+  return value;
+}
+
+// A non-live switch's value, read at its first use and kept for the life of the process.
+template <class T, class Read>
+T once(const Flag& f, Read read) {
+  if (f.live) return read(f);
+  struct Cached {
+    std::once_flag done;
+    T value;
+  };
+  static Cached cache[std::size(kFlags)];
+  Cached& c = cache[&f - kFlags];
+  std::call_once(c.done, [&] { c.value = read(f); });
+  return c.value;
+}
+
+}  // namespace
+
+std::span<const Flag> all() { return kFlags; }
+
+bool enabled(std::string_view name) { return once<bool>(find(name, Kind::Bool), read_bool); }
+
+int64_t integer(std::string_view name) { return once<int64_t>(find(name, Kind::Int), read_int); }
+
+std::vector<std::string> list(std::string_view name) {
+  return once<std::vector<std::string>>(find(name, Kind::List), [](const Flag& f) { return split(raw(f)); });
+}
+
+bool list_contains(std::string_view name, std::string_view item) {
+  for (const std::string& s : list(name)) {
+    if (s == item) return true;
+  }
+  return false;
+}
+
+std::string describe() {
+  std::string out;
+  for (const Flag& f : kFlags) {
+    const char* kind = f.kind == Kind::Bool ? "0|1" : f.kind == Kind::Int ? "integer" : "a,b,...";
+    out += fmt::format("{}={}  (default: {}{})\n", f.name, kind, f.default_value.empty() ? "none" : f.default_value,
+                       f.live ? "; read at every use" : "");
+    if (const char* env = std::getenv(std::string(f.name).c_str())) out += fmt::format("    now set to '{}'\n", env);
+    out += fmt::format("    {}\n", f.help);
+  }
+  return out;
+}
+
+}  // namespace ingot::flags
