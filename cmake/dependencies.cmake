@@ -59,6 +59,12 @@ ingot_require(JPEG libjpeg-dev)
 # soname: the OpenMP one is found first here, and the build's RUNPATH names its directory.
 ingot_require(OpenBLAS libopenblas-openmp-dev CONFIG
   HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp/cmake/openblas)
+# The package checksum (XXH64).
+find_path(INGOT_XXHASH_INCLUDE_DIR xxhash.h)
+find_library(INGOT_XXHASH_LIBRARY xxhash)
+if(NOT INGOT_XXHASH_INCLUDE_DIR OR NOT INGOT_XXHASH_LIBRARY)
+  ingot_missing(xxhash libxxhash-dev)
+endif()
 # The package format: FlatBuffers' headers and its schema compiler.
 ingot_require(FlatBuffers libflatbuffers-dev CONFIG)
 ingot_require_program(FLATC flatc flatbuffers-compiler)

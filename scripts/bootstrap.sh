@@ -13,7 +13,7 @@ PACKAGES=(
   # oneDNN's CMake config requires OpenCL's headers and loader; libdnnl-dev only recommends them and
   # this script installs without recommends
   ocl-icd-opencl-dev
-  libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev libxxhash-dev
   # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
   libflatbuffers-dev flatbuffers-compiler
   # tests and benchmarks

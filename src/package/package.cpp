@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <cstring>
@@ -47,69 +48,7 @@ static_assert(sizeof(PackageHeader) == kPackageHeaderSize);
 
 // ---- hash ----------------------------------------------------------------------------------------
 
-namespace {
-
-constexpr uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL, P3 = 0x165667B19E3779F9ULL,
-                   P4 = 0x85EBCA77C2B2AE63ULL, P5 = 0x27D4EB2F165667C5ULL;
-
-inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-inline uint64_t read64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline uint32_t read32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint64_t hash_round(uint64_t acc, uint64_t input) {
-  acc += input * P2;
-  return rotl(acc, 31) * P1;
-}
-inline uint64_t hash_merge(uint64_t acc, uint64_t value) {
-  acc ^= hash_round(0, value);
-  return acc * P1 + P4;
-}
-
-}  // namespace
-
-uint64_t package_hash(const void* data, size_t nbytes, uint64_t seed) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  const uint8_t* end = p + nbytes;
-  uint64_t h;
-  if (nbytes >= 32) {
-    uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-    const uint8_t* limit = end - 32;
-    do {
-      v1 = hash_round(v1, read64(p));
-      v2 = hash_round(v2, read64(p + 8));
-      v3 = hash_round(v3, read64(p + 16));
-      v4 = hash_round(v4, read64(p + 24));
-      p += 32;
-    } while (p <= limit);
-    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-    h = hash_merge(h, v1);
-    h = hash_merge(h, v2);
-    h = hash_merge(h, v3);
-    h = hash_merge(h, v4);
-  } else {
-    h = seed + P5;
-  }
-  h += uint64_t(nbytes);
-  for (; p + 8 <= end; p += 8) h = rotl(h ^ hash_round(0, read64(p)), 27) * P1 + P4;
-  if (p + 4 <= end) {
-    h = rotl(h ^ (uint64_t(read32(p)) * P1), 23) * P2 + P3;
-    p += 4;
-  }
-  for (; p < end; ++p) h = rotl(h ^ (uint64_t(*p) * P5), 11) * P1;
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
-}
+uint64_t package_hash(const void* data, size_t nbytes, uint64_t seed) { return XXH64(data, nbytes, seed); }
 
 // ---- small helpers ------------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ std::shared_ptr<Model> inspect_package(const std::string& path, PackageMetadata&
 // Whether `path` names a package: it ends in .ingot or starts with the magic.
 bool is_package_file(const std::string& path);
 
-// 64-bit hash of the package body (XXH64-style: four multiply-rotate lanes, then an avalanche).
+// 64-bit hash of the package body: XXH64 (Debian's libxxhash), the same digest packages always had.
 uint64_t package_hash(const void* data, size_t nbytes, uint64_t seed = 0);
 
 // The load-time pipeline of Session::load run ahead of time, for `ingot convert`: import, lowering,

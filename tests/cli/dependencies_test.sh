@@ -4,8 +4,9 @@
 # from earlier work and fail on a fresh one. (scripts/fresh-machine-check.sh is the full proof.)
 set -euo pipefail
 root="$1"
-mapfile -t build_packages < <(grep -oE '^ *ingot_require(_program)?\([^)]*' "$root/cmake/dependencies.cmake" |
-  grep -oE '"[^"]+"|[a-z0-9][a-z0-9.+-]*-dev|build-essential|[a-z0-9-]+-compiler' | tr -d '"' | tr ' ' '\n' | sort -u)
+mapfile -t build_packages < <(grep -oE '^ *ingot_(require(_program)?|missing)\([^)]*' "$root/cmake/dependencies.cmake" |
+  grep -v '\$' | grep -oE '"[^"]+"|[a-z0-9][a-z0-9.+-]*-dev|build-essential|[a-z0-9-]+-compiler' | tr -d '"' |
+  tr ' ' '\n' | sort -u)
 [[ ${#build_packages[@]} -ge 10 ]] || { echo "found only ${#build_packages[@]} packages in cmake/dependencies.cmake: the parser is stale"; exit 1; }
 bootstrap_list="$(sed -n '/^PACKAGES=(/,/^)/p' "$root/scripts/bootstrap.sh" | sed 's/#.*//')"
 missing=0
