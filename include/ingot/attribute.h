@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+namespace ingot {
+class Graph;  // internal (graph/graph.h): declared outside the exported region, so it stays hidden
+}  // namespace ingot
+
 INGOT_API_BEGIN
 namespace ingot {
-
-class Graph;
 
 enum class AttrKind : uint8_t { Int, Float, String, Tensor, Graph, Ints, Floats, Strings, Tensors, Graphs };
 std::string_view attr_kind_name(AttrKind kind);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/flags.h"
+#include "core/strings.h"
 #include "graph/graph.h"
 
 namespace ingot {
@@ -99,6 +100,27 @@ std::string KernelDef::rejects(const NodeSignature& node) const {
     }
   }
   return accepts ? accepts(node) : std::string();
+}
+
+static std::string dtype_list(const std::vector<DType>& dtypes) {
+  return join(dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); });
+}
+
+std::string KernelDef::rejects_types(const OpDef& def, const std::vector<DType>& input_dtypes) const {
+  if (type_constraints.empty()) return "";
+  const OpSignature& sig = def.signature();
+  for (const auto& [var, allowed] : type_constraints) {
+    if (!sig.type_var(var))
+      return fmt::format("the kernel constrains type {}, which {}'s signature does not have", var, def.name);
+    for (size_t i = 0; i < input_dtypes.size(); ++i) {
+      const ParamDef* p = sig.input(i);
+      if (!p || p->type != var || input_dtypes[i] == DType::Undefined) continue;
+      if (std::find(allowed.begin(), allowed.end(), input_dtypes[i]) == allowed.end())
+        return fmt::format("input {} ({}) has dtype {}, but the kernel takes {} for {}", i, p->name,
+                           dtype_name(input_dtypes[i]), dtype_list(allowed), var);
+    }
+  }
+  return "";
 }
 
 KernelRegistry& KernelRegistry::instance() {

@@ -158,6 +158,9 @@ struct KernelDef {
   int since_version = 1;
   int until_version = INT_MAX;
   std::vector<DType> dtypes;  // dtypes of the first input it accepts; empty = any
+  // Constraints on the op's type variables (OpSignature): the dtypes the kernel takes for each, matched
+  // against every input bound to it (QLinearConv: T1 = X's, T2 = W's, T4 = B's).
+  std::vector<std::pair<std::string, std::vector<DType>>> type_constraints;
   KernelFn fn = nullptr;
   // Inputs the kernel reads on the host whatever its backend (shapes, axes, pads, scales): the
   // executor hands them over as CPU tensors. Small by nature; a CUDA kernel never syncs for them.
@@ -170,6 +173,9 @@ struct KernelDef {
 
   // "" when the kernel takes a node of this signature (its dtypes aside), else why not.
   std::string rejects(const NodeSignature& node) const;
+  // "" when the statically known input dtypes satisfy the kernel's type constraints, else which
+  // input breaks which (`dtypes`, on input 0, is checked by supports()).
+  std::string rejects_types(const OpDef& def, const std::vector<DType>& input_dtypes) const;
 
   bool is_host_input(size_t i) const {
     for (int h : host_inputs) {
@@ -221,6 +227,11 @@ class KernelBuilder {
   }
   KernelBuilder& dtypes(std::vector<DType> d) {
     def_.dtypes = std::move(d);
+    return *this;
+  }
+  // A constraint on one of the op's type variables: KernelBuilder(...).types("T1", {UInt8, Int8}).
+  KernelBuilder& types(std::string var, std::vector<DType> allowed) {
+    def_.type_constraints.emplace_back(std::move(var), std::move(allowed));
     return *this;
   }
   KernelBuilder& host_inputs(std::vector<int> inputs) {

@@ -12,6 +12,39 @@ const AttrDef* OpDef::find_attr(std::string_view attr) const {
   return nullptr;
 }
 
+const ParamDef* OpSignature::bind(const std::vector<ParamDef>& params, size_t i) {
+  if (i < params.size()) return &params[i];
+  if (!params.empty() && params.back().arity == ParamDef::Arity::Variadic) return &params.back();
+  return nullptr;
+}
+
+const TypeVar* OpSignature::type_var(std::string_view name) const {
+  for (const TypeVar& t : types) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::map<std::string, DType, std::less<>> OpSignature::bind_types(const std::vector<DType>& input_dtypes) const {
+  std::map<std::string, DType, std::less<>> bound;
+  for (size_t i = 0; i < input_dtypes.size(); ++i) {
+    const ParamDef* p = input(i);
+    if (p && input_dtypes[i] != DType::Undefined) bound.emplace(p->type, input_dtypes[i]);
+  }
+  return bound;
+}
+
+const OpSignature& OpDef::signature() const {
+  std::call_once(lazy_signature_->once, [&] {
+    if (declared.known()) {
+      lazy_signature_->signature = declared;
+    } else if (auto source = OpCatalogue::instance().signature_source()) {
+      if (auto s = source(domain, name, until_version)) lazy_signature_->signature = std::move(*s);
+    }
+  });
+  return lazy_signature_->signature;
+}
+
 OpCatalogue& OpCatalogue::instance() {
   static OpCatalogue catalogue;
   return catalogue;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <mutex>
 #include <shared_mutex>
@@ -36,6 +37,38 @@ enum class OpTag : uint32_t {
 };
 constexpr OpTag operator|(OpTag a, OpTag b) { return OpTag(uint32_t(a) | uint32_t(b)); }
 
+// A named input or output and the type variable that constrains its dtype.
+struct ParamDef {
+  enum class Arity : uint8_t { Single, Optional, Variadic };
+  std::string name;  // "X"
+  std::string type;  // a type variable of the op's signature ("T", "T1")
+  Arity arity = Arity::Single;
+};
+struct TypeVar {
+  std::string name;
+  std::vector<DType> allowed;  // the dtypes Ingot has among those the op allows
+};
+
+// An op's named inputs and outputs with their type variables: ONNX's own for ai.onnx ops (read from
+// libonnx's schemas, onnx/onnx_schema.cpp), declared with the op for Ingot's (OpBuilder::input...).
+// Kernels constrain the variables (KernelBuilder::types: QLinearConv's uint8/int8 X as T1, int8 W as
+// T2, int32 B as T4), and placement binds each variable to the dtype of its first input.
+struct OpSignature {
+  std::vector<ParamDef> inputs, outputs;
+  std::vector<TypeVar> types;
+
+  bool known() const { return !inputs.empty() || !outputs.empty(); }
+  // The parameter input (output) i binds to: a variadic last parameter takes the rest; nullptr beyond.
+  const ParamDef* input(size_t i) const { return bind(inputs, i); }
+  const ParamDef* output(size_t i) const { return bind(outputs, i); }
+  const TypeVar* type_var(std::string_view name) const;
+  // Each type variable's dtype: that of the first input bound to it whose dtype is known.
+  std::map<std::string, DType, std::less<>> bind_types(const std::vector<DType>& input_dtypes) const;
+
+ private:
+  static const ParamDef* bind(const std::vector<ParamDef>& params, size_t i);
+};
+
 struct AttrDef {
   std::string name;
   AttrKind kind;
@@ -53,9 +86,20 @@ struct OpDef {
   std::vector<AttrDef> attrs;
   OpTag tags = OpTag::None;
   std::string summary;
+  OpSignature declared;  // Ingot's own ops: their signature as declared; ai.onnx ops: empty (libonnx's)
 
   const AttrDef* find_attr(std::string_view attr) const;
   bool has(OpTag tag) const { return (uint32_t(tags) & uint32_t(tag)) == uint32_t(tag); }
+  // The op's signature: declared, or from the catalogue's signature source (libonnx for ai.onnx ops),
+  // looked up once at first use; empty (known() false) when neither has it.
+  const OpSignature& signature() const;
+
+ private:
+  struct LazySignature {
+    std::once_flag once;
+    OpSignature signature;
+  };
+  std::shared_ptr<LazySignature> lazy_signature_ = std::make_shared<LazySignature>();
 };
 
 class OpCatalogue {
@@ -70,7 +114,14 @@ class OpCatalogue {
   }
   std::vector<const OpDef*> all() const;
 
+  // Where signatures of ops that do not declare one come from: (domain, name, newest opset the
+  // definition covers) -> signature, or nullopt. The ONNX layer sets libonnx's schemas.
+  using SignatureSource = std::optional<OpSignature> (*)(std::string_view domain, std::string_view name, int version);
+  void set_signature_source(SignatureSource source) { signature_source_ = source; }
+  SignatureSource signature_source() const { return signature_source_; }
+
  private:
+  SignatureSource signature_source_ = nullptr;
   // Entries never move (a map's nodes stay put), and it is locked: ops may be added while sessions
   // that point to definitions exist.
   mutable std::shared_mutex mutex_;
@@ -126,6 +177,25 @@ class OpBuilder {
         .optional_attr("pads", AttrKind::Ints)
         .optional_attr("strides", AttrKind::Ints);
   }
+  // Named inputs and outputs with their type variables (Ingot's own ops; ai.onnx ops take ONNX's).
+  // Declaring inputs sets the arity: required ones, then optional ones, a variadic one last.
+  OpBuilder& input(std::string name, std::string type) { return param(def_.declared.inputs, name, type, ParamDef::Arity::Single); }
+  OpBuilder& optional_input(std::string name, std::string type) {
+    return param(def_.declared.inputs, name, type, ParamDef::Arity::Optional);
+  }
+  OpBuilder& variadic_input(std::string name, std::string type) {
+    return param(def_.declared.inputs, name, type, ParamDef::Arity::Variadic);
+  }
+  OpBuilder& output(std::string name, std::string type) {
+    return param(def_.declared.outputs, name, type, ParamDef::Arity::Single);
+  }
+  OpBuilder& optional_output(std::string name, std::string type) {
+    return param(def_.declared.outputs, name, type, ParamDef::Arity::Optional);
+  }
+  OpBuilder& type(std::string var, std::vector<DType> allowed) {
+    def_.declared.types.push_back({std::move(var), std::move(allowed)});
+    return *this;
+  }
   OpBuilder& tag(OpTag t) {
     def_.tags = def_.tags | t;
     return *this;
@@ -137,6 +207,25 @@ class OpBuilder {
   OpDef& def() { return def_; }
 
  private:
+  OpBuilder& param(std::vector<ParamDef>& params, std::string& name, std::string& type, ParamDef::Arity arity) {
+    params.push_back({std::move(name), std::move(type), arity});
+    int required = 0, total = 0;
+    bool variadic = false;
+    for (const ParamDef& p : params) {
+      required += p.arity == ParamDef::Arity::Single;
+      ++total;
+      variadic |= p.arity == ParamDef::Arity::Variadic;
+    }
+    if (&params == &def_.declared.inputs) {
+      def_.min_inputs = required;
+      def_.max_inputs = variadic ? -1 : total;
+    } else {
+      def_.min_outputs = required;
+      def_.max_outputs = variadic ? -1 : total;
+    }
+    return *this;
+  }
+
   OpDef def_;
 };
 

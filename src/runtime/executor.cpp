@@ -260,16 +260,28 @@ DType static_dtype(const Graph& g, const std::string& name) {
   return vi && vi->type.kind == ValueKind::Tensor ? vi->type.dtype : DType::Undefined;
 }
 
-// A kernel declares the dtypes of its first input it accepts; a model whose types are known is
-// rejected at load time, naming the node, rather than when the node first runs.
-void check_kernel_dtype(const Graph& g, const Node& n, const KernelDef& kernel, std::string_view backend) {
-  if (kernel.dtypes.empty() || n.inputs.empty() || n.inputs[0].empty()) return;
-  DType dt = static_dtype(g, n.inputs[0]);
-  if (dt == DType::Undefined || std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dt) != kernel.dtypes.end())
-    return;
-  fail("input 0 ('{}') has dtype {}, which the {} kernel of {} does not support (it takes {})", n.inputs[0],
-       dtype_name(dt), backend, n.op_type,
-       join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
+// The statically known dtype of each input (Undefined where unknown or omitted).
+std::vector<DType> static_input_dtypes(const Graph& g, const Node& n) {
+  std::vector<DType> dtypes;
+  for (const std::string& in : n.inputs) dtypes.push_back(in.empty() ? DType::Undefined : static_dtype(g, in));
+  return dtypes;
+}
+
+// A kernel declares the dtypes it accepts (of its first input, and per type variable of the op's
+// signature); a model whose types are known is rejected at load time, naming the node, rather than
+// when the node first runs.
+void check_kernel_dtype(const Graph& g, const Node& n, const OpDef& def, const KernelDef& kernel,
+                        std::string_view backend) {
+  if (!kernel.dtypes.empty() && !n.inputs.empty() && !n.inputs[0].empty()) {
+    DType dt = static_dtype(g, n.inputs[0]);
+    if (!kernel.supports(dt)) {
+      fail("input 0 ('{}') has dtype {}, which the {} kernel of {} does not support (it takes {})", n.inputs[0],
+           dtype_name(dt), backend, n.op_type,
+           join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
+    }
+  }
+  std::string why = kernel.rejects_types(def, static_input_dtypes(g, n));
+  if (!why.empty()) fail("the {} kernel of {} does not take this node: {}", backend, n.op_type, why);
 }
 
 // The node's attributes and its inputs' static dtypes and ranks, for a kernel's own limits.
@@ -359,10 +371,13 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
   }
   if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
   const KernelDef* gpu = reg.find(n.domain, n.op_type, accel.type, opset);
-  DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
   if (!gpu) return {cpu, Device::cpu(), true, fmt::format("no CUDA kernel for {} at opset {}", n.op_type, opset)};
+  const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+  DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
   if (!gpu->supports(dt)) return {cpu, Device::cpu(), true, fmt::format("the CUDA kernel does not take {}", dtype_name(dt))};
-  std::string why = gpu->rejects(node_signature(g, n));
+  std::string why = def ? gpu->rejects_types(*def, static_input_dtypes(g, n)) : "";
+  if (!why.empty()) return {cpu, Device::cpu(), true, "the CUDA kernel does not take this node: " + why};
+  why = gpu->rejects(node_signature(g, n));
   if (!why.empty()) return {cpu, Device::cpu(), true, "the CUDA kernel does not take this node: " + why};
   return {gpu, accel, false, ""};
 }
@@ -416,7 +431,7 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
           fail("unsupported op {}{} at opset {}: no CPU kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
                step.opset);
         }
-        check_kernel_dtype(g, n, *step.kernel, step.device.type == DeviceType::CPU ? "CPU" : "CUDA");
+        check_kernel_dtype(g, n, *step.def, *step.kernel, step.device.type == DeviceType::CPU ? "CPU" : "CUDA");
       } catch (Error& e) {
         e.add_context(n.label());
         e.add_context("model '" + model_->name + "'");

@@ -111,3 +111,117 @@ TEST(KernelRegistry, LookupsAndAdditionsFromManyThreads) {
 
 }  // namespace
 }  // namespace ingot
+
+// ---- signatures: named inputs and type variables ----
+
+#include <ingot/session.h>
+
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+TEST(OpSignature, OnnxOpsTakeLibonnxsSchemas) {
+  const OpCatalogue& c = OpCatalogue::instance();
+  const OpSignature& q = c.find("", "QLinearConv")->signature();
+  ASSERT_TRUE(q.known());
+  ASSERT_EQ(q.inputs.size(), 9u);
+  EXPECT_EQ(q.inputs[0].name, "x");
+  EXPECT_EQ(q.inputs[0].type, "T1");
+  EXPECT_EQ(q.inputs[3].name, "w");
+  EXPECT_EQ(q.inputs[3].type, "T2");
+  EXPECT_EQ(q.inputs[8].name, "B");
+  EXPECT_EQ(q.inputs[8].type, "T4");
+  EXPECT_EQ(q.inputs[8].arity, ParamDef::Arity::Optional);
+  ASSERT_NE(q.type_var("T4"), nullptr);
+  EXPECT_EQ(q.type_var("T4")->allowed, std::vector<DType>{DType::Int32});
+  // A parameter of one fixed type gets a variable of its own: x_scale is tensor(float).
+  EXPECT_EQ(q.inputs[1].type, "tensor(float)");
+  EXPECT_EQ(q.type_var("tensor(float)")->allowed, std::vector<DType>{DType::Float32});
+
+  const OpSignature& concat = c.find("", "Concat")->signature();
+  ASSERT_EQ(concat.inputs.size(), 1u);
+  EXPECT_EQ(concat.inputs[0].arity, ParamDef::Arity::Variadic);
+  EXPECT_EQ(concat.input(5), &concat.inputs[0]);  // every input binds to the variadic parameter
+  const OpSignature& conv = c.find("", "Conv")->signature();
+  EXPECT_EQ(conv.input(3), nullptr);
+  auto bound = conv.bind_types({DType::Undefined, DType::Float16});
+  EXPECT_EQ(bound.at("T"), DType::Float16);  // from W, as X's is not known
+  // Ingot's own ops have no ONNX schema.
+  EXPECT_FALSE(c.find("ai.ingot", "FusedElementwise")->signature().known());
+}
+
+TEST(OpSignature, DeclaredInputsSetTheArity) {
+  OpBuilder b("SignatureTestOp");
+  b.domain("ai.ingot.test")
+      .input("X", "T")
+      .input("W", "T")
+      .optional_input("B", "T")
+      .output("Y", "T")
+      .type("T", {DType::Float32, DType::Float16});
+  OpDef& def = b.def();
+  EXPECT_EQ(def.min_inputs, 2);
+  EXPECT_EQ(def.max_inputs, 3);
+  EXPECT_EQ(def.signature().inputs[2].name, "B");
+  EXPECT_EQ(def.signature().input(3), nullptr);
+}
+
+// Every kernel's type constraints name variables of its op's signature.
+TEST(OpSignature, KernelConstraintsNameTheOpsVariables) {
+  int constrained = 0;
+  for (const KernelDef* k : KernelRegistry::instance().all()) {
+    if (k->type_constraints.empty()) continue;
+    ++constrained;
+    const OpDef* def = OpCatalogue::instance().find(k->domain, k->op);
+    ASSERT_NE(def, nullptr) << k->op;
+    for (const auto& [var, allowed] : k->type_constraints) {
+      EXPECT_NE(def->signature().type_var(var), nullptr) << k->op << " constrains " << var;
+    }
+  }
+  EXPECT_GE(constrained, 4);  // the integer convolutions and products
+}
+
+// QLinearConv's kernel is matched on all its type variables: a float bias (T4 takes int32 only) is
+// refused at load, naming the input; the int32 bias loads.
+TEST(OpSignature, KernelsAreMatchedOnEveryTypeVariable) {
+  using namespace ingot::testing;
+  auto model = [](int bias_type) {
+    onnx::GraphProto g;
+    g.set_name("qconv");
+    *g.add_input() = static_tensor_info("x", onnx::TensorProto::UINT8, {1, 1, 2, 2});
+    *g.add_output() = static_tensor_info("y", onnx::TensorProto::UINT8, {1, 1, 2, 2});
+    auto add = [&](const std::string& name, int type, std::vector<int64_t> dims, double v) {
+      auto* t = g.add_initializer();
+      t->set_name(name);
+      t->set_data_type(type);
+      for (int64_t d : dims) t->add_dims(d);
+      if (type == onnx::TensorProto::FLOAT) t->add_float_data(float(v));
+      else t->add_int32_data(int32_t(v));
+    };
+    add("xs", onnx::TensorProto::FLOAT, {}, 0.5);
+    add("xz", onnx::TensorProto::UINT8, {}, 3);
+    add("w", onnx::TensorProto::INT8, {1, 1, 1, 1}, 2);
+    add("ws", onnx::TensorProto::FLOAT, {}, 0.25);
+    add("wz", onnx::TensorProto::INT8, {}, 0);
+    add("ys", onnx::TensorProto::FLOAT, {}, 0.125);
+    add("yz", onnx::TensorProto::UINT8, {}, 1);
+    add("b", bias_type, {1}, 4);
+    *g.add_node() = make_node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"}, {"y"}, "qc");
+    return save_model(model_with(g), bias_type == onnx::TensorProto::FLOAT ? "qconv_fb.onnx" : "qconv_ib.onnx");
+  };
+  try {
+    Session::load(model(onnx::TensorProto::FLOAT));
+    FAIL() << "a float bias was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 8 (B) has dtype float32, but the kernel takes int32 for T4"),
+              std::string::npos)
+        << e.what();
+  }
+  Session ok = Session::load(model(onnx::TensorProto::INT32));
+  // y = round((x - 3) * 0.5 * 2 * 0.25 / 0.125 + 4 * 0.5 * 0.25 / 0.125) + 1 = 2 (x - 3) + 4 + 1
+  std::vector<Tensor> y = ok.run({Tensor::from_vector<uint8_t>({3, 4, 5, 6}, {1, 1, 2, 2})});
+  EXPECT_EQ(y[0].to_vector<uint8_t>(), (std::vector<uint8_t>{5, 7, 9, 11}));
+}
+
+}  // namespace
+}  // namespace ingot

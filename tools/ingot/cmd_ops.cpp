@@ -19,8 +19,11 @@ std::string kernel_summary(const OpDef& def, DeviceType backend) {
   std::vector<std::string> parts;
   for (const KernelDef* k : KernelRegistry::instance().all()) {
     if (k->op != def.name || k->domain != def.domain || k->backend != backend) continue;
-    std::string types =
-        k->dtypes.empty() ? "all dtypes" : join(k->dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); });
+    auto names = [](const std::vector<DType>& d) { return join(d, ", ", [](DType x) { return std::string(dtype_name(x)); }); };
+    std::string types = !k->type_constraints.empty()
+                            ? join(k->type_constraints, " / ", [&](const auto& c) { return c.first + " " + names(c.second); })
+                        : k->dtypes.empty() ? "all dtypes"
+                                            : names(k->dtypes);
     parts.push_back("opset " + versions(k->since_version, k->until_version) + ": " + types);
   }
   return parts.empty() ? "-" : join(parts, "; ");
@@ -45,7 +48,8 @@ Runner add_ops_command(CLI::App& app) {
         << "# Operators\n\n"
         << "Generated from the op catalogue by `ingot ops --markdown`; the test `docs.operators` fails when this\n"
         << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
-        << "with the opset range and the dtypes of the first input each accepts.\n\n"
+        << "with the opset range and the dtypes of the first input each accepts (or, as `T1 uint8, int8 / T2 ...`,\n"
+        << "the dtypes it takes for each type variable of the op's signature).\n\n"
         << "| op | domain | opsets | CPU | CUDA |\n|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "

@@ -463,9 +463,17 @@ void qlinear_conv(KernelContext& ctx) {
 INGOT_CPU_KERNEL(QuantizeLinear, quantize_linear).versions(10);
 INGOT_CPU_KERNEL(DequantizeLinear, dequantize_linear).versions(10);
 INGOT_CPU_KERNEL(DynamicQuantizeLinear, dynamic_quantize_linear).versions(11).dtypes({DType::Float32});
-INGOT_CPU_KERNEL(MatMulInteger, matmul_integer).versions(10).dtypes({DType::UInt8, DType::Int8});
-INGOT_CPU_KERNEL(QLinearMatMul, qlinear_matmul).versions(10).dtypes({DType::UInt8, DType::Int8});
-INGOT_CPU_KERNEL(ConvInteger, conv_integer).versions(10).dtypes({DType::UInt8, DType::Int8});
-INGOT_CPU_KERNEL(QLinearConv, qlinear_conv).versions(10).dtypes({DType::UInt8, DType::Int8});
+// Typed per variable of ONNX's signatures: activations and weights are 8-bit of either sign,
+// QLinearConv's bias int32.
+#define INGOT_INT8 DType::UInt8, DType::Int8
+INGOT_CPU_KERNEL(MatMulInteger, matmul_integer).versions(10).types("T1", {INGOT_INT8}).types("T2", {INGOT_INT8});
+INGOT_CPU_KERNEL(QLinearMatMul, qlinear_matmul).versions(10).types("T1", {INGOT_INT8}).types("T2", {INGOT_INT8});
+INGOT_CPU_KERNEL(ConvInteger, conv_integer).versions(10).types("T1", {INGOT_INT8}).types("T2", {INGOT_INT8});
+INGOT_CPU_KERNEL(QLinearConv, qlinear_conv)
+    .versions(10)
+    .types("T1", {INGOT_INT8})
+    .types("T2", {INGOT_INT8})
+    .types("T4", {DType::Int32});
+#undef INGOT_INT8
 
 }  // namespace ingot
