@@ -9,7 +9,9 @@
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 profile latency
 #                                     bench memcheck all, and torch (only when named: ~8 minutes,
-#                                     bench/compare_torch.sh; needs python3 with torch and torchvision).
+#                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
+#                                     and ab (only when named: the previous build bundled with
+#                                     INGOT_PREV_BUILD=<build folder> against this one, bench/ab_latency.py).
 #                                     Logs go to $OUT (or ./gpu-results) when set.
 #
 # The GPU machine needs only the NVIDIA driver, CUDA's cuBLAS and cuDNN 9 (found wherever they are
@@ -34,6 +36,12 @@ bundle() {
   mkdir -p "$stage/bin" "$stage/lib" "$stage/data/models" "$stage/data/inputs"
   cp "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$stage/bin/"
   for b in "$BUILD"/bench/ingot-bench-*; do [ -x "$b" ] && cp "$b" "$stage/bin/"; done
+  # A previous build to compare with side by side (the `ab` part): INGOT_PREV_BUILD=<its build folder>.
+  if [ -n "${INGOT_PREV_BUILD:-}" ]; then
+    mkdir -p "$stage/prev"
+    cp "$INGOT_PREV_BUILD/bench/ingot-bench-latency" "$stage/prev/"
+    strip "$stage/prev/ingot-bench-latency"
+  fi
   strip "$stage"/bin/*
   for b in "$stage"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
@@ -80,7 +88,8 @@ run() {
 
   if want unit; then
     local rc=0
-    "$dir/bin/ingot-gpu-tests" --gtest_brief=1 >"$out/gpu-unit.log" 2>&1 || rc=$?
+    # The concurrency test reads the real models from the bundle.
+    INGOT_MODEL_CACHE="$dir/data/models" "$dir/bin/ingot-gpu-tests" --gtest_brief=1 >"$out/gpu-unit.log" 2>&1 || rc=$?
     tail -n 40 "$out/gpu-unit.log"
     summary+=("unit: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit.log" | tr '\n' ' ') (exit $rc)")
     # The fused elementwise kernels again without NVRTC: the interpreter kernel.
@@ -162,6 +171,12 @@ run() {
       --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 5 --runs 100 2>&1 | tee "$out/latency-cuda.md"
     summary+=("latency and profiler overhead on cuda: latency-cuda.md")
   fi
+  if [[ " $what " == *" ab "* ]] && [ -x "$dir/prev/ingot-bench-latency" ]; then
+    # Only when named: the previous build (bundled from INGOT_PREV_BUILD) against this one, side by side.
+    python3 "$ROOT/bench/ab_latency.py" --a "$dir/prev/ingot-bench-latency" --b "$dir/bin/ingot-bench-latency" \
+      --device cuda --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 5 --runs 50 2>&1 | tee "$out/ab-cuda.md"
+    summary+=("previous build vs this one on cuda: ab-cuda.md")
+  fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
     "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true
     if [ -f "$ROOT/bench/gpu_torch.py" ]; then
@@ -200,5 +215,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all torch]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all torch ab]" >&2; exit 2 ;;
 esac
