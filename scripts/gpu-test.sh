@@ -35,7 +35,12 @@ bundle() {
   stage="$(mktemp -d)"
   mkdir -p "$stage/bin" "$stage/lib" "$stage/data/models" "$stage/data/inputs"
   cp "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$stage/bin/"
-  for b in "$BUILD"/bench/ingot-bench-*; do [ -x "$b" ] && cp "$b" "$stage/bin/"; done
+  # INGOT_BUNDLE_SKIP="ingot-bench-gpu ...": benchmarks left out to keep the bundle under the device
+  # tool's 64 MiB (each binary is ~8 MB compressed; the `bench` part needs ingot-bench-gpu).
+  for b in "$BUILD"/bench/ingot-bench-*; do
+    [[ " ${INGOT_BUNDLE_SKIP:-} " == *" $(basename "$b") "* ]] && continue
+    [ -x "$b" ] && cp "$b" "$stage/bin/"
+  done
   # A previous build to compare with side by side (the `ab` part): INGOT_PREV_BUILD=<its build folder>.
   if [ -n "${INGOT_PREV_BUILD:-}" ]; then
     mkdir -p "$stage/prev"
@@ -58,7 +63,8 @@ bundle() {
   /usr/bin/python3 "$ROOT/tests/models/make_inputs.py" "$stage/data/inputs" >/dev/null
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE"
-  tar -C "$stage" -cf - . | xz -T2 -6 > "$BUNDLE/bundle.tar.xz"
+  # -9e: the smallest xz makes (the device tool carries at most 64 MiB with the working tree).
+  tar -C "$stage" -cf - . | xz -T2 -9e > "$BUNDLE/bundle.tar.xz"
   rm -rf "$stage"
   echo "gpu-test.sh: $(du -h "$BUNDLE/bundle.tar.xz" | cut -f1) in $BUNDLE/bundle.tar.xz"
 }
