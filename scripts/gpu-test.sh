@@ -34,18 +34,18 @@ bundle() {
   local stage
   stage="$(mktemp -d)"
   mkdir -p "$stage/bin" "$stage/lib" "$stage/data/models" "$stage/data/inputs"
-  cp "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$stage/bin/"
-  # INGOT_BUNDLE_SKIP="ingot-bench-gpu ...": benchmarks left out to keep the bundle under the device
-  # tool's 64 MiB (each binary is ~8 MB compressed; the `bench` part needs ingot-bench-gpu).
-  for b in "$BUILD"/bench/ingot-bench-*; do
+  # INGOT_BUNDLE_SKIP="ingot-bench-gpu ...": binaries left out to keep the bundle under the device
+  # tool's 64 MiB (each is ~8 MB compressed; `unit` and `memcheck` need ingot-gpu-tests, `bench`
+  # ingot-bench-gpu).
+  for b in "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$BUILD"/bench/ingot-bench-*; do
     [[ " ${INGOT_BUNDLE_SKIP:-} " == *" $(basename "$b") "* ]] && continue
     [ -x "$b" ] && cp "$b" "$stage/bin/"
   done
   # A previous build to compare with side by side (the `ab` part): INGOT_PREV_BUILD=<its build folder>.
   if [ -n "${INGOT_PREV_BUILD:-}" ]; then
     mkdir -p "$stage/prev"
-    cp "$INGOT_PREV_BUILD/bench/ingot-bench-latency" "$stage/prev/"
-    strip "$stage/prev/ingot-bench-latency"
+    cp "$INGOT_PREV_BUILD/bench/ingot-bench-latency" "$INGOT_PREV_BUILD/tools/ingot/ingot" "$stage/prev/"
+    strip "$stage"/prev/*
   fi
   strip "$stage"/bin/*
   for b in "$stage"/bin/*; do
@@ -181,7 +181,18 @@ run() {
     # Only when named: the previous build (bundled from INGOT_PREV_BUILD) against this one, side by side.
     python3 "$ROOT/bench/ab_latency.py" --a "$dir/prev/ingot-bench-latency" --b "$dir/bin/ingot-bench-latency" \
       --device cuda --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 5 --runs 50 2>&1 | tee "$out/ab-cuda.md"
-    summary+=("previous build vs this one on cuda: ab-cuda.md")
+    # Reduced precision's error against the float32 references, both builds (worst err/tolerance).
+    local p b
+    for p in fp16 bf16; do
+      for b in prev bin; do
+        python3 "$ROOT/tests/models/run_model_tests.py" --ingot "$dir/$b/ingot" --models "$dir/data/models" \
+          --inputs "$dir/data/inputs" --device cuda --precision "$p" --atol 2 --rtol 2 >"$out/ab-$p-$b.log" 2>&1 || true
+      done
+      echo "-- $p worst err/tolerance (atol = rtol = 2), previous build | this build"
+      paste -d'|' <(grep -oE '^[a-z_0-9]+(128|256)?:|worst err/tolerance [0-9.]+' "$out/ab-$p-prev.log") \
+                  <(grep -oE 'worst err/tolerance [0-9.]+|^[a-z_0-9]+(128|256)?:' "$out/ab-$p-bin.log") | head -n 24
+    done
+    summary+=("previous build vs this one on cuda: ab-cuda.md, ab-fp16-*.log, ab-bf16-*.log")
   fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
     "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true
