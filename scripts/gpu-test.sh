@@ -44,7 +44,9 @@ bundle() {
   # A previous build to compare with side by side (the `ab` part): INGOT_PREV_BUILD=<its build folder>.
   if [ -n "${INGOT_PREV_BUILD:-}" ]; then
     mkdir -p "$stage/prev"
-    cp "$INGOT_PREV_BUILD/bench/ingot-bench-latency" "$INGOT_PREV_BUILD/tools/ingot/ingot" "$stage/prev/"
+    for f in bench/ingot-bench-latency tools/ingot/ingot; do  # what the folder has of them
+      if [ -x "$INGOT_PREV_BUILD/$f" ]; then cp "$INGOT_PREV_BUILD/$f" "$stage/prev/"; fi
+    done
     strip "$stage"/prev/*
   fi
   strip "$stage"/bin/*

@@ -34,25 +34,6 @@ struct Device {
   static Device parse(std::string_view text);  // "cpu", "cuda", "cuda:1"
 };
 
-// Memory of one device. The backend that owns a device type registers its allocator; the core
-// only sees this table, so it never includes a backend.
-struct DeviceMemory {
-  virtual ~DeviceMemory() = default;
-  virtual void* allocate(size_t nbytes, int device_index) = 0;
-  virtual void deallocate(void* ptr, int device_index) = 0;
-  // Copies between this device and the host, or within this device.
-  // Asynchronous with respect to the host where the device allows it, except copies to the host,
-  // which return with the data in place.
-  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
-  virtual void fill_zero(void* dst, size_t nbytes, int device_index) = 0;
-  // Waits until all work queued on the device has finished.
-  virtual void synchronize(int device_index) = 0;
-  // Whether the device exists on this machine (a CUDA build may run where there is no GPU).
-  virtual bool available(int device_index) = 0;
-};
-void register_device_memory(DeviceType type, DeviceMemory* memory);
-DeviceMemory* device_memory(DeviceType type);  // nullptr when the backend is not built in
-
 class Storage {
  public:
   Storage(Device device, size_t nbytes, DType dtype);  // allocates

@@ -1,8 +1,7 @@
 // Recording a device's queued work once and replaying it (CUDA graphs). The executor captures a
 // whole run of a static-shape model and afterwards launches it with one call, which removes the
 // per-kernel host cost that dominates small models on a fast GPU. A backend that can capture
-// registers a DeviceGraphs at static initialization, like its DeviceMemory; the core and the
-// runtime only see this interface.
+// returns one from Backend::graphs() (core/backend.h); the runtime only sees this interface.
 //
 // Memory: every block the device allocator hands out or takes back while a capture is on belongs
 // to the capture's pool. A block freed during the capture may be handed out again later in the
@@ -34,7 +33,5 @@ struct DeviceGraphs {
   // Always leaves capture mode, also after an exception in the captured code.
   virtual std::unique_ptr<DeviceGraph> end_capture(int device, std::string* why) = 0;
 };
-void register_device_graphs(DeviceType type, DeviceGraphs* graphs);
-DeviceGraphs* device_graphs(DeviceType type);  // nullptr when the backend cannot capture
 
 }  // namespace ingot

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/device_graph.h"
+#include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/half_convert.h"
 #include "core/strings.h"
@@ -43,29 +43,7 @@ Device Device::parse(std::string_view text) {
   fail("unknown device '{}' (expected cpu, cuda or cuda:N)", text);
 }
 
-static std::array<DeviceMemory*, 2>& memory_table() {
-  static std::array<DeviceMemory*, 2> table{};
-  return table;
-}
-
-void register_device_memory(DeviceType type, DeviceMemory* memory) { memory_table()[size_t(type)] = memory; }
-
-DeviceMemory* device_memory(DeviceType type) { return memory_table()[size_t(type)]; }
-
-static std::array<DeviceGraphs*, 2>& graphs_table() {
-  static std::array<DeviceGraphs*, 2> table{};
-  return table;
-}
-
-void register_device_graphs(DeviceType type, DeviceGraphs* graphs) { graphs_table()[size_t(type)] = graphs; }
-
-DeviceGraphs* device_graphs(DeviceType type) { return graphs_table()[size_t(type)]; }
-
-static DeviceMemory& memory_for(Device device) {
-  DeviceMemory* m = device_memory(device.type);
-  if (!m) fail("device {} is not available in this build", device.str());
-  return *m;
-}
+static DeviceMemory& memory_for(Device device) { return backend_for(device).memory(); }
 
 Storage::Storage(Device device, size_t nbytes, DType dtype) : device_(device), nbytes_(nbytes), dtype_(dtype) {
   if (dtype == DType::String) {

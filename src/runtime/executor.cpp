@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "core/device_graph.h"
+#include "core/backend.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
 #include "profiler/hooks.h"
@@ -193,11 +193,11 @@ class Executor::StepAllocator final : public OutputAllocator {
     sp_.buffers.clear();
     sp_.buffer_of.clear();
     MemoryPlanStats& st = sp_.stats;
-    for (DeviceType kind : {DeviceType::CPU, DeviceType::CUDA}) {
+    for (bool host : {true, false}) {  // the host's arena, then the accelerator's
       std::vector<BufferLife> lives;
       std::vector<const Rec*> recs;
       for (const Rec& r : recs_) {
-        if (r.valid && r.device.type == kind) {
+        if (r.valid && (r.device.type == DeviceType::CPU) == host) {
           lives.push_back({r.bytes, r.step, r.last});
           recs.push_back(&r);
         }
@@ -209,7 +209,7 @@ class Executor::StepAllocator final : public OutputAllocator {
         sp_.buffer_of[ShapePlan::id(recs[i]->step, size_t(recs[i]->output))] = int(sp_.buffers.size());
         sp_.buffers.push_back({recs[i]->step, recs[i]->output, recs[i]->bytes, recs[i]->device, plan.offsets[i]});
       }
-      (kind == DeviceType::CPU ? sp_.host_arena : sp_.device_arena) =
+      (host ? sp_.host_arena : sp_.device_arena) =
           std::make_shared<Storage>(device, plan.arena_bytes, DType::UInt8);
       st.tensors += int64_t(recs.size());
       st.arena_bytes += int64_t(plan.arena_bytes);
@@ -346,7 +346,8 @@ std::mutex& device_run_mutex(int device) {
 
 bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
 
-const char* backend_name(Device d) { return d.type == DeviceType::CPU ? "cpu" : "cuda"; }
+// The backend's name, as profiles record it (static storage).
+std::string_view backend_name(Device d) { return backend_for(d).name(); }
 
 // Placement of one node on an accelerator build: returns the kernel and device and says why.
 struct Choice {
@@ -370,15 +371,16 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
     if (!out.empty() && !is_integral_or_bool(static_dtype(g, out))) int_outputs = false;
   }
   if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
+  const std::string label = backend_for(accel).label();
   const KernelDef* gpu = reg.find(n.domain, n.op_type, accel.type, opset);
-  if (!gpu) return {cpu, Device::cpu(), true, fmt::format("no CUDA kernel for {} at opset {}", n.op_type, opset)};
+  if (!gpu) return {cpu, Device::cpu(), true, fmt::format("no {} kernel for {} at opset {}", label, n.op_type, opset)};
   const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
   DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
-  if (!gpu->supports(dt)) return {cpu, Device::cpu(), true, fmt::format("the CUDA kernel does not take {}", dtype_name(dt))};
+  if (!gpu->supports(dt))
+    return {cpu, Device::cpu(), true, fmt::format("the {} kernel does not take {}", label, dtype_name(dt))};
   std::string why = def ? gpu->rejects_types(*def, static_input_dtypes(g, n)) : "";
-  if (!why.empty()) return {cpu, Device::cpu(), true, "the CUDA kernel does not take this node: " + why};
-  why = gpu->rejects(node_signature(g, n));
-  if (!why.empty()) return {cpu, Device::cpu(), true, "the CUDA kernel does not take this node: " + why};
+  if (why.empty()) why = gpu->rejects(node_signature(g, n));
+  if (!why.empty()) return {cpu, Device::cpu(), true, fmt::format("the {} kernel does not take this node: {}", label, why)};
   return {gpu, accel, false, ""};
 }
 
@@ -386,10 +388,7 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
 
 Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options)
     : model_(std::move(model)), device_(device), options_(options) {
-  if (device_.type != DeviceType::CPU && !device_memory(device_.type)) {
-    fail("device {} is not available: this build of Ingot has no {} backend", device_.str(), backend_name(device_));
-  }
-  if (!device_memory(device_.type)->available(device_.index)) {
+  if (!backend_for(device_).memory().available(device_.index)) {
     fail("device {} is not available on this machine (no such GPU is visible)", device_.str());
   }
   std::set<std::string> on_host;  // values expected on the host (names are unique across subgraphs)
@@ -431,7 +430,7 @@ Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOp
           fail("unsupported op {}{} at opset {}: no CPU kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
                step.opset);
         }
-        check_kernel_dtype(g, n, *step.def, *step.kernel, step.device.type == DeviceType::CPU ? "CPU" : "CUDA");
+        check_kernel_dtype(g, n, *step.def, *step.kernel, backend_for(step.device).label());
       } catch (Error& e) {
         e.add_context(n.label());
         e.add_context("model '" + model_->name + "'");
@@ -613,7 +612,7 @@ std::vector<Value> Executor::run_planned(Frame& f, ShapePlan& sp, const std::vec
     if (gpu) {
       if (!options_.cuda_graphs) {
         sp.stats.why_no_graph = "CUDA graphs are off (SessionOptions::cuda_graphs)";
-      } else if (!device_graphs(device_.type)) {
+      } else if (!backend_for(device_).graphs()) {
         sp.stats.why_no_graph = "this backend cannot capture graphs";
       } else if (f.stats.fallback_ops > 0) {
         sp.stats.why_no_graph = fmt::format("{} nodes ran on the CPU", f.stats.fallback_ops);
@@ -648,7 +647,7 @@ std::optional<std::vector<Value>> Executor::capture(Frame& f, ShapePlan& sp, con
     sp.input_buffers.push_back(Tensor::empty(inputs[i].tensor.dtype(), inputs[i].tensor.shape(), device_));
     device_inputs.emplace_back(sp.input_buffers.back());
   }
-  DeviceGraphs& graphs = *device_graphs(device_.type);
+  DeviceGraphs& graphs = *backend_for(device_).graphs();
   StepAllocator arena(sp, 0, false);
   std::string why;
   std::vector<Value> outputs;

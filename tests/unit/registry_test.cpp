@@ -225,3 +225,43 @@ TEST(OpSignature, KernelsAreMatchedOnEveryTypeVariable) {
 
 }  // namespace
 }  // namespace ingot
+
+// ---- backends ----
+
+#include "core/backend.h"
+
+namespace ingot {
+namespace {
+
+TEST(Backends, RegisteredOncePerDeviceTypeAndFoundByTypeOrName) {
+  Backend* cpu = find_backend(DeviceType::CPU);
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->name(), "cpu");
+  EXPECT_EQ(cpu->label(), "CPU");
+  EXPECT_EQ(find_backend("cpu"), cpu);
+  EXPECT_EQ(find_backend("no-such-backend"), nullptr);
+  EXPECT_EQ(backends().front(), cpu);
+  EXPECT_EQ(cpu->graphs(), nullptr);  // the CPU captures nothing
+#if INGOT_HAS_CUDA
+  ASSERT_NE(find_backend("cuda"), nullptr);
+  EXPECT_EQ(find_backend(DeviceType::CUDA)->label(), "CUDA");
+  EXPECT_NE(find_backend(DeviceType::CUDA)->graphs(), nullptr);
+#endif
+  // Tensors allocate through the backend's memory.
+  void* p = cpu->memory().allocate(256, 0);
+  ASSERT_NE(p, nullptr);
+  cpu->memory().fill_zero(p, 256, 0);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[255], 0);
+  cpu->memory().deallocate(p, 0);
+  // A second backend for a device type is refused.
+  struct Impostor final : Backend {
+    DeviceType type() const override { return DeviceType::CPU; }
+    std::string_view name() const override { return "impostor"; }
+    DeviceMemory& memory() override { return find_backend(DeviceType::CPU)->memory(); }
+  } impostor;
+  EXPECT_THROW(register_backend(impostor), Error);
+  EXPECT_EQ(find_backend(DeviceType::CPU), cpu);
+}
+
+}  // namespace
+}  // namespace ingot

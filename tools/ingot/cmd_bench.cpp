@@ -10,6 +10,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
@@ -68,7 +69,7 @@ Runner add_bench_command(CLI::App& app) {
 
     DeviceMemory* device_mem = nullptr;
     if (o->device_io && session.device().type != DeviceType::CPU) {
-      device_mem = device_memory(session.device().type);
+      device_mem = &backend_for(session.device()).memory();
       for (auto& [name, t] : feeds) t = t.to(session.device());
     }
     // One run, waited for: with --device-io the outputs stay on the device, so wait explicitly.

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/backend.h"
+
 namespace ingot {
 namespace {
 
@@ -103,8 +105,18 @@ struct CpuMemory final : DeviceMemory {
   bool available(int) override { return true; }
 };
 
-CpuMemory cpu_memory;
-const bool registered = (register_device_memory(DeviceType::CPU, &cpu_memory), true);
+struct CpuBackend final : Backend {
+  DeviceType type() const override { return DeviceType::CPU; }
+  std::string_view name() const override { return "cpu"; }
+  DeviceMemory& memory() override { return cpu_memory; }
+  CpuMemory cpu_memory;
+};
+
+const bool registered = [] {
+  static CpuBackend backend;
+  register_backend(backend);
+  return true;
+}();
 
 }  // namespace
 }  // namespace ingot

@@ -3,7 +3,7 @@
 #include <ingot/tensor.h>
 
 #include "backends/cuda/dynamic_library.h"
-#include "core/device_graph.h"
+#include "core/backend.h"
 #include "profiler/hooks.h"
 
 #include <algorithm>
@@ -403,11 +403,18 @@ class CudaGraphs final : public DeviceGraphs {
   std::array<int, kMaxDevices> pool_{};
 };
 
+struct CudaBackend final : Backend {
+  DeviceType type() const override { return DeviceType::CUDA; }
+  std::string_view name() const override { return "cuda"; }
+  DeviceMemory& memory() override { return memory_; }
+  DeviceGraphs* graphs() override { return &graphs_; }
+  CudaMemory memory_;
+  CudaGraphs graphs_;
+};
+
 const bool g_registered = [] {
-  static CudaMemory memory;
-  register_device_memory(DeviceType::CUDA, &memory);
-  static CudaGraphs graphs;
-  register_device_graphs(DeviceType::CUDA, &graphs);
+  static CudaBackend backend;
+  register_backend(backend);
   return true;
 }();
 

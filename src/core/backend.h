@@ -1,0 +1,55 @@
+// Backends: what the core and the runtime need of one kind of device, one object per backend
+// registered at static initialization (ggml's backend table, ONNX Runtime's execution providers).
+// Tensors allocate and copy through it, the executor asks it for graph capture and its name, and
+// kernels register per (op, backend, dtypes) in ops/kernel.h; the runtime never names a backend.
+// What a backend can run is asked of its kernels at placement (KernelDef::rejects, rejects_types).
+#pragma once
+#include <ingot/tensor.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device_graph.h"
+
+namespace ingot {
+
+// Memory of one device kind.
+struct DeviceMemory {
+  virtual ~DeviceMemory() = default;
+  virtual void* allocate(size_t nbytes, int device_index) = 0;
+  virtual void deallocate(void* ptr, int device_index) = 0;
+  // Copies between this device and the host, or within this device.
+  // Asynchronous with respect to the host where the device allows it, except copies to the host,
+  // which return with the data in place.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
+  virtual void fill_zero(void* dst, size_t nbytes, int device_index) = 0;
+  // Waits until all work queued on the device has finished.
+  virtual void synchronize(int device_index) = 0;
+  // Whether the device exists on this machine (a CUDA build may run where there is no GPU).
+  virtual bool available(int device_index) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType type() const = 0;
+  // Lower case and static ("cpu", "cuda"): profiles, placement reports, messages.
+  virtual std::string_view name() const = 0;
+  virtual DeviceMemory& memory() = 0;
+  // Capture and replay of the work queued on a device (CUDA graphs); nullptr where it cannot.
+  virtual DeviceGraphs* graphs() { return nullptr; }
+
+  // The name in upper case, as messages write it ("no CUDA kernel for Resize").
+  std::string label() const;
+};
+
+// Registers a backend for its device type (once; a second one for the same type throws).
+void register_backend(Backend& backend);
+Backend* find_backend(DeviceType type);  // nullptr when this build has none
+Backend* find_backend(std::string_view name);
+std::vector<Backend*> backends();  // every registered one, CPU first
+// The backend of `type`, or an error naming the device when this build has none.
+Backend& backend_for(Device device);
+
+}  // namespace ingot
