@@ -185,7 +185,8 @@ run() {
       --device cuda --models "$dir/data/models" --inputs "$dir/data/inputs" --rounds 5 --runs 50 2>&1 | tee "$out/ab-cuda.md"
     # Reduced precision's error against the float32 references, both builds (worst err/tolerance).
     local p b
-    for p in fp16 bf16; do
+    [ -x "$dir/prev/ingot" ] || echo "(no previous ingot bundled: latency only)"
+    for p in $([ -x "$dir/prev/ingot" ] && echo fp16 bf16); do
       for b in prev bin; do
         python3 "$ROOT/tests/models/run_model_tests.py" --ingot "$dir/$b/ingot" --models "$dir/data/models" \
           --inputs "$dir/data/inputs" --device cuda --precision "$p" --atol 2 --rtol 2 >"$out/ab-$p-$b.log" 2>&1 || true
