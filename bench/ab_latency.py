@@ -15,9 +15,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, os.path.join(ROOT, "tests", "profiler"))
-from measure_overhead import fast_half, find_file, median  # noqa: E402  (the same statistics as the profiler's)
+from measure_overhead import fast_half, median, models_with_feeds  # noqa: E402  (shared with the profiler's)
 
 
 def main():
@@ -32,25 +31,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    with open(os.path.join(TESTS, "models.json")) as f:
-        models = json.load(f)["models"]
     print(f"device {args.device}, {args.threads} CPU threads, {args.rounds} alternating processes x {args.runs} runs each")
     print()
     print("| model | A median ms | B median ms | B/A (median) | B/A (faster half) |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="ingot-ab-") as temp:
-        inputs = args.inputs or temp
-        if not args.inputs:
-            subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), inputs], check=True,
-                           stdout=subprocess.DEVNULL)
-        for model in models:
-            path = find_file(args.models, model["file"])
+        for model, path, feeds in models_with_feeds(args.models, args.inputs, temp):
             if path is None:
                 print(f"| {model['name']} | not found under {args.models} | | | |")
                 continue
-            feeds = []
-            for name, file in model["inputs"].items():
-                feeds += ["--input", f"{name}={os.path.join(inputs, file.replace('{k}', '0'))}"]
             common = [path, *feeds, "--threads", str(args.threads), "--warmup", "3", "--device", args.device,
                       "--runs", str(args.runs)]
             times = {"a": [], "b": []}

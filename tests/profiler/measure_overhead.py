@@ -40,6 +40,22 @@ def fast_half(values):
     return sum(values[:half]) / half
 
 
+def models_with_feeds(models_dir, inputs, temp):
+    """The real models of tests/models/models.json: (entry, path under models_dir or None, `--input
+    NAME=FILE` arguments of step 0). Makes the inputs in `temp` when `inputs` is not given."""
+    if not inputs:
+        subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), temp], check=True,
+                       stdout=subprocess.DEVNULL)
+        inputs = temp
+    with open(os.path.join(TESTS, "models.json")) as f:
+        models = json.load(f)["models"]
+    for model in models:
+        feeds = []
+        for name, file in model["inputs"].items():
+            feeds += ["--input", f"{name}={os.path.join(inputs, file.replace('{k}', '0'))}"]
+        yield model, find_file(models_dir, model["file"]), feeds
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bench", required=True)
@@ -52,8 +68,6 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--inputs", help="inputs made earlier by make_inputs.py (GPU machine)")
     args = parser.parse_args()
-    with open(os.path.join(TESTS, "models.json")) as f:
-        models = json.load(f)["models"]
     variants = {"off": [args.bench], "on": [args.bench, "--profile"]}
     if args.baseline:
         variants = {"baseline": [args.baseline], **variants}
@@ -61,18 +75,10 @@ def main():
           " | on/off (median) | on/off (faster half) |")
     print("|---|" + "---|" * (len(variants) + 2))
     with tempfile.TemporaryDirectory(prefix="ingot-overhead-") as temp:
-        inputs = args.inputs or temp
-        if not args.inputs:
-            subprocess.run([sys.executable, os.path.join(TESTS, "make_inputs.py"), inputs], check=True,
-                           stdout=subprocess.DEVNULL)
-        for model in models:
-            path = find_file(args.models, model["file"])
+        for model, path, feeds in models_with_feeds(args.models, args.inputs, temp):
             if path is None:
                 print(f"| {model['name']} | not found under {args.models} |")
                 continue
-            feeds = []
-            for name, file in model["inputs"].items():
-                feeds += ["--input", f"{name}={os.path.join(inputs, file.replace('{k}', '0'))}"]
             common = [path, *feeds, "--threads", str(args.threads), "--warmup", "3", "--device", args.device]
             times = {v: [] for v in variants}
             if args.baseline:
