@@ -1,6 +1,5 @@
 // The optimization passes, in the order they run (compiler/compile.cpp puts them between the
 // lowerings and the precision and layout steps).
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>

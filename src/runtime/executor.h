@@ -21,7 +21,9 @@
 // its own (stats, the values being copied, the node being run); what runs share is locked: the list
 // of shape plans, the uploaded weights, and each node's kernel state (held by a kernel while it
 // uses it, KernelContext::state). A shape plan (its arena, its CUDA graph) serves one run at a time:
-// a run that finds its plan busy runs unplanned, with fresh tensors, and computes the same.
+// a run that finds its plan busy runs unplanned, with fresh tensors, and computes the same. On an
+// accelerator, runs enqueue one at a time per device (one stream; library handles are not to be used
+// from two threads at once): concurrency there overlaps only the callers' own work.
 //
 // Host-read inputs: a small top-level input that host code reads (an If condition computed from a
 // sample-rate scalar, a CPU kernel's operand) is specialized on: its value joins the shape plan's
