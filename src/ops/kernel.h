@@ -47,7 +47,7 @@ class SubgraphRunner {
 };
 
 // Where a kernel's outputs are allocated. Without one, KernelContext::allocate makes fresh tensors;
-// the executor's memory plan (runtime/memory_plan.h) puts them in one arena instead.
+// the executor's memory plan (compiler/memory_plan.h) puts them in one arena instead.
 class OutputAllocator {
  public:
   virtual ~OutputAllocator() = default;

@@ -10,7 +10,7 @@
 #include "core/strings.h"
 #include "core/thread_pool.h"
 #include "profiler/hooks.h"
-#include "runtime/memory_plan.h"
+#include "compiler/memory_plan.h"
 
 namespace ingot {
 
@@ -19,31 +19,13 @@ namespace ingot {
 // copy (Silero VAD on the H200: 4 small copies per 0.17 ms run).
 constexpr int64_t kDeviceTimedCopyBytes = 64 * 1024;
 
+// One graph's run-time state beside its plan (compiler/executable.h): what runs change.
 struct Executor::Plan {
-  struct Step {
-    const Node* node;
-    const OpDef* def;
-    const KernelDef* kernel;
-    int opset;
-    std::vector<int> input_slots;         // -1: omitted optional input; -2: resolved by name in an outer graph
-    std::vector<int> output_slots;        // -1: unused optional output
-    std::vector<int> free_after;          // slots whose last use is this step
-    // A node with subgraphs (If, Loop, Scan): the slots of its inputs and of the values its bodies
-    // read. Its outputs may be any of them, depending on data (a branch returning an outer value, a
-    // loop that runs zero times), so a memory plan keeps their buffers to the end of the run.
-    std::vector<int> body_reads;
-    std::unique_ptr<NodeState> state;     // kernel's per-node cache (locked while a kernel uses it)
-    Device device;                        // where the kernel runs
-    bool fallback = false;
-    mutable profiler::detail::NodeCache profile = {};  // the profiler's, while one records
-  };
-  std::unordered_map<std::string, int> slot_of;
-  int num_slots = 0;
-  std::vector<std::pair<int, Tensor>> initializers;
+  const GraphPlan* g;
+  std::vector<std::unique_ptr<NodeState>> state;  // per step: the kernel's cache (locked while a kernel uses it)
+  mutable std::vector<profiler::detail::NodeCache> profile;  // per step: the profiler's, while one records
   // Initializers already copied to the accelerator: uploaded on first use, kept for later runs.
   mutable std::unordered_map<int, Tensor> uploaded;
-  std::vector<int> input_slots, output_slots;
-  std::vector<Step> steps;
 };
 
 struct Executor::Env {
@@ -57,7 +39,7 @@ struct Executor::Env {
   const Value* find(const std::string& name) const {
     // A name defined in this graph shadows outer ones; its value may legitimately be None (an
     // empty optional), so it never falls through to an enclosing graph.
-    if (auto it = plan->slot_of.find(name); it != plan->slot_of.end()) return &slots[size_t(it->second)];
+    if (auto it = plan->g->slot_of.find(name); it != plan->g->slot_of.end()) return &slots[size_t(it->second)];
     return parent ? parent->find(name) : nullptr;
   }
 };
@@ -74,7 +56,7 @@ struct Executor::Uploads {
   bool repeated = false;
 };
 
-// The static plan of one set of input shapes (runtime/memory_plan.h, core/device_graph.h).
+// The static plan of one set of input shapes (compiler/memory_plan.h, core/device_graph.h).
 struct Executor::ShapePlan {
   struct Buffer {
     int step, output;
@@ -115,7 +97,7 @@ struct Executor::Frame final : SubgraphRunner {
   Uploads* upload_sink = nullptr;
   const Uploads* capture_uploads = nullptr;
   const Env* current_env = nullptr;          // the env of the node being run (parent for its subgraphs)
-  const Plan::Step* current_step = nullptr;  // the step being run
+  const GraphPlan::Step* current_step = nullptr;  // the step being run
 };
 
 // Output allocation of the top-level graph's steps during a planned run. Recording (first run of
@@ -237,71 +219,6 @@ class Executor::StepAllocator final : public OutputAllocator {
 
 namespace {
 
-// Every value name a node's subgraphs read (their free variables, and then some): such names must
-// stay alive until the node has run.
-void collect_subgraph_reads(const Node& node, std::set<std::string>& reads) {
-  for (const auto& [k, a] : node.attrs) {
-    std::vector<const Graph*> graphs;
-    if (a.g) graphs.push_back(a.g.get());
-    for (const auto& g : a.graphs) graphs.push_back(g.get());
-    for (const Graph* g : graphs) {
-      g->for_each_graph([&](const Graph& sg, int) {
-        for (const Node& n : sg.nodes) reads.insert(n.inputs.begin(), n.inputs.end());
-        for (const auto& o : sg.outputs) reads.insert(o.name);
-      });
-    }
-  }
-}
-
-// The dtype of a value when the graph knows it statically (initializer, graph input, inferred type).
-DType static_dtype(const Graph& g, const std::string& name) {
-  if (auto it = g.initializers.find(name); it != g.initializers.end()) return it->second.dtype();
-  const ValueInfo* vi = g.find_value_info(name);
-  return vi && vi->type.kind == ValueKind::Tensor ? vi->type.dtype : DType::Undefined;
-}
-
-// The statically known dtype of each input (Undefined where unknown or omitted).
-std::vector<DType> static_input_dtypes(const Graph& g, const Node& n) {
-  std::vector<DType> dtypes;
-  for (const std::string& in : n.inputs) dtypes.push_back(in.empty() ? DType::Undefined : static_dtype(g, in));
-  return dtypes;
-}
-
-// A kernel declares the dtypes it accepts (of its first input, and per type variable of the op's
-// signature); a model whose types are known is rejected at load time, naming the node, rather than
-// when the node first runs.
-void check_kernel_dtype(const Graph& g, const Node& n, const OpDef& def, const KernelDef& kernel,
-                        std::string_view backend) {
-  if (!kernel.dtypes.empty() && !n.inputs.empty() && !n.inputs[0].empty()) {
-    DType dt = static_dtype(g, n.inputs[0]);
-    if (!kernel.supports(dt)) {
-      fail("input 0 ('{}') has dtype {}, which the {} kernel of {} does not support (it takes {})", n.inputs[0],
-           dtype_name(dt), backend, n.op_type,
-           join(kernel.dtypes, ", ", [](DType d) { return std::string(dtype_name(d)); }));
-    }
-  }
-  std::string why = kernel.rejects_types(def, static_input_dtypes(g, n));
-  if (!why.empty()) fail("the {} kernel of {} does not take this node: {}", backend, n.op_type, why);
-}
-
-// The node's attributes and its inputs' static dtypes and ranks, for a kernel's own limits.
-NodeSignature node_signature(const Graph& g, const Node& n) {
-  NodeSignature sig{n.attrs, {}};
-  for (const std::string& in : n.inputs) {
-    StaticInput s;
-    if (!in.empty()) {
-      s.dtype = static_dtype(g, in);
-      if (auto it = g.initializers.find(in); it != g.initializers.end()) {
-        s.rank = int(it->second.rank());
-      } else if (const ValueInfo* vi = g.find_value_info(in); vi && vi->type.kind == ValueKind::Tensor && vi->type.shape) {
-        s.rank = int(vi->type.shape->size());
-      }
-    }
-    sig.inputs.push_back(s);
-  }
-  return sig;
-}
-
 // A host-read input small enough to specialize a shape plan on (a few scalars: cheap to match).
 bool specializable(const Tensor& t) { return t.nbytes() <= 64 && t.dtype() != DType::String; }
 
@@ -337,6 +254,9 @@ std::shared_ptr<ShapePlanT> most_recent_plan(std::vector<std::shared_ptr<ShapePl
   return plans.front();
 }
 
+// The backend's name, as profiles record it (static storage).
+std::string_view backend_name(Device d) { return backend_for(d).name(); }
+
 // Accelerator runs enqueue one at a time per device: the device has one stream, and a cuDNN handle
 // must not be used from two threads at once (concurrent CPU runs are not serialized).
 std::mutex& device_run_mutex(int device) {
@@ -344,185 +264,18 @@ std::mutex& device_run_mutex(int device) {
   return mutexes[size_t(device) % std::size(mutexes)];
 }
 
-bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
-
-// The backend's name, as profiles record it (static storage).
-std::string_view backend_name(Device d) { return backend_for(d).name(); }
-
-// Placement of one node on an accelerator build: returns the kernel and device and says why.
-struct Choice {
-  const KernelDef* kernel = nullptr;
-  Device device;
-  bool fallback = false;
-  std::string reason;
-};
-
-Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::set<std::string>& on_host) {
-  const KernelRegistry& reg = KernelRegistry::instance();
-  const KernelDef* cpu = reg.find(n.domain, n.op_type, DeviceType::CPU, opset);
-  if (accel.type == DeviceType::CPU) return {cpu, accel, false, ""};
-  if (cpu && cpu->any_device) return {cpu, Device::cpu(), false, "reads only shapes or makes a view"};
-  // Shape arithmetic: every input already on the host and every output an integer or bool.
-  bool host_inputs = true, int_outputs = !n.outputs.empty();
-  for (const auto& in : n.inputs) {
-    if (!in.empty() && !on_host.count(in)) host_inputs = false;
-  }
-  for (const auto& out : n.outputs) {
-    if (!out.empty() && !is_integral_or_bool(static_dtype(g, out))) int_outputs = false;
-  }
-  if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
-  const std::string label = backend_for(accel).label();
-  const KernelDef* gpu = reg.find(n.domain, n.op_type, accel.type, opset);
-  if (!gpu) return {cpu, Device::cpu(), true, fmt::format("no {} kernel for {} at opset {}", label, n.op_type, opset)};
-  const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
-  DType dt = n.inputs.empty() || n.inputs[0].empty() ? DType::Undefined : static_dtype(g, n.inputs[0]);
-  if (!gpu->supports(dt))
-    return {cpu, Device::cpu(), true, fmt::format("the {} kernel does not take {}", label, dtype_name(dt))};
-  std::string why = def ? gpu->rejects_types(*def, static_input_dtypes(g, n)) : "";
-  if (why.empty()) why = gpu->rejects(node_signature(g, n));
-  if (!why.empty()) return {cpu, Device::cpu(), true, fmt::format("the {} kernel does not take this node: {}", label, why)};
-  return {gpu, accel, false, ""};
-}
-
 }  // namespace
 
-Executor::Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options)
-    : model_(std::move(model)), device_(device), options_(options) {
-  if (!backend_for(device_).memory().available(device_.index)) {
-    fail("device {} is not available on this machine (no such GPU is visible)", device_.str());
-  }
-  std::set<std::string> on_host;  // values expected on the host (names are unique across subgraphs)
-  model_->graph->for_each_graph([&](const Graph& g, int) {
-    for (const auto& [name, t] : g.initializers) on_host.insert(name);
-    for (const auto& in : g.inputs) on_host.insert(in.name);
-  });
-  model_->graph->for_each_graph([&](const Graph& g, int) {
+Executor::Executor(std::shared_ptr<const Executable> executable, ExecutorOptions options)
+    : executable_(std::move(executable)), model_(executable_->model()), device_(executable_->device()),
+      options_(options) {
+  for (const GraphPlan* g : executable_->plans()) {
     auto plan = std::make_unique<Plan>();
-    auto slot = [&](const std::string& name) {
-      auto [it, inserted] = plan->slot_of.emplace(name, plan->num_slots);
-      if (inserted) ++plan->num_slots;
-      return it->second;
-    };
-    for (const auto& [name, t] : g.initializers) plan->initializers.emplace_back(slot(name), t);
-    for (const auto& in : g.inputs) plan->input_slots.push_back(slot(in.name));
-    for (const Node& n : g.nodes) {
-      for (const auto& o : n.outputs) {
-        if (!o.empty()) slot(o);
-      }
-    }
-    std::unordered_map<int, size_t> last_use;
-    std::set<int> graph_outputs;
-    for (const auto& out : g.outputs) {
-      auto it = plan->slot_of.find(out.name);
-      plan->output_slots.push_back(it == plan->slot_of.end() ? -2 : it->second);
-      if (it != plan->slot_of.end()) graph_outputs.insert(it->second);
-    }
-    for (const Node& n : g.nodes) {
-      Plan::Step step{&n, nullptr, nullptr, int(model_->opset(n.domain)), {}, {}, {}, {}, std::make_unique<NodeState>(),
-                      device_, false};
-      step.def = OpCatalogue::instance().find(n.domain, n.op_type);
-      Choice choice = place(g, n, step.opset, device_, on_host);
-      step.kernel = choice.kernel;
-      step.device = choice.device;
-      step.fallback = choice.fallback;
-      try {
-        if (!step.def || !step.kernel) {
-          fail("unsupported op {}{} at opset {}: no CPU kernel", n.domain.empty() ? "" : n.domain + ".", n.op_type,
-               step.opset);
-        }
-        check_kernel_dtype(g, n, *step.def, *step.kernel, backend_for(step.device).label());
-      } catch (Error& e) {
-        e.add_context(n.label());
-        e.add_context("model '" + model_->name + "'");
-        throw;
-      }
-      for (const auto& in : n.inputs) {
-        if (in.empty())
-          step.input_slots.push_back(-1);
-        else if (auto it = plan->slot_of.find(in); it != plan->slot_of.end())
-          step.input_slots.push_back(it->second);
-        else
-          step.input_slots.push_back(-2);
-      }
-      for (const auto& o : n.outputs) step.output_slots.push_back(o.empty() ? -1 : plan->slot_of.at(o));
-      if (step.device.type == DeviceType::CPU && !step.kernel->any_device) {
-        for (const auto& o : n.outputs) on_host.insert(o);
-      } else if (step.kernel->any_device) {
-        // Views and metadata: Shape/Size results are host tensors; a view lives with its input.
-        bool host = n.inputs.empty() || n.inputs[0].empty() || on_host.count(n.inputs[0]) ||
-                    (!n.outputs.empty() && is_integral_or_bool(static_dtype(g, n.outputs[0])));
-        if (host) on_host.insert(n.outputs.begin(), n.outputs.end());
-      }
-      placement_.push_back({n.name.empty() ? fmt::format("#{}", plan->steps.size()) : n.name, n.op_type,
-                            step.device, step.fallback, choice.reason});
-      size_t index = plan->steps.size();
-      for (int s : step.input_slots) {
-        if (s >= 0) last_use[s] = index;
-      }
-      std::set<std::string> reads;
-      collect_subgraph_reads(n, reads);
-      for (const auto& r : reads) {
-        if (auto it = plan->slot_of.find(r); it != plan->slot_of.end()) {
-          last_use[it->second] = index;
-          step.body_reads.push_back(it->second);
-        }
-      }
-      if (!reads.empty()) {
-        for (int s : step.input_slots) {
-          if (s >= 0) step.body_reads.push_back(s);
-        }
-      }
-      plan->steps.push_back(std::move(step));
-    }
-    // Graph inputs and initializers are freed too once dead: they are references, so freeing only
-    // drops this run's handle. Graph outputs are never freed.
-    for (const auto& [s, index] : last_use) {
-      if (!graph_outputs.count(s)) plan->steps[index].free_after.push_back(s);
-    }
-    plans_[&g] = std::move(plan);
-  });
-  if (device_.type == DeviceType::CPU) return;
-  // Top-level inputs some step reads on the host (names are unique across subgraphs, which read
-  // outer values by name).
-  const auto& top_inputs = model_->graph->inputs;
-  std::set<size_t> host_read;
-  for (const auto& [graph, plan] : plans_) {
-    for (const Plan::Step& step : plan->steps) {
-      for (size_t i = 0; i < step.node->inputs.size(); ++i) {
-        const bool on_host = (step.device.type == DeviceType::CPU && !step.kernel->any_device) ||
-                             (step.device.type != DeviceType::CPU && step.kernel->is_host_input(i));
-        if (!on_host) continue;
-        for (size_t k = 0; k < top_inputs.size(); ++k) {
-          if (top_inputs[k].name == step.node->inputs[i]) host_read.insert(k);
-        }
-      }
-    }
+    plan->g = g;
+    for (size_t i = 0; i < g->steps.size(); ++i) plan->state.push_back(std::make_unique<NodeState>());
+    plan->profile.resize(g->steps.size());
+    plans_[g->graph] = std::move(plan);
   }
-  host_read_inputs_.assign(host_read.begin(), host_read.end());
-}
-
-std::vector<NodePlacement> Executor::fallbacks() const {
-  std::vector<NodePlacement> out;
-  for (const auto& p : placement_) {
-    if (p.fallback) out.push_back(p);
-  }
-  return out;
-}
-
-std::string Executor::fallback_summary() const {
-  std::map<std::string, int> count;
-  std::map<std::string, std::string> reason;
-  for (const auto& p : placement_) {
-    if (!p.fallback) continue;
-    ++count[p.op];
-    reason[p.op] = p.reason;
-  }
-  if (count.empty()) return "";
-  int total = 0;
-  for (const auto& [op, c] : count) total += c;
-  std::string ops = join(count, ", ", [&](const auto& kv) { return fmt::format("{} x{} ({})", kv.first, kv.second,
-                                                                                reason[kv.first]); });
-  return fmt::format("{} of {} nodes run on the CPU instead of {}: {}", total, placement_.size(), device_.str(), ops);
 }
 
 Executor::~Executor() {
@@ -550,9 +303,9 @@ Executor::Result Executor::run(const std::vector<Value>& inputs) {
   // A plan serves one run at a time; a run that finds it busy runs unplanned.
   if (sp) result.hold = std::unique_lock(sp->busy, std::try_to_lock);
   const std::vector<Value>& in = staged.empty() ? inputs : staged;
-  result.outputs = result.hold ? run_planned(f, *sp, in) : run_graph(f, *model_->graph, in, nullptr);
+  result.outputs = result.hold ? run_planned(f, *sp, in) : run_graph(f, *model_.graph, in, nullptr);
   if (range.active()) [[unlikely]]
-    range.end_session(model_->name);
+    range.end_session(model_.name);
   result.stats = f.stats;
   {
     std::lock_guard lock(stats_mutex_);
@@ -576,19 +329,19 @@ RunStats Executor::run_stats() const {
 // inputs are not all tensors of the declared count.
 std::shared_ptr<Executor::ShapePlan> Executor::shape_plan_for(Frame& f, const std::vector<Value>& inputs,
                                                              std::vector<Value>& staged) {
-  const Plan& top = plan_for(*model_->graph);
-  if (inputs.size() != top.input_slots.size()) return nullptr;
+  const Plan& top = plan_for(*model_.graph);
+  if (inputs.size() != top.g->input_slots.size()) return nullptr;
   std::optional<InputKey> key = input_key(inputs);
   if (!key) return nullptr;
   std::vector<std::string> host_values;
-  if (!host_read_inputs_.empty()) host_values.resize(inputs.size());
-  for (size_t i : host_read_inputs_) {
+  if (!executable_->host_read_inputs().empty()) host_values.resize(inputs.size());
+  for (size_t i : executable_->host_read_inputs()) {
     const Tensor& t = inputs[i].tensor;
     if (!specializable(t)) continue;
     const Tensor* host = &t;
     if (t.device().type != DeviceType::CPU) {
       if (staged.empty()) staged = inputs;
-      staged[i] = Value(transfer(f, t, Device::cpu(), nullptr, &top.slot_of, top.input_slots[i], false, false));
+      staged[i] = Value(transfer(f, t, Device::cpu(), nullptr, &top.g->slot_of, top.g->input_slots[i], false, false));
       host = &staged[i].tensor;
     }
     host_values[i].assign(static_cast<const char*>(host->raw_data()), host->nbytes());
@@ -598,10 +351,10 @@ std::shared_ptr<Executor::ShapePlan> Executor::shape_plan_for(Frame& f, const st
 }
 
 std::vector<Value> Executor::run_planned(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs) {
-  const Graph& top = *model_->graph;
+  const Graph& top = *model_.graph;
   if (sp.graph) return replay(f, sp, inputs);
   if (!sp.stats.planned) {
-    StepAllocator recorder(sp, plan_for(top).num_slots, true);
+    StepAllocator recorder(sp, plan_for(top).g->num_slots, true);
     const bool gpu = device_.type != DeviceType::CPU;
     f.upload_sink = gpu ? &sp.uploads : nullptr;
     const int64_t staged_bytes = f.stats.device_to_host_bytes;  // host-read inputs staged for the key
@@ -654,7 +407,7 @@ std::optional<std::vector<Value>> Executor::capture(Frame& f, ShapePlan& sp, con
   f.capture_uploads = &sp.uploads;
   graphs.begin_capture(device_.index);
   try {
-    outputs = run_graph(f, *model_->graph, device_inputs, nullptr, &arena);
+    outputs = run_graph(f, *model_.graph, device_inputs, nullptr, &arena);
   } catch (const std::exception& e) {  // ingot::Error included
     why = e.what();
   }
@@ -672,17 +425,17 @@ std::optional<std::vector<Value>> Executor::capture(Frame& f, ShapePlan& sp, con
   sp.outputs = std::move(outputs);
   sp.stats.cuda_graph = true;
   sp.stats.graph_nodes = int64_t(sp.graph->nodes());
-  sp.replay_node.name = fmt::format("CUDA graph of {} ({} device operations)", model_->name, sp.graph->nodes());
+  sp.replay_node.name = fmt::format("CUDA graph of {} ({} device operations)", model_.name, sp.graph->nodes());
   sp.replay_node.op_type = "CUDAGraphReplay";
   f.stats = {};
   return replay(f, sp, inputs);
 }
 
 std::vector<Value> Executor::replay(Frame& f, ShapePlan& sp, const std::vector<Value>& inputs) {
-  const Plan& plan = plan_for(*model_->graph);
+  const Plan& plan = plan_for(*model_.graph);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!sp.input_buffers[i].defined()) continue;  // a specialized host input
-    transfer(f, inputs[i].tensor, device_, &sp.input_buffers[i], &plan.slot_of, plan.input_slots[i], false, false);
+    transfer(f, inputs[i].tensor, device_, &sp.input_buffers[i], &plan.g->slot_of, plan.g->input_slots[i], false, false);
   }
   profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
   if (profiler::detail::op_hooks()) [[unlikely]]
@@ -706,7 +459,7 @@ MemoryPlanStats Executor::memory_plan() const {
 }
 
 std::vector<Value> Executor::run_subgraph(Frame& f, const Graph& graph, const std::vector<Value>& inputs) {
-  const Plan::Step* caller = f.current_step;
+  const GraphPlan::Step* caller = f.current_step;
   std::vector<Value> outputs = run_body(f, graph, inputs, f.current_env);
   f.current_step = caller;
   // A host kernel (Loop, Scan, SequenceMap on the CPU) reads its bodies' results as host memory.
@@ -738,7 +491,7 @@ std::vector<Value> Executor::run_body(Frame& f, const Graph& graph, const std::v
   if (!hold) return run_graph(f, graph, inputs, parent);
   ShapePlan& sp = *plan;
   if (!sp.stats.planned) {
-    StepAllocator recorder(sp, plan_for(graph).num_slots, true);
+    StepAllocator recorder(sp, plan_for(graph).g->num_slots, true);
     std::vector<Value> outputs = run_graph(f, graph, inputs, parent, &recorder);
     recorder.finish();
     return outputs;
@@ -750,15 +503,15 @@ std::vector<Value> Executor::run_body(Frame& f, const Graph& graph, const std::v
 std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::vector<Value>& inputs,
                                       const Env* parent, StepAllocator* alloc) {
   const Plan& plan = plan_for(graph);
-  if (inputs.size() != plan.input_slots.size()) {
-    fail("graph '{}' takes {} inputs, {} given", graph.name, plan.input_slots.size(), inputs.size());
+  if (inputs.size() != plan.g->input_slots.size()) {
+    fail("graph '{}' takes {} inputs, {} given", graph.name, plan.g->input_slots.size(), inputs.size());
   }
-  Env env{&plan, parent, std::vector<Value>(size_t(plan.num_slots)), {}, {}, {}};
+  Env env{&plan, parent, std::vector<Value>(size_t(plan.g->num_slots)), {}, {}, {}};
   if (device_.type != DeviceType::CPU) {
-    env.moved.resize(size_t(plan.num_slots));
-    env.from_fallback.resize(size_t(plan.num_slots));
+    env.moved.resize(size_t(plan.g->num_slots));
+    env.from_fallback.resize(size_t(plan.g->num_slots));
   }
-  for (const auto& [slot, t] : plan.initializers) env.slots[size_t(slot)] = Value(t);
+  for (const auto& [slot, t] : plan.g->initializers) env.slots[size_t(slot)] = Value(t);
   if (device_.type != DeviceType::CPU) {
     std::lock_guard lock(uploads_mutex_);
     for (const auto& [slot, t] : plan.uploaded) env.moved[size_t(slot)] = Value(t);
@@ -770,13 +523,13 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
       env.moved[size_t(it->first.second)] = it->second.value;
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.input_slots[i])] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) env.slots[size_t(plan.g->input_slots[i])] = inputs[i];
 
   const Env* saved_env = f.current_env;
   std::vector<const Value*> in_values;
   std::vector<Value> out_values;
-  for (size_t index = 0; index < plan.steps.size(); ++index) {
-    const Plan::Step& step = plan.steps[index];
+  for (size_t index = 0; index < plan.g->steps.size(); ++index) {
+    const GraphPlan::Step& step = plan.g->steps[index];
     const Node& node = *step.node;
     try {
       in_values.clear();
@@ -799,7 +552,7 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
       f.current_env = &env;
       f.current_step = &step;
       if (step.fallback) ++f.stats.fallback_ops;
-      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, &f, step.state.get(), step.device);
+      KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, &f, plan.state[index].get(), step.device);
       if (alloc) {
         alloc->begin_step(int(index));
         ctx.set_output_allocator(alloc);
@@ -809,7 +562,7 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
         range.begin_op(node, step.device.type != DeviceType::CPU);
       step.kernel->fn(ctx);
       if (range.active()) [[unlikely]]
-        range.end_op(node, backend_name(step.device), in_values, step.fallback, &step.profile);
+        range.end_op(node, backend_name(step.device), in_values, step.fallback, &plan.profile[index]);
       f.current_env = saved_env;
     } catch (Error& e) {
       f.current_env = saved_env;
@@ -828,10 +581,10 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
       if (!env.moved.empty()) env.moved[size_t(s)] = Value();
     }
   }
-  if (alloc) alloc->outputs(plan.output_slots);
+  if (alloc) alloc->outputs(plan.g->output_slots);
   std::vector<Value> outputs;
-  for (size_t i = 0; i < plan.output_slots.size(); ++i) {
-    int s = plan.output_slots[i];
+  for (size_t i = 0; i < plan.g->output_slots.size(); ++i) {
+    int s = plan.g->output_slots[i];
     const Value* v = s >= 0 ? &env.slots[size_t(s)] : env.find(graph.outputs[i].name);
     if (!v) fail("graph '{}': output '{}' has no value", graph.name, graph.outputs[i].name);
     outputs.push_back(*v);
@@ -910,7 +663,7 @@ const Value* Executor::move_input(Frame& f, const Plan& plan, Env& env, int slot
   if (slot < 0) {
     owner_slot = -1;
     for (owner = env.parent; owner; owner = owner->parent) {
-      if (auto it = owner->plan->slot_of.find(name); it != owner->plan->slot_of.end()) {
+      if (auto it = owner->plan->g->slot_of.find(name); it != owner->plan->g->slot_of.end()) {
         owner_slot = it->second;
         break;
       }
@@ -936,7 +689,7 @@ const Value* Executor::move_input(Frame& f, const Plan& plan, Env& env, int slot
   }
   const bool from_fallback = slot >= 0 && env.from_fallback[size_t(slot)];
   Value copy =
-      copy_value(f, *v, want, owner_plan ? &owner_plan->slot_of : nullptr, owner_slot, fallback, from_fallback);
+      copy_value(f, *v, want, owner_plan ? &owner_plan->g->slot_of : nullptr, owner_slot, fallback, from_fallback);
   if (owner_plan && want.type != DeviceType::CPU) keep_upload(f, *owner_plan, *owner, owner_slot, *v, copy, slot < 0);
   if (slot < 0) {
     env.outer_copies.push_back(std::move(copy));
@@ -951,20 +704,18 @@ const Value* Executor::move_input(Frame& f, const Plan& plan, Env& env, int slot
 // capture, which must make no host copy.
 void Executor::keep_upload(Frame& f, const Plan& plan, const Env& env, int slot, const Value& source,
                            const Value& copy, bool outer) {
-  bool weight = std::any_of(plan.initializers.begin(), plan.initializers.end(),
-                            [&](const auto& init) { return init.first == slot; });
-  if (weight) {
+  if (plan.g->is_initializer(slot)) {
     std::lock_guard lock(uploads_mutex_);
     plan.uploaded.try_emplace(slot, copy.tensor);
     return;
   }
   if (!f.upload_sink) return;
   // A top-level input is one only when specialized on (others differ from run to run).
-  auto input = std::find(plan.input_slots.begin(), plan.input_slots.end(), slot);
-  bool varies = !env.parent && input != plan.input_slots.end() &&
+  auto input = std::find(plan.g->input_slots.begin(), plan.g->input_slots.end(), slot);
+  bool varies = !env.parent && input != plan.g->input_slots.end() &&
                 !(source.kind == Value::Kind::Tensor && specializable(source.tensor) &&
-                  std::binary_search(host_read_inputs_.begin(), host_read_inputs_.end(),
-                                     size_t(input - plan.input_slots.begin())));
+                  std::binary_search(executable_->host_read_inputs().begin(), executable_->host_read_inputs().end(),
+                                     size_t(input - plan.g->input_slots.begin())));
   if (varies) return;
   const void* from = source.kind == Value::Kind::Tensor ? static_cast<const void*>(source.tensor.storage().get())
                                                         : static_cast<const void*>(&source);

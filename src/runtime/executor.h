@@ -1,16 +1,15 @@
-// The executor: binds a kernel to every node once (at construction), then runs graphs in node
-// order, freeing each value after its last use. It also runs If/Loop/Scan bodies for kernels
-// (SubgraphRunner); a body sees the values of the graphs that enclose it.
+// The executor: runs an Executable (compiler/executable.h: each node's kernel and device, the value
+// slots, liveness) in node order, freeing each value after its last use. It also runs If/Loop/Scan
+// bodies for kernels (SubgraphRunner); a body sees the values of the graphs that enclose it. What
+// runs change is kept here, beside the immutable executable: each node's kernel state, the weights
+// uploaded to the device, the shape plans with their arenas and CUDA graphs.
 //
-// Placement: on an accelerator, each node runs on the accelerator when it has a kernel there for
-// the node's opset and dtype; otherwise on the CPU (a fallback, reported once per load and
-// queryable through placement()). Shape arithmetic whose inputs are on the host stays there by
-// design (not a fallback). Values move between devices where a kernel needs them elsewhere; the
-// copies are counted per run (run_stats()), and weights are uploaded once.
+// Values move between devices where a kernel needs them elsewhere (a CPU fallback, a host-read
+// input); the copies are counted per run (run_stats()), and weights are uploaded once.
 //
 // Static plans per input shape: the first run with new input shapes records the buffers its
 // kernels allocate and how long each lives; from the second run on, those outputs are slices of
-// one arena laid out by runtime/memory_plan.h (memory_plan() reports its size). On a GPU whose
+// one arena laid out by compiler/memory_plan.h (memory_plan() reports its size). On a GPU whose
 // run has no CPU fallback and no device-to-host copy, the second run is also captured as a CUDA
 // graph (core/device_graph.h): inputs are copied into fixed device buffers and the whole run
 // replays with one launch. Outputs of a replayed run are the graph's own buffers, valid until the
@@ -39,18 +38,11 @@
 
 #include <ingot/session.h>
 
+#include "compiler/executable.h"
 #include "graph/graph.h"
 #include "ops/kernel.h"
 
 namespace ingot {
-
-struct NodePlacement {
-  std::string node;    // node name (or "#index" when unnamed)
-  std::string op;      // op type
-  Device device;       // where it runs
-  bool fallback = false;  // wanted the accelerator, runs on the CPU
-  std::string reason;  // why it runs where it runs, for fallbacks and host-by-design nodes
-};
 
 struct RunStats {
   int64_t host_to_device_bytes = 0, device_to_host_bytes = 0, device_to_device_bytes = 0;
@@ -68,7 +60,10 @@ struct ExecutorOptions {
 
 class Executor final {
  public:
-  Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options = {});
+  explicit Executor(std::shared_ptr<const Executable> executable, ExecutorOptions options = {});
+  // Builds the executable of `model` for `device` first (Executable::build).
+  Executor(std::shared_ptr<const Model> model, Device device, ExecutorOptions options = {})
+      : Executor(Executable::build(std::move(model), device), options) {}
   ~Executor();
 
   // One run's outputs (in graph-output order, left where they were computed) and what it moved.
@@ -83,13 +78,9 @@ class Executor final {
   // Inputs in graph-input order. Safe to call from several threads at once.
   Result run(const std::vector<Value>& inputs);
 
-  const Model& model() const { return *model_; }
+  const Model& model() const { return model_; }
   Device device() const { return device_; }
-  // Every node of every graph (subgraphs included), in plan order.
-  const std::vector<NodePlacement>& placement() const { return placement_; }
-  std::vector<NodePlacement> fallbacks() const;
-  // One line naming the fallback ops and counts, or "" when there are none.
-  std::string fallback_summary() const;
+  const Executable& executable() const { return *executable_; }
   RunStats run_stats() const;  // of the last run() to finish
   MemoryPlanStats memory_plan() const;
 
@@ -123,13 +114,11 @@ class Executor final {
   Tensor transfer(Frame& f, const Tensor& t, Device want, const Tensor* into,
                   const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback, bool from_fallback);
 
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Executable> executable_;
+  const Model& model_;
   Device device_;
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> plans_;
-  std::vector<NodePlacement> placement_;
   ExecutorOptions options_;
-  // Top-level inputs read on the host (by index): specialized on when small (see above).
-  std::vector<size_t> host_read_inputs_;
 
   // Shared by concurrent runs:
   mutable std::mutex plans_mutex_;    // shape_plans_ and body_plans_ (the lists, not the plans)

@@ -89,10 +89,11 @@ Session Session::load(const std::string& path, SessionOptions options) {
   {
     profiler::detail::PhaseScope phase("build executor");
     impl->executor =
-        std::make_unique<Executor>(impl->model, options.device, ExecutorOptions{options.memory_plan, options.cuda_graphs});
+        std::make_unique<Executor>(Executable::build(impl->model, options.device),
+                                   ExecutorOptions{options.memory_plan, options.cuda_graphs});
   }
   if (options.report_fallbacks) {
-    if (std::string s = impl->executor->fallback_summary(); !s.empty()) {
+    if (std::string s = impl->executor->executable().fallback_summary(); !s.empty()) {
       fmt::print(stderr, "ingot: model '{}': {}\n", impl->model->name, s);
     }
   }
@@ -161,11 +162,11 @@ Device Session::device() const { return impl_->executor->device(); }
 
 std::vector<Fallback> Session::fallbacks() const {
   std::vector<Fallback> out;
-  for (const auto& p : impl_->executor->fallbacks()) out.push_back({p.node, p.op, p.reason});
+  for (const auto& p : impl_->executor->executable().fallbacks()) out.push_back({p.node, p.op, p.reason});
   return out;
 }
 
-std::string Session::fallback_summary() const { return impl_->executor->fallback_summary(); }
+std::string Session::fallback_summary() const { return impl_->executor->executable().fallback_summary(); }
 
 TransferStats Session::last_run_stats() const {
   const RunStats r = impl_->executor->run_stats();

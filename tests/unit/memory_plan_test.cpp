@@ -1,4 +1,4 @@
-// The static memory plan: the layout algorithm (runtime/memory_plan.h) and planned runs of a
+// The static memory plan: the layout algorithm (compiler/memory_plan.h) and planned runs of a
 // session (intermediates in one arena from the second run with given input shapes on).
 #include <gtest/gtest.h>
 #include <ingot/profiler.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/memory_plan.h"
+#include "compiler/memory_plan.h"
 #include "test_util.h"
 
 namespace ingot {

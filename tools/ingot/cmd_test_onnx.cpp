@@ -132,8 +132,8 @@ std::string run_case(const fs::path& dir, Device device, bool optimize, std::map
   auto model = import_onnx((dir / "model.onnx").string());
   compile(*model, {.optimize = optimize, .target = device.type});
   Executor executor(model, device);
-  for (const auto& f : executor.fallbacks()) ++fallback_ops[f.op];
-  if (!executor.fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback
+  for (const auto& f : executor.executable().fallbacks()) ++fallback_ops[f.op];
+  if (!executor.executable().fallbacks().empty()) ++fallback_ops[""];  // cases with at least one fallback
   auto sets = sorted_entries(dir, "test_data_set_");
   if (sets.empty()) return "no test_data_set_* folders";
   for (const auto& set : sets) {
