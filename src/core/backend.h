@@ -1,6 +1,7 @@
 // Backends: what the core and the runtime need of one kind of device, one object per backend
 // registered at static initialization (ggml's backend table, ONNX Runtime's execution providers).
-// Tensors allocate and copy through it, the executor asks it for graph capture and its name, and
+// Tensors allocate and copy through it, the executor asks it for graph capture and its name, the
+// profiler for device timing, and
 // kernels register per (op, backend, dtypes) in ops/kernel.h; the runtime never names a backend.
 // What a backend can run is asked of its kernels at placement (KernelDef::rejects, rejects_types).
 #pragma once
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/device_graph.h"
+#include "core/device_timer.h"
 
 namespace ingot {
 
@@ -39,6 +41,8 @@ class Backend {
   virtual DeviceMemory& memory() = 0;
   // Capture and replay of the work queued on a device (CUDA graphs); nullptr where it cannot.
   virtual DeviceGraphs* graphs() { return nullptr; }
+  // Device-side timing for the profiler and NVTX ranges (core/device_timer.h); nullptr where it has none.
+  virtual const DeviceTimer* timer() { return nullptr; }
 
   // The name in upper case, as messages write it ("no CUDA kernel for Resize").
   std::string label() const;

@@ -26,29 +26,6 @@ inline bool op_hooks() noexcept { return g_op_hooks.load(std::memory_order_relax
 // The profiler's clock (time-stamp counter ticks or steady-clock ns; converted at stop()).
 int64_t clock_ticks();
 
-// What an accelerator backend registers at static initialization (the CUDA backend:
-// src/backends/cuda/profiler_cuda.cpp) so that the profiler and the executor stay backend-neutral.
-// Every function may be called from the thread running a session while a profile is on; none throws.
-struct DeviceTimer {
-  const char* backend;  // static: the backend name of device events ("cuda")
-  // Marks the start of device work on the current device's stream (e.g. a pooled CUDA event
-  // recorded there) and returns a token, or -1 when it cannot. The first call of a profile on a
-  // device also records that device's reference marker (waiting for the stream once).
-  int64_t (*begin)();
-  // Marks the end of the device work begun with `token` (on the same stream).
-  void (*end)(int64_t token);
-  // At stop(): waits for the token's markers and gives their times as ns after its device's
-  // reference marker, whose host time (clock_ticks()) was *ref_ticks. False when unresolvable.
-  bool (*resolve)(int64_t token, int64_t* ref_ticks, int64_t* start_ns, int64_t* end_ns, int* device);
-  // At start() and at the end of stop(): forgets the tokens and references (markers go back to the pool).
-  void (*reset)();
-  // NVTX-style named ranges around each op (null when the backend has none).
-  void (*push_range)(const char* name);
-  void (*pop_range)();
-};
-// `nvtx_always`: push ranges around ops even when not profiling (INGOT_NVTX=1).
-void register_device_timer(const DeviceTimer* timer, bool nvtx_always);
-
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // What the profiler remembers about one node during one profile, kept by the caller that runs the

@@ -28,6 +28,8 @@
 #include <unistd.h>
 #endif
 
+#include "core/backend.h"
+#include "core/flags.h"
 #include "core/strings.h"
 #include "graph/graph.h"
 #include "ops/kernel.h"
@@ -78,9 +80,31 @@ struct NodeNames {
   bool outputs_interned = false;
 };
 
-const detail::DeviceTimer* g_timer = nullptr;
-bool g_nvtx_always = false;
-bool g_nvtx = false;  // the device timer pushes NVTX ranges (g_timer->push_range)
+// The accelerator backend's device timer (core/device_timer.h), looked up once, at first use (after
+// every backend registered at static initialization).
+struct DeviceTiming {
+  const DeviceTimer* timer = nullptr;
+  std::string_view backend;  // its backend's name, for device events
+  bool nvtx = false;         // it pushes NVTX ranges
+  bool nvtx_always = false;  // ... around every op, profiling or not (INGOT_NVTX=1)
+};
+const DeviceTiming& device_timing() {
+  static const DeviceTiming timing = [] {
+    for (Backend* b : backends()) {
+      if (const DeviceTimer* t = b->timer()) {
+        bool nvtx = t->push_range != nullptr;
+        return DeviceTiming{t, b->name(), nvtx, nvtx && flags::enabled("INGOT_NVTX")};
+      }
+    }
+    return DeviceTiming{};
+  }();
+  return timing;
+}
+// INGOT_NVTX=1: the executor's op hooks are on from the start, for NVTX ranges without a profile.
+const bool g_nvtx_hooks = [] {
+  if (flags::enabled("INGOT_NVTX")) detail::g_op_hooks.store(true);
+  return true;
+}();
 
 // Arena encoding of one op input: a header word, then `rank` dims.
 int64_t input_header(TensorDesc::Kind kind, DType dtype, size_t rank) {
@@ -437,7 +461,7 @@ std::vector<Event> build_events(const State& s, const std::vector<LoggedRecord>&
         break;
       case EventKind::Copy: {
         e.name = copy_name(r.backend);
-        e.backend = g_timer ? g_timer->backend : "";
+        e.backend = device_timing().backend;
         e.tid = kCopiesTrack;
         e.depth = 0;
         e.bytes = r.bytes;
@@ -462,16 +486,16 @@ std::vector<Event> build_events(const State& s, const std::vector<LoggedRecord>&
   // Device-timed events: the markers' times after their device's reference, placed on the host
   // clock at the reference's host time. Kept in stream (token) order and non-overlapping (the
   // elapsed times are floats in ms: rounding must not make one kernel start before the last ended).
-  if (g_timer && !device_spans.empty()) {
+  if (const DeviceTimer* timer = device_timing().timer; timer && !device_spans.empty()) {
     std::sort(device_spans.begin(), device_spans.end());
     std::map<int, int64_t> last_end;  // device -> end of its last event
     for (auto [token, index] : device_spans) {
       int64_t ref_ticks = 0, start_ns = 0, end_ns = 0;
       int device = 0;
-      if (!g_timer->resolve(token, &ref_ticks, &start_ns, &end_ns, &device)) continue;
+      if (!timer->resolve(token, &ref_ticks, &start_ns, &end_ns, &device)) continue;
       Event d = events[index];
       d.kind = d.kind == EventKind::Copy ? EventKind::Copy : EventKind::Op;
-      d.backend = g_timer->backend;
+      d.backend = device_timing().backend;
       d.start_ns = to_ns(ref_ticks) + start_ns;
       d.end_ns = to_ns(ref_ticks) + end_ns;
       if (auto it = last_end.find(device); it != last_end.end()) d.start_ns = std::max(d.start_ns, it->second);
@@ -663,7 +687,7 @@ void start() {
   mine.shapes.resize(1 << 17);
   mine.shapes.clear();
   s.main_tid = mine.tid;
-  if (g_timer) g_timer->reset();
+  if (const DeviceTimer* timer = device_timing().timer) timer->reset();
   s.origin = std::chrono::steady_clock::now();
   s.origin_ticks = now_ticks();
   detail::g_enabled.store(true);  // (seq_cst: the logs above are ready before a writer sees it)
@@ -675,7 +699,7 @@ Trace stop() {
   std::lock_guard logs_lock(s.logs_mutex);
   if (!detail::g_enabled.load()) fail("profiler: stop() without start()");
   detail::g_enabled.store(false);
-  detail::g_op_hooks.store(g_nvtx_always);
+  detail::g_op_hooks.store(device_timing().nvtx_always);
   // Every writer now either raised `busy` before it read `enabled` (and is waited for) or reads false.
   if (g_asymmetric_fence.load(std::memory_order_relaxed)) barrier_all_threads();
   for (const auto& log : s.logs) {
@@ -693,7 +717,7 @@ Trace stop() {
     trace.events = build_events(s, merge_logs(s.logs), to_ns);  // waits for the device markers
     clear_tables(s);
   }
-  if (g_timer) g_timer->reset();
+  if (const DeviceTimer* timer = device_timing().timer) timer->reset();
   // Threads by track: the one that started the profile is "main", then every other that recorded.
   std::map<uint32_t, std::string> threads{{s.main_tid, "main"}};
   for (const auto& log : s.logs) {
@@ -730,19 +754,12 @@ namespace detail {
 
 int64_t clock_ticks() { return now_ticks(); }
 
-void register_device_timer(const DeviceTimer* timer, bool nvtx_always) {
-  g_timer = timer;
-  g_nvtx = timer && timer->push_range;
-  g_nvtx_always = nvtx_always && g_nvtx;
-  if (g_nvtx_always) g_op_hooks.store(true);
-}
-
 Range::~Range() {
   if (!active_) return;
   // Left by an exception: restore the nesting depth, close the NVTX range, record nothing.
   t_depth = depth_;
-  if (device_token_ >= 0) g_timer->end(device_token_);
-  if (nvtx_) g_timer->pop_range();
+  if (device_token_ >= 0) device_timing().timer->end(device_token_);
+  if (nvtx_) device_timing().timer->pop_range();
 }
 
 void Range::begin() {
@@ -754,17 +771,18 @@ void Range::begin() {
 
 void Range::begin_op(const Node& node, bool on_device) {
   recording_ = g_enabled.load(std::memory_order_relaxed);
-  if (g_nvtx && (recording_ || g_nvtx_always)) [[unlikely]] {
+  const DeviceTiming& timing = device_timing();
+  if (timing.nvtx && (recording_ || timing.nvtx_always)) [[unlikely]] {
     thread_local std::string label;  // reused: no allocation per op once it has grown
     label.assign(node.name.empty() ? node.op_type : node.name);
     label.append(" (").append(node.op_type).append(")");
-    g_timer->push_range(label.c_str());
+    timing.timer->push_range(label.c_str());
     nvtx_ = true;
   }
   depth_ = t_depth++;
   active_ = true;
   if (!recording_) return;
-  if (on_device && g_timer) device_token_ = g_timer->begin();  // the first of a profile waits: not op time
+  if (on_device && timing.timer) device_token_ = timing.timer->begin();  // the first of a profile waits: not op time
   start_ticks_ = now_ticks();
 }
 
@@ -772,7 +790,7 @@ void Range::begin_copy(bool on_device) {
   depth_ = t_depth;  // copies do not nest
   active_ = true;
   recording_ = true;
-  if (on_device && g_timer) device_token_ = g_timer->begin();
+  if (const DeviceTimer* timer = device_timing().timer; on_device && timer) device_token_ = timer->begin();
   start_ticks_ = now_ticks();
 }
 
@@ -903,9 +921,9 @@ void Range::end_op(const Node& node, std::string_view backend, const std::vector
                    bool fallback, NodeCache* cache) {
   active_ = false;
   t_depth = depth_;
-  if (device_token_ >= 0) g_timer->end(device_token_);
+  if (device_token_ >= 0) device_timing().timer->end(device_token_);
   if (nvtx_) {
-    g_timer->pop_range();
+    device_timing().timer->pop_range();
     nvtx_ = false;
   }
   if (!recording_) return;
@@ -971,7 +989,7 @@ void Range::end_phase(const char* name) {
 void Range::end_copy(CopyKind kind, int64_t bytes, int device, const std::unordered_map<std::string, int>* slots,
                      int slot, bool for_fallback, bool from_fallback) {
   active_ = false;
-  if (device_token_ >= 0) g_timer->end(device_token_);
+  if (device_token_ >= 0) device_timing().timer->end(device_token_);
   const int64_t end = now_ticks();
   State& s = state();
   WriteSection w;

@@ -408,6 +408,7 @@ struct CudaBackend final : Backend {
   std::string_view name() const override { return "cuda"; }
   DeviceMemory& memory() override { return memory_; }
   DeviceGraphs* graphs() override { return &graphs_; }
+  const DeviceTimer* timer() override { return device_timer(); }
   CudaMemory memory_;
   CudaGraphs graphs_;
 };

@@ -12,6 +12,7 @@
 #include <cudnn.h>
 #include <ingot/error.h>
 
+#include "core/device_timer.h"
 #include "core/math_mode.h"
 
 #include <cstddef>
@@ -30,6 +31,8 @@ int sm_count(int device = 0);
 std::string arch_name();  // the current device's architecture: "sm_90"
 
 cudaStream_t stream();  // the current device's stream
+// Kernel and copy times from CUDA events, NVTX ranges (backends/cuda/profiler_cuda.cpp).
+const DeviceTimer* device_timer();
 void synchronize();     // waits for the stream; surfaces asynchronous kernel faults as ingot::Error
 
 // cuBLASLt's entry points, from libcublasLt opened with dlopen on first use (backends/cuda/

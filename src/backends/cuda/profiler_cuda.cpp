@@ -1,5 +1,4 @@
-// The CUDA side of the profiler (src/profiler/hooks.h: DeviceTimer), registered at static
-// initialization like the device memory:
+// The CUDA backend's device timer (core/device_timer.h), which the profiler asks the backend for:
 //   - device time of kernels and copies from pairs of CUDA events recorded on the device's stream
 //     around them. Events come from a pool (created once, reused by later profiles); nothing waits
 //     while recording except once per profile and device, when the first marker also records a
@@ -166,19 +165,17 @@ void timer_reset() {
 void nvtx_push(const char* name) { nvtxRangePushA(name); }
 void nvtx_pop() { nvtxRangePop(); }
 
-constexpr profiler::detail::DeviceTimer kTimer{"cuda",      &timer_begin, &timer_end, &timer_resolve,
-                                               &timer_reset, &nvtx_push,   &nvtx_pop};
-constexpr profiler::detail::DeviceTimer kTimerWithoutNvtx{"cuda",      &timer_begin, &timer_end, &timer_resolve,
-                                                          &timer_reset, nullptr,      nullptr};
-
-const bool g_timer_registered = [] {
-  bool always = flags::enabled("INGOT_NVTX");
-  const char* tool = std::getenv("NVTX_INJECTION64_PATH");  // NVTX's own variable: a tool is attached
-  bool nvtx = always || (tool && *tool);
-  profiler::detail::register_device_timer(nvtx ? &kTimer : &kTimerWithoutNvtx, always);
-  return true;
-}();
+constexpr DeviceTimer kTimer{&timer_begin, &timer_end, &timer_resolve, &timer_reset, &nvtx_push, &nvtx_pop};
+constexpr DeviceTimer kTimerWithoutNvtx{&timer_begin, &timer_end, &timer_resolve, &timer_reset, nullptr, nullptr};
 
 }  // namespace
+
+const DeviceTimer* device_timer() {
+  static const DeviceTimer* timer = [] {
+    const char* tool = std::getenv("NVTX_INJECTION64_PATH");  // NVTX's own variable: a tool is attached
+    return flags::enabled("INGOT_NVTX") || (tool && *tool) ? &kTimer : &kTimerWithoutNvtx;
+  }();
+  return timer;
+}
 
 }  // namespace ingot::cuda
