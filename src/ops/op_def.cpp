@@ -45,6 +45,26 @@ const OpSignature& OpDef::signature() const {
   return lazy_signature_->signature;
 }
 
+DType OpDef::output_dtype(const Attributes& attrs, size_t i, const std::vector<DType>& input_dtypes) const {
+  auto input = [&](size_t k) { return k < input_dtypes.size() ? input_dtypes[k] : DType::Undefined; };
+  if (dtype_rule) return dtype_rule(attrs, i);
+  if (!dtype_attr.empty() && i == 0) {
+    if (auto it = attrs.find(dtype_attr); it != attrs.end() && it->second.kind == AttrKind::Int) return DType(it->second.i);
+    const AttrDef* a = find_attr(dtype_attr);
+    if (a && a->default_value) return DType(a->default_value->i);
+    return input(0);
+  }
+  const OpSignature& sig = signature();
+  const ParamDef* out = sig.output(i);
+  if (!out) return DType::Undefined;
+  for (size_t k = 0; k < input_dtypes.size(); ++k) {
+    const ParamDef* p = sig.input(k);
+    if (p && p->type == out->type && input_dtypes[k] != DType::Undefined) return input_dtypes[k];
+  }
+  const TypeVar* var = sig.type_var(out->type);
+  return var && var->allowed.size() == 1 ? var->allowed[0] : DType::Undefined;
+}
+
 OpCatalogue& OpCatalogue::instance() {
   static OpCatalogue catalogue;
   return catalogue;

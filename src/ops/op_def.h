@@ -16,6 +16,9 @@
 
 namespace ingot {
 
+// The domain of Ingot's own ops (the fused ones graph passes create: ops/defs/fused.cpp).
+inline constexpr const char* kIngotDomain = "ai.ingot";
+
 // Facts about an op that passes, autocast and (later) autograd read, declared with the op instead of
 // in lists of their own. Bit flags: an op may carry several.
 enum class OpTag : uint32_t {
@@ -76,6 +79,9 @@ struct AttrDef {
   bool required = false;
 };
 
+// An output dtype that an attribute decides where no input does (Constant's value): declared with the op.
+using DTypeRule = DType (*)(const Attributes& attrs, size_t output);
+
 struct OpDef {
   std::string name;
   std::string domain;                    // "" = ai.onnx
@@ -87,12 +93,21 @@ struct OpDef {
   OpTag tags = OpTag::None;
   std::string summary;
   OpSignature declared;  // Ingot's own ops: their signature as declared; ai.onnx ops: empty (libonnx's)
+  // Output 0's dtype is this int attribute's (Cast's `to`, RandomNormal's `dtype`; its default when
+  // absent), or input 0's when the attribute is optional and absent (EyeLike, RandomNormalLike).
+  std::string dtype_attr;
+  DTypeRule dtype_rule = nullptr;  // output dtypes decided otherwise by attributes (Constant)
 
   const AttrDef* find_attr(std::string_view attr) const;
   bool has(OpTag tag) const { return (uint32_t(tags) & uint32_t(tag)) == uint32_t(tag); }
   // The op's signature: declared, or from the catalogue's signature source (libonnx for ai.onnx ops),
   // looked up once at first use; empty (known() false) when neither has it.
   const OpSignature& signature() const;
+  // Dtype inference: the dtype of output `i` for these attributes and input dtypes (Undefined where
+  // unknown), from dtype_attr or dtype_rule, else from the signature: the output's type variable as an
+  // input binds it, or the one dtype it allows (Shape's int64, Equal's bool). Undefined when neither
+  // decides it (an op without a known signature).
+  DType output_dtype(const Attributes& attrs, size_t i, const std::vector<DType>& input_dtypes) const;
 
  private:
   struct LazySignature {
@@ -194,6 +209,15 @@ class OpBuilder {
   }
   OpBuilder& type(std::string var, std::vector<DType> allowed) {
     def_.declared.types.push_back({std::move(var), std::move(allowed)});
+    return *this;
+  }
+  // Output 0's dtype comes from this int attribute (see OpDef::dtype_attr).
+  OpBuilder& dtype_attr(std::string attr) {
+    def_.dtype_attr = std::move(attr);
+    return *this;
+  }
+  OpBuilder& dtype_rule(DTypeRule rule) {
+    def_.dtype_rule = rule;
     return *this;
   }
   OpBuilder& tag(OpTag t) {

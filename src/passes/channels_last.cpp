@@ -91,7 +91,7 @@ class Rewriter {
 
  private:
   bool is_conv(const Node& n) const {
-    const bool fused = n.domain == "ai.ingot" && n.op_type == "FusedConv";
+    const bool fused = n.domain == kIngotDomain && n.op_type == "FusedConv";
     if (!fused && !is_op(n, "Conv")) return false;
     if (fused) {
       auto layout = n.attrs.find("layout");
@@ -176,9 +176,9 @@ class Rewriter {
     Node c = n;
     if (c.op_type == "Conv") {
       c.op_type = "FusedConv";
-      c.domain = "ai.ingot";
+      c.domain = kIngotDomain;
       c.attrs["activation"] = Attribute(std::string());
-      model_.opsets["ai.ingot"] = 1;
+      model_.opsets[kIngotDomain] = 1;
     }
     c.attrs["layout"] = Attribute(std::string("NHWC"));
     c.inputs[0] = to_last(n.inputs[0], out);

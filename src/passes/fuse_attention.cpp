@@ -26,7 +26,6 @@ namespace {
 
 using namespace passes;
 
-constexpr const char* kDomain = "ai.ingot";
 
 std::optional<int64_t> rank_of(const Graph& g, const std::string& name) {
   auto t = value_type(g, name);
@@ -261,7 +260,7 @@ bool fuse_attention(Model& model) {
     const Node& pv = g.nodes[m->absorbed[1]];
     Node fused;
     fused.op_type = "Attention";
-    fused.domain = kDomain;
+    fused.domain = kIngotDomain;
     fused.name = pv.name.empty() ? pv.outputs[0] : pv.name;
     fused.outputs = m->y_transpose ? g.nodes[*m->y_transpose].outputs : pv.outputs;
     if (m->transposed != std::vector<int64_t>{0, 0, 0, 0}) fused.attrs["transposed"] = Attribute(m->transposed);
@@ -289,7 +288,7 @@ bool fuse_attention(Model& model) {
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);
-  model.opsets[kDomain] = 1;
+  model.opsets[kIngotDomain] = 1;
   return true;
 }
 

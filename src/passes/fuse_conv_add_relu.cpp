@@ -16,7 +16,6 @@ namespace {
 
 using namespace passes;
 
-constexpr const char* kDomain = "ai.ingot";
 
 }  // namespace
 
@@ -54,7 +53,7 @@ bool fuse_conv_add_relu(Model& model) {
                                        (is_op(g.nodes[*r], "Relu") || g.nodes[*r].op_type == "HardSwish")) {
       // HardSwish: ONNX's (opset 14) or ai.ingot's (fuse_hard_swish, older models): the same op.
       const Node& act = g.nodes[*r];
-      if (act.op_type == "Relu" || is_default_domain(act.domain) || act.domain == kDomain) {
+      if (act.op_type == "Relu" || is_default_domain(act.domain) || act.domain == kIngotDomain) {
         activation = act.op_type;
         absorbed.push_back(*r);
         last = *r;
@@ -65,7 +64,7 @@ bool fuse_conv_add_relu(Model& model) {
     Node fused;
     fused.name = conv.name.empty() ? out : conv.name;
     fused.op_type = "FusedConv";
-    fused.domain = kDomain;
+    fused.domain = kIngotDomain;
     fused.inputs = {conv.inputs[0], conv.inputs[1], conv.inputs.size() > 2 ? conv.inputs[2] : "", residual};
     fused.outputs = {out};
     fused.attrs = conv.attrs;
@@ -77,7 +76,7 @@ bool fuse_conv_add_relu(Model& model) {
   }
   if (replacements.empty()) return false;
   passes::replace_nodes(g, removed, replacements);
-  model.opsets[kDomain] = 1;
+  model.opsets[kIngotDomain] = 1;
   return true;
 }
 

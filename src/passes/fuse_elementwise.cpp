@@ -32,7 +32,6 @@ using fused::Instr;
 using fused::Op;
 using fused::Operand;
 
-constexpr const char* kDomain = "ai.ingot";
 
 bool is_fusible_dtype(DType dt) { return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16; }
 
@@ -46,7 +45,7 @@ std::optional<Op> simple_op(const Node& n) {
       {"Add", Op::Add},           {"Sub", Op::Sub},         {"Mul", Op::Mul},       {"Div", Op::Div},
       {"Pow", Op::Pow},           {"Max", Op::Max},         {"Min", Op::Min},
   };
-  const bool ingot_hard_swish = n.domain == kDomain && n.op_type == "HardSwish";
+  const bool ingot_hard_swish = n.domain == kIngotDomain && n.op_type == "HardSwish";
   if (!is_default_domain(n.domain) && !ingot_hard_swish) return std::nullopt;
   auto it = ops.find(n.op_type);
   if (it == ops.end()) return std::nullopt;
@@ -94,7 +93,7 @@ class Fuser {
     }
     if (replacements.empty()) return false;
     replace_nodes(g_, removed, replacements);
-    model_.opsets[kDomain] = std::max<int64_t>(model_.opsets[kDomain], 1);
+    model_.opsets[kIngotDomain] = std::max<int64_t>(model_.opsets[kIngotDomain], 1);
     return true;
   }
 
@@ -214,7 +213,7 @@ class Fuser {
     Node node;
     node.name = last.name.empty() ? last.outputs[0] : last.name;
     node.op_type = "FusedElementwise";
-    node.domain = kDomain;
+    node.domain = kIngotDomain;
     node.inputs = std::move(inputs);
     node.outputs = last.outputs;
     node.attrs["program"] = Attribute(program.str());

@@ -17,7 +17,6 @@ namespace {
 
 using namespace passes;
 
-constexpr const char* kDomain = "ai.ingot";
 
 bool near(std::optional<double> v, double want) { return v && std::abs(*v - want) <= 1e-6 * std::abs(want); }
 
@@ -69,13 +68,13 @@ bool fuse_hard_swish(Model& model) {
     Node hs;
     hs.name = s.name.empty() ? s.outputs[0] : s.name;
     hs.op_type = "HardSwish";
-    hs.domain = onnx_op ? "" : kDomain;
+    hs.domain = onnx_op ? "" : kIngotDomain;
     hs.inputs = {x};
     hs.outputs = {s.outputs[0]};
     for (size_t a : {i, *clip, *mul}) removed[a] = true;
     removed[*scale] = true;
     replacements.emplace(*scale, std::move(hs));
-    if (!onnx_op) model.opsets[kDomain] = 1;
+    if (!onnx_op) model.opsets[kIngotDomain] = 1;
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);

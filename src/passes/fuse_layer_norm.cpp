@@ -17,7 +17,6 @@ namespace {
 
 using namespace passes;
 
-constexpr const char* kDomain = "ai.ingot";
 
 // ReduceMean over the last axis only, keeping it (axes from the attribute, opsets < 18).
 bool mean_of_last_axis(const Node& n) {
@@ -89,7 +88,7 @@ bool fuse_layer_norm(Model& model) {
     Node ln;
     ln.name = mean.name.empty() ? out : mean.name;
     ln.op_type = "LayerNormalization";
-    ln.domain = onnx_op ? "" : kDomain;
+    ln.domain = onnx_op ? "" : kIngotDomain;
     ln.inputs = {x, *scale, bias};
     if (bias.empty()) ln.inputs.pop_back();
     ln.outputs = {out};
@@ -101,7 +100,7 @@ bool fuse_layer_norm(Model& model) {
       last = std::max(last, a);
     }
     replacements.emplace(last, std::move(ln));
-    if (!onnx_op) model.opsets[kDomain] = 1;
+    if (!onnx_op) model.opsets[kIngotDomain] = 1;
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);

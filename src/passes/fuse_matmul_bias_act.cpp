@@ -19,7 +19,6 @@ namespace {
 
 using namespace passes;
 
-constexpr const char* kDomain = "ai.ingot";
 
 bool float_dtype(DType dt) {
   return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float64;
@@ -80,7 +79,7 @@ bool fuse_matmul_bias_act(Model& model) {
 
     Node fused;
     fused.op_type = "FusedMatMul";
-    fused.domain = kDomain;
+    fused.domain = kIngotDomain;
     fused.inputs = {mm.inputs[0], mm.inputs[1], ""};
     std::string out = mm.outputs[0];
     std::vector<size_t> absorbed;
@@ -156,7 +155,7 @@ bool fuse_matmul_bias_act(Model& model) {
   }
   if (replacements.empty()) return false;
   replace_nodes(g, removed, replacements);
-  model.opsets[kDomain] = 1;
+  model.opsets[kIngotDomain] = 1;
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "ops/op_def.h"
 
 namespace ingot::passes {
 

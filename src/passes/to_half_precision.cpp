@@ -65,7 +65,7 @@ bool fused_chain_follows(const Node& n) {
 }
 
 bool follows(const Node& n) {
-  if (n.domain == "ai.ingot" && n.op_type == "FusedElementwise") return fused_chain_follows(n);
+  if (n.domain == kIngotDomain && n.op_type == "FusedElementwise") return fused_chain_follows(n);
   if (has_tag(n, OpTag::AutocastFollow)) return true;
   if (!has_tag(n, OpTag::Float32Inside)) return false;
   // LayerNormalization's Mean and InvStdDev outputs are float32 (stash_type) whatever X is.
@@ -89,44 +89,18 @@ bool has_subgraph(const Node& n) {
   return false;
 }
 
-// The dtype of an output whose type shape inference did not record (a fallback; most are known).
-DType guess_output_dtype(const Node& n, size_t i, const std::map<std::string, DType>& dtypes) {
-  auto input_dtype = [&](size_t k) {
-    if (k >= n.inputs.size() || n.inputs[k].empty()) return DType::Undefined;
-    auto it = dtypes.find(n.inputs[k]);
-    return it == dtypes.end() ? DType::Undefined : it->second;
-  };
-  if (!is_default_domain(n.domain)) {
-    const bool same = n.op_type == "FusedConv" || n.op_type == "FusedMatMul" || n.op_type == "Attention" ||
-                      n.op_type == "LayerNormalization" ||
-                      n.op_type == "HardSwish" || n.op_type == "FusedElementwise";  // ai.ingot's (fused.cpp)
-    return same ? input_dtype(0) : DType::Undefined;
+// The dtype of an output whose type shape inference did not record (a fallback; most are known):
+// the op's schema infers it (OpDef::output_dtype), Undefined when it cannot, and the pass leaves such
+// values alone.
+DType infer_output_dtype(const Node& n, size_t i, const std::map<std::string, DType>& dtypes) {
+  const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+  if (!def) return DType::Undefined;
+  std::vector<DType> inputs;
+  for (const std::string& in : n.inputs) {
+    auto it = in.empty() ? dtypes.end() : dtypes.find(in);
+    inputs.push_back(it == dtypes.end() ? DType::Undefined : it->second);
   }
-  const std::string& op = n.op_type;
-  if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin") return DType::Int64;
-  if ((op == "TopK" || op == "MaxPool") && i == 1) return DType::Int64;
-  if (op == "Dropout" && i == 1) return DType::Bool;
-  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
-      op == "Not" || op == "And" || op == "Or" || op == "Xor" || op == "IsNaN" || op == "IsInf")
-    return DType::Bool;
-  if (op == "Cast") {
-    auto it = n.attrs.find("to");
-    return it == n.attrs.end() ? DType::Undefined : DType(it->second.i);
-  }
-  if (op == "Constant") {
-    if (auto it = n.attrs.find("value"); it != n.attrs.end() && it->second.kind == AttrKind::Tensor)
-      return it->second.t.dtype();
-    if (n.attrs.count("value_float") || n.attrs.count("value_floats")) return DType::Float32;
-    if (n.attrs.count("value_int") || n.attrs.count("value_ints")) return DType::Int64;
-    return DType::Undefined;
-  }
-  if (op == "ConstantOfShape") {
-    auto it = n.attrs.find("value");
-    return it != n.attrs.end() && it->second.kind == AttrKind::Tensor ? it->second.t.dtype() : DType::Float32;
-  }
-  if (op == "Where") return input_dtype(1);
-  if (has_tag(n, OpTag::AutocastLowPrecision) || follows(n)) return input_dtype(0);
-  return DType::Undefined;  // unknown: the pass leaves such values alone
+  return def->output_dtype(n.attrs, i, inputs);
 }
 
 // A float32 constant: an initializer or a Constant node's value.
@@ -228,9 +202,9 @@ class Converter {
         if (o.empty()) continue;
         auto it = dtypes_.find(o);
         if (it == dtypes_.end()) {
-          dtypes_[o] = guess_output_dtype(n, i, dtypes_);
+          dtypes_[o] = infer_output_dtype(n, i, dtypes_);
         } else if (it->second == DType::Undefined && !non_tensor(o)) {
-          it->second = guess_output_dtype(n, i, dtypes_);
+          it->second = infer_output_dtype(n, i, dtypes_);
         }
       }
     }
@@ -347,7 +321,7 @@ class Converter {
           return;
         }
       }
-    } else if ((default_domain || n.domain == "ai.ingot") && follows(n)) {
+    } else if ((default_domain || n.domain == kIngotDomain) && follows(n)) {
       half = data_input_is_half();
     }
     for (size_t i = 0; i < n.inputs.size(); ++i) {

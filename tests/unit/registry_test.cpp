@@ -116,6 +116,9 @@ TEST(KernelRegistry, LookupsAndAdditionsFromManyThreads) {
 
 #include <ingot/session.h>
 
+#include <filesystem>
+
+#include "onnx/onnx_import.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -147,8 +150,69 @@ TEST(OpSignature, OnnxOpsTakeLibonnxsSchemas) {
   EXPECT_EQ(conv.input(3), nullptr);
   auto bound = conv.bind_types({DType::Undefined, DType::Float16});
   EXPECT_EQ(bound.at("T"), DType::Float16);  // from W, as X's is not known
-  // Ingot's own ops have no ONNX schema.
-  EXPECT_FALSE(c.find("ai.ingot", "FusedElementwise")->signature().known());
+  // Ingot's own ops declare theirs.
+  const OpSignature& fused = c.find(kIngotDomain, "FusedElementwise")->signature();
+  ASSERT_TRUE(fused.known());
+  EXPECT_EQ(fused.input(7), &fused.inputs[0]);
+}
+
+// Dtype inference from the schema against ONNX's own type inference: every node of the ONNX backend
+// suite whose output dtype libonnx inferred (the importer runs it) gets the same dtype from
+// OpDef::output_dtype, or Undefined; and most are inferred.
+TEST(OpSignature, OutputDtypesAgreeWithOnnxTypeInferenceOnTheBackendSuite) {
+  const std::filesystem::path suite = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(suite)) GTEST_SKIP() << "no " << suite << " (Debian libonnx-testdata)";
+  int known = 0, inferred = 0;
+  std::vector<std::string> wrong;
+  for (const auto& dir : std::filesystem::directory_iterator(suite)) {
+    std::shared_ptr<Model> model;
+    try {
+      model = import_onnx((dir.path() / "model.onnx").string());
+    } catch (const Error&) {
+      continue;  // ops Ingot does not have: test-onnx reports those
+    }
+    const Graph& g = *model->graph;
+    auto dtype_of = [&](const std::string& v) {
+      if (auto it = g.initializers.find(v); it != g.initializers.end()) return it->second.dtype();
+      const ValueInfo* vi = g.find_value_info(v);
+      return vi && vi->type.kind == ValueKind::Tensor ? vi->type.dtype : DType::Undefined;
+    };
+    for (const Node& n : g.nodes) {
+      const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+      if (!def) continue;
+      std::vector<DType> inputs;
+      for (const std::string& in : n.inputs) inputs.push_back(in.empty() ? DType::Undefined : dtype_of(in));
+      for (size_t i = 0; i < n.outputs.size(); ++i) {
+        DType expected = n.outputs[i].empty() ? DType::Undefined : dtype_of(n.outputs[i]);
+        if (expected == DType::Undefined) continue;
+        ++known;
+        DType got = def->output_dtype(n.attrs, i, inputs);
+        if (got == DType::Undefined) continue;
+        ++inferred;
+        if (got != expected) {
+          wrong.push_back(fmt::format("{}: {} output {} is {}, inferred {}", dir.path().filename().string(),
+                                      n.op_type, i, dtype_name(expected), dtype_name(got)));
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " disagree, e.g. " << wrong.front();
+  EXPECT_GT(known, 1000);
+  EXPECT_GE(inferred, known * 95 / 100) << inferred << " of " << known << " inferred";
+}
+
+TEST(OpSignature, AttributesDecideTheDtypeWhereNoInputDoes) {
+  const OpCatalogue& c = OpCatalogue::instance();
+  Attributes to_half{{"to", Attribute(int64_t(DType::Float16))}};
+  EXPECT_EQ(c.find("", "Cast")->output_dtype(to_half, 0, {DType::Float32}), DType::Float16);
+  EXPECT_EQ(c.find("", "RandomNormal")->output_dtype({}, 0, {}), DType::Float32);  // the default dtype = 1
+  EXPECT_EQ(c.find("", "EyeLike")->output_dtype({}, 0, {DType::Int32}), DType::Int32);  // the input's
+  EXPECT_EQ(c.find("", "Constant")->output_dtype({{"value_ints", Attribute(Ints{1, 2})}}, 0, {}), DType::Int64);
+  EXPECT_EQ(c.find("", "ConstantOfShape")->output_dtype({}, 0, {DType::Int64}), DType::Float32);
+  // Ingot's LayerNormalization: Y follows X, Mean and InvStdDev are float32.
+  const OpDef* ln = c.find(kIngotDomain, "LayerNormalization");
+  EXPECT_EQ(ln->output_dtype({}, 0, {DType::BFloat16, DType::BFloat16}), DType::BFloat16);
+  EXPECT_EQ(ln->output_dtype({}, 2, {DType::BFloat16, DType::BFloat16}), DType::Float32);
 }
 
 TEST(OpSignature, DeclaredInputsSetTheArity) {

@@ -190,6 +190,7 @@ INGOT_OP(Cast)
     .versions(6)
     .inputs(1)
     .required_attr("to", AttrKind::Int)
+    .dtype_attr("to")
     .attr("saturate", 1)
     .summary("Converts to the dtype `to` (numbers, bool, float16/bfloat16, and strings both ways).")
     .tag(OpTag::Elementwise);

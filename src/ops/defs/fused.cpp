@@ -3,14 +3,22 @@
 #include "ops/op_def.h"
 
 namespace ingot {
+namespace {
+const std::vector<DType> kFloats = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+}  // namespace
 
 // Written by fuse_conv_add_relu: Y = activation(Conv(X, W, B) + R). B and R are optional ("").
 // `layout` "NHWC" (written by the channels-last pass): X, R and Y are [N, spatial..., C] and W is
 // [M, kernel..., C/group] (ops/semantics/conv_geometry.h).
 INGOT_OP(FusedConv)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
-    .inputs(2, 4)
+    .input("X", "T")
+    .input("W", "T")
+    .optional_input("B", "T")
+    .optional_input("R", "T")
+    .output("Y", "T")
+    .type("T", kFloats)
     .attr("activation", "")
     .attr("layout", "NCHW")
     .conv_attrs()
@@ -22,9 +30,14 @@ INGOT_OP(FusedConv)
 // MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N
 // elements ([N] or [1, N]); the residual R has the product's shape; both optional ("").
 INGOT_OP(FusedMatMul)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
-    .inputs(2, 4)
+    .input("A", "T")
+    .input("B", "T")
+    .optional_input("bias", "T")
+    .optional_input("R", "T")
+    .output("Y", "T")
+    .type("T", kFloats)
     .attr("activation", "")
     .attr("transB", 0)
     .attr("alpha", 1.0f)
@@ -39,9 +52,14 @@ INGOT_OP(FusedMatMul)
 // operand of rank 4 is given (Y: produced) as [B, T, H, D], the heads' usual layout before the
 // Transposes exporters write, instead of [B, H, T, D]. Arguments: ops/semantics/attention_args.h.
 INGOT_OP(Attention)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
-    .inputs(3, 4)
+    .input("Q", "T")
+    .input("K", "T")
+    .input("V", "T")
+    .optional_input("mask", "T")
+    .output("Y", "T")
+    .type("T", kFloats)
     .attr("scale", 1.0f)
     .attr("transposed", Ints{})
     .summary("Scaled dot-product attention: Softmax(scale * Q K^T + mask) V over the last axis; the leading dims "
@@ -52,9 +70,16 @@ INGOT_OP(Attention)
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).
 INGOT_OP(LayerNormalization)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
-    .inputs(2, 3)
+    .input("X", "T")
+    .input("Scale", "T")
+    .optional_input("B", "T")
+    .output("Y", "T")
+    .optional_output("Mean", "U")
+    .optional_output("InvStdDev", "U")
+    .type("T", kFloats)
+    .type("U", {DType::Float32})
     .attr("axis", -1)
     .attr("epsilon", 1e-5f)
     .attr("stash_type", 1)
@@ -62,9 +87,11 @@ INGOT_OP(LayerNormalization)
     .tag(OpTag::Float32Inside);
 
 INGOT_OP(HardSwish)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
-    .inputs(1)
+    .input("X", "T")
+    .output("Y", "T")
+    .type("T", kFloats)
     .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).")
     .tag(OpTag::Elementwise)
     .tag(OpTag::AutocastFollow);
@@ -73,8 +100,11 @@ INGOT_OP(HardSwish)
 // output; `program` is its instruction list (ops/semantics/fused_elementwise.h). The inputs
 // broadcast numpy-style and share one float dtype, which is the output's.
 INGOT_OP(FusedElementwise)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
+    .variadic_input("X", "T")
+    .output("Y", "T")
+    .type("T", kFloats)
     .inputs(1, 8)
     .required_attr("program", AttrKind::String)
     .summary("A chain of elementwise float ops in one kernel; `program` lists them (x0.. inputs, t0.. results).")

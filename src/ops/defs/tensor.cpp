@@ -4,6 +4,24 @@
 #include "ops/op_def.h"
 
 namespace ingot {
+namespace {
+
+// The dtype of the tensor a constant attribute gives.
+DType constant_dtype(const Attributes& attrs, size_t) {
+  for (const char* name : {"value", "sparse_value"}) {
+    if (auto it = attrs.find(name); it != attrs.end() && it->second.kind == AttrKind::Tensor) return it->second.t.dtype();
+  }
+  if (attrs.count("value_float") || attrs.count("value_floats")) return DType::Float32;
+  if (attrs.count("value_int") || attrs.count("value_ints")) return DType::Int64;
+  if (attrs.count("value_string") || attrs.count("value_strings")) return DType::String;
+  return DType::Undefined;
+}
+DType constant_of_shape_dtype(const Attributes& attrs, size_t) {
+  auto it = attrs.find("value");
+  return it != attrs.end() && it->second.kind == AttrKind::Tensor ? it->second.t.dtype() : DType::Float32;
+}
+
+}  // namespace
 
 // ---- Views: these return the input's storage under a new shape.
 INGOT_OP(Reshape)
@@ -165,6 +183,7 @@ INGOT_OP(ConstantOfShape)
     .versions(9)
     .inputs(1)
     .optional_attr("value", AttrKind::Tensor)
+    .dtype_rule(constant_of_shape_dtype)
     .summary("Tensor of shape `input` filled with the one-element `value` (float32 0 when absent).");
 INGOT_OP(Constant)
     .versions(1)
@@ -177,12 +196,14 @@ INGOT_OP(Constant)
     .optional_attr("value_ints", AttrKind::Ints)
     .optional_attr("value_string", AttrKind::String)
     .optional_attr("value_strings", AttrKind::Strings)
+    .dtype_rule(constant_dtype)
     .summary("The tensor given by exactly one of its attributes.");
 INGOT_OP(Range).versions(11).inputs(3).summary("start, start + delta, ... while before `limit`.");
 INGOT_OP(EyeLike)
     .versions(9)
     .inputs(1)
     .optional_attr("dtype", AttrKind::Int)
+    .dtype_attr("dtype")
     .attr("k", 0)
     .summary("2-D tensor of the input's shape with ones on diagonal k (dtype attribute or the input's).");
 INGOT_OP(Dropout)

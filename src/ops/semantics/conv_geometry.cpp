@@ -162,7 +162,7 @@ void fused_conv_by_transposes(const KernelContext& ctx, Tensor& y) {
   std::vector<Tensor> in{ops::transpose(ctx.input(0), first), ops::transpose(ctx.input(1), first),
                          ctx.has_input(2) ? ctx.input(2) : Tensor()};
   if (ctx.has_input(3)) in.push_back(ops::transpose(ctx.input(3), first));
-  Tensor first_y = ops::call("FusedConv", in, attrs, 1, "ai.ingot").at(0);
+  Tensor first_y = ops::call("FusedConv", in, attrs, 1, kIngotDomain).at(0);
   copy_tensor(ops::transpose(first_y, to_channels_last_perm(rank)), y);
 }
 

@@ -170,7 +170,7 @@ INGOT_CPU_KERNEL(Selu, selu).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Celu, celu).versions(12).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(HardSigmoid, hard_sigmoid).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(HardSwish, hard_swish).versions(14).dtypes({INGOT_FLOAT_TYPES});
-INGOT_CPU_KERNEL(HardSwish, hard_swish).domain("ai.ingot").versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(HardSwish, hard_swish).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Sigmoid, sigmoid).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Tanh, tanh).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Softplus, softplus).versions(1).dtypes({INGOT_FLOAT_TYPES});

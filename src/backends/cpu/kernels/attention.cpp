@@ -99,6 +99,6 @@ void attention_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CPU_KERNEL(Attention, attention_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(Attention, attention_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace ingot

@@ -745,6 +745,6 @@ void fused_conv_kernel(KernelContext& ctx) {
 
 INGOT_CPU_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
-INGOT_CPU_KERNEL(FusedConv, fused_conv_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace ingot

@@ -185,6 +185,6 @@ void gemm_kernel(KernelContext& ctx) {
 
 INGOT_CPU_KERNEL(MatMul, matmul).versions(1).dtypes({INGOT_FLOAT_TYPES, INGOT_INT_TYPES});
 INGOT_CPU_KERNEL(Gemm, gemm_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES, INGOT_INT_TYPES});
-INGOT_CPU_KERNEL(FusedMatMul, fused_matmul_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(FusedMatMul, fused_matmul_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace ingot

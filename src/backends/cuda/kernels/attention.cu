@@ -750,6 +750,6 @@ void attention_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CUDA_KERNEL(Attention, attention_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(Attention, attention_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 
 }  // namespace ingot

@@ -1056,6 +1056,6 @@ void fused_conv_kernel(KernelContext& ctx) {
 
 INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
 INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
-INGOT_CUDA_KERNEL(FusedConv, fused_conv_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
 
 }  // namespace ingot

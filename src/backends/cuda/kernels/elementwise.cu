@@ -805,7 +805,7 @@ INGOT_CUDA_KERNEL(Tanh, float_unary<TanhOp>).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Softplus, float_unary<SoftplusOp>).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Softsign, float_unary<SoftsignOp>).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(HardSwish, float_unary<HardSwishOp>).versions(14).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(HardSwish, float_unary<HardSwishOp>).domain("ai.ingot").versions(1).dtypes(float_dtypes());
+INGOT_CUDA_KERNEL(HardSwish, float_unary<HardSwishOp>).domain(kIngotDomain).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Mish, float_unary<MishOp>).versions(18).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(LeakyRelu, leaky_relu).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Elu, elu).versions(1).dtypes(float_dtypes());

@@ -175,7 +175,7 @@ void fused_elementwise(KernelContext& ctx) {
 }  // namespace
 
 INGOT_CUDA_KERNEL(FusedElementwise, fused_elementwise)
-    .domain("ai.ingot")
+    .domain(kIngotDomain)
     .versions(1)
     .dtypes({DType::Float32, DType::Float16, DType::BFloat16});
 

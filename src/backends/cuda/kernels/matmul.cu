@@ -219,6 +219,6 @@ void gemm_kernel(KernelContext& ctx) {
 
 INGOT_CUDA_KERNEL(MatMul, matmul_kernel).versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
 INGOT_CUDA_KERNEL(Gemm, gemm_kernel).versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
-INGOT_CUDA_KERNEL(FusedMatMul, fused_matmul_kernel).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
+INGOT_CUDA_KERNEL(FusedMatMul, fused_matmul_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_GEMM_TYPES});
 
 }  // namespace ingot

@@ -422,7 +422,7 @@ void mean_variance_norm(KernelContext& ctx) {
 INGOT_CUDA_KERNEL(BatchNormalization, batch_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(InstanceNormalization, instance_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).versions(17).dtypes({INGOT_CUDA_FLOAT_TYPES});
-INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).domain("ai.ingot").versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(GroupNormalization, group_norm).versions(18).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(LRN, lrn).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(MeanVarianceNormalization, mean_variance_norm).versions(9).dtypes({INGOT_CUDA_FLOAT_TYPES});
