@@ -130,7 +130,7 @@ class Executor::StepAllocator final : public OutputAllocator {
         if (r.step == step_ && r.output == int(output)) r.valid = false;  // allocated twice in one step
       }
       recs_.push_back({step_, int(output), t.nbytes(), device, step_, true});
-      by_storage_[t.storage().get()] = int(recs_.size() - 1);
+      by_storage_[t.storage().get()] = {int(recs_.size() - 1), t.storage()};
     }
     return t;
   }
@@ -147,11 +147,10 @@ class Executor::StepAllocator final : public OutputAllocator {
       if (s < 0) continue;
       const Value& v = slots[size_t(s)];
       if (v.kind == Value::Kind::Tensor) {
-        auto it = by_storage_.find(v.tensor.storage().get());
-        slot_buffer_[size_t(s)] = it == by_storage_.end() ? -1 : it->second;
+        slot_buffer_[size_t(s)] = recorded(v.tensor);
       } else if (v.kind == Value::Kind::Sequence) {
         for (const Tensor& t : v.sequence) {  // escapes into a sequence: not planned
-          if (auto it = by_storage_.find(t.storage().get()); it != by_storage_.end()) recs_[size_t(it->second)].valid = false;
+          if (int r = recorded(t); r >= 0) recs_[size_t(r)].valid = false;
         }
       }
     }
@@ -213,7 +212,14 @@ class Executor::StepAllocator final : public OutputAllocator {
   bool recording_;
   int step_ = 0;
   std::vector<Rec> recs_;
-  std::unordered_map<const Storage*, int> by_storage_;
+  // The buffer a tensor's storage was recorded as, or -1. The weak reference tells a recorded storage
+  // from a later one that happens to have its address (a freed intermediate's, say).
+  int recorded(const Tensor& t) const {
+    auto it = by_storage_.find(t.storage().get());
+    if (it == by_storage_.end() || it->second.second.expired()) return -1;
+    return it->second.first;
+  }
+  std::unordered_map<const Storage*, std::pair<int, std::weak_ptr<Storage>>> by_storage_;
   std::vector<int> slot_buffer_;
 };
 
