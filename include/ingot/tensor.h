@@ -55,6 +55,8 @@ class Storage {
   std::function<void()> release_;
 };
 
+struct AutogradMeta;  // internal (autograd/tape.h)
+
 class Tensor {
  public:
   Tensor() = default;
@@ -124,11 +126,28 @@ class Tensor {
 
   std::string describe() const;  // "float32[1,3,224,224]"
 
+  // Autograd (include/ingot/autograd.h), with libtorch's names. State belongs to this handle and the
+  // copies made of it afterwards; the zero-copy views above and clone/to/cast start without it.
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool requires_grad = true);  // leaves only; float dtypes only
+  Tensor grad() const;  // the gradient accumulated by backward() (undefined before)
+  void set_grad(const Tensor& grad);  // set_grad(Tensor()) clears it
+  bool is_leaf() const;  // made by no recorded op
+  Tensor detach() const;  // the same data, outside the tape
+  // The gradients of this tensor (one element, unless `gradient` weights it) with respect to every leaf
+  // it depends on, added into their grad(). An undefined `gradient`: ones.
+  void backward() const;
+  void backward(const Tensor& gradient, bool retain_graph = false, bool create_graph = false) const;
+  // Internal: the tape's record of this handle.
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+
  private:
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;
   DType dtype_ = DType::Undefined;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
 
 // Copies `src` into `dst` (same dtype and element count), across devices if needed.

@@ -113,6 +113,7 @@ Tensor Tensor::reshape(Shape shape) const {
   }
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.autograd_.reset();  // a view outside the tape (ops::call("Reshape") records one)
   return t;
 }
 
@@ -134,6 +135,7 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
     fail("slice_rows [{}, {}) is out of range for {}", begin, end, describe());
   }
   Tensor t = *this;
+  t.autograd_.reset();
   int64_t row = numel() / std::max<int64_t>(shape_[0], 1);
   t.offset_ += size_t(begin * row) * dtype_size(dtype_);
   t.shape_[0] = end - begin;

@@ -1,9 +1,27 @@
 // Eager calls: the same catalogue entry and the same kernel as graph execution, run immediately.
 #include <ingot/ops.h>
 
+#include <fmt/format.h>
+
+#include <mutex>
+#include <set>
+
+#include "autograd/tape.h"
 #include "ops/kernel.h"
 
 namespace ingot::ops {
+namespace {
+
+// One line on stderr the first time an op runs on the CPU for accelerator tensors.
+void report_fallback(const std::string& op, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  std::lock_guard lock(mutex);
+  if (reported.insert(op).second)
+    fmt::print(stderr, "ingot: eager {} runs on the CPU ({}); its inputs and outputs are copied\n", op, why);
+}
+
+}  // namespace
 
 std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
                          int num_outputs, const std::string& domain, int requested_opset) {
@@ -17,14 +35,36 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply,
     // unless the caller runs a model's node (constant folding) and names the model's opset.
     int opset = requested_opset > 0 ? requested_opset : def->until_version == INT_MAX ? 21 : def->until_version;
-    const KernelDef* kernel = KernelRegistry::instance().find(domain, op, device.type, opset);
-    if (!kernel) {
+    // The kernel for the opset, else (no opset named) the backend's newest kernel of the op.
+    auto find = [&](DeviceType backend, int& at) -> const KernelDef* {
+      if (const KernelDef* k = KernelRegistry::instance().find(domain, op, backend, at)) return k;
+      if (requested_opset > 0) return nullptr;
+      const KernelDef* newest = nullptr;
       for (const KernelDef* k : KernelRegistry::instance().all()) {
-        if (k->op == op && k->domain == domain && k->backend == device.type) kernel = k;
+        if (k->op == op && k->domain == domain && k->backend == backend) newest = k;
       }
-      if (!kernel || requested_opset > 0) fail("no {} kernel for op {}", device.str(), op);
-      opset = kernel->until_version == INT_MAX ? kernel->since_version : kernel->until_version;
+      if (newest) at = newest->until_version == INT_MAX ? newest->since_version : newest->until_version;
+      return newest;
+    };
+    int kernel_opset = opset;
+    const KernelDef* kernel = find(device.type, kernel_opset);
+    const DType first = !inputs.empty() && inputs[0].defined() ? inputs[0].dtype() : DType::Undefined;
+    // Accelerator tensors an op has no kernel for there run on the CPU, as graphs do (reported once per op).
+    bool fallback = false;
+    if (device.type != DeviceType::CPU && (!kernel || !kernel->supports(first))) {
+      int cpu_opset = opset;
+      if (const KernelDef* cpu = find(DeviceType::CPU, cpu_opset)) {
+        report_fallback(op, kernel ? fmt::format("its {} kernel does not take {}", device.str(), dtype_name(first))
+                                   : fmt::format("no {} kernel", device.str()));
+        kernel = cpu;
+        kernel_opset = cpu_opset;
+        fallback = true;
+      }
     }
+    if (!kernel) fail("no {} kernel for op {}", device.str(), op);
+    opset = kernel_opset;
+    const Device result_device = device;
+    if (fallback) device = Device::cpu();
     std::vector<Value> in_values;
     in_values.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -43,7 +83,14 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state, device);
     kernel->fn(ctx);
     std::vector<Tensor> result;
-    for (Value& v : outputs) result.push_back(std::move(v.tensor));
+    for (Value& v : outputs) result.push_back(fallback && v.tensor.defined() ? v.tensor.to(result_device) : std::move(v.tensor));
+    if (autograd::detail::should_record(inputs)) {
+      autograd::detail::record(*def, attrs, opset, inputs, result);
+    } else {
+      for (Tensor& t : result) {
+        if (t.autograd_meta()) t.set_autograd_meta(nullptr);  // an input passed through (Identity) keeps none
+      }
+    }
     return result;
   } catch (Error& e) {
     e.add_context("eager " + op);

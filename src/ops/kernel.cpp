@@ -47,25 +47,7 @@ void KernelContext::set_output_value(size_t i, Value v) {
 bool KernelContext::has_attr(std::string_view name) const { return attrs_.find(name) != attrs_.end(); }
 
 const Attribute& KernelContext::attr(std::string_view name, AttrKind kind) const {
-  const Attribute* a = nullptr;
-  if (auto it = attrs_.find(name); it != attrs_.end()) {
-    a = &it->second;
-  } else if (const AttrDef* d = def_.find_attr(name)) {
-    if (!d->default_value) fail("attribute '{}' is required", name);
-    a = &*d->default_value;
-  } else {
-    fail("attribute '{}' is not declared for {} in the op catalogue", name, def_.name);
-  }
-  if (a->kind != kind) {
-    // ONNX files sometimes store a float attribute as an int; accept the lossless widening.
-    if (kind == AttrKind::Float && a->kind == AttrKind::Int) {
-      thread_local Attribute widened;
-      widened = Attribute(float(a->i));
-      return widened;
-    }
-    fail("attribute '{}': expected {}, got {}", name, attr_kind_name(kind), attr_kind_name(a->kind));
-  }
-  return *a;
+  return def_.attribute(attrs_, name, kind);
 }
 
 int64_t KernelContext::attr_int(std::string_view name) const { return attr(name, AttrKind::Int).i; }

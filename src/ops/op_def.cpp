@@ -12,6 +12,28 @@ const AttrDef* OpDef::find_attr(std::string_view attr) const {
   return nullptr;
 }
 
+const Attribute& OpDef::attribute(const Attributes& attrs, std::string_view name, AttrKind kind) const {
+  const Attribute* a = nullptr;
+  if (auto it = attrs.find(name); it != attrs.end()) {
+    a = &it->second;
+  } else if (const AttrDef* d = find_attr(name)) {
+    if (!d->default_value) fail("attribute '{}' is required", name);
+    a = &*d->default_value;
+  } else {
+    fail("attribute '{}' is not declared for {} in the op catalogue", name, this->name);
+  }
+  if (a->kind != kind) {
+    // ONNX files sometimes store a float attribute as an int; accept the lossless widening.
+    if (kind == AttrKind::Float && a->kind == AttrKind::Int) {
+      thread_local Attribute widened;
+      widened = Attribute(float(a->i));
+      return widened;
+    }
+    fail("attribute '{}': expected {}, got {}", name, attr_kind_name(kind), attr_kind_name(a->kind));
+  }
+  return *a;
+}
+
 const ParamDef* OpSignature::bind(const std::vector<ParamDef>& params, size_t i) {
   if (i < params.size()) return &params[i];
   if (!params.empty() && params.back().arity == ParamDef::Arity::Variadic) return &params.back();

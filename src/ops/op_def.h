@@ -79,6 +79,10 @@ struct AttrDef {
   bool required = false;
 };
 
+class GradBuilder;  // ops/gradient.h
+// An op's vector-Jacobian product (ops/gradient.h), written beside its definition.
+using VjpRule = void (*)(GradBuilder& b);
+
 // An output dtype that an attribute decides where no input does (Constant's value): declared with the op.
 using DTypeRule = DType (*)(const Attributes& attrs, size_t output);
 
@@ -97,8 +101,15 @@ struct OpDef {
   // absent), or input 0's when the attribute is optional and absent (EyeLike, RandomNormalLike).
   std::string dtype_attr;
   DTypeRule dtype_rule = nullptr;  // output dtypes decided otherwise by attributes (Constant)
+  // The gradient rule; null for ops without one (integer and bool results need none). Eager tapes,
+  // the Gradient lowering and gradcheck all read it.
+  VjpRule vjp = nullptr;
 
   const AttrDef* find_attr(std::string_view attr) const;
+  // The attribute as set in `attrs`, else the catalogue default; a required attribute that is
+  // missing, an undeclared one, or a kind mismatch throws naming the attribute (an int given where a
+  // float is declared is widened).
+  const Attribute& attribute(const Attributes& attrs, std::string_view name, AttrKind kind) const;
   bool has(OpTag tag) const { return (uint32_t(tags) & uint32_t(tag)) == uint32_t(tag); }
   // The op's signature: declared, or from the catalogue's signature source (libonnx for ai.onnx ops),
   // looked up once at first use; empty (known() false) when neither has it.
@@ -218,6 +229,10 @@ class OpBuilder {
   }
   OpBuilder& dtype_rule(DTypeRule rule) {
     def_.dtype_rule = rule;
+    return *this;
+  }
+  OpBuilder& vjp(VjpRule rule) {
+    def_.vjp = rule;
     return *this;
   }
   OpBuilder& tag(OpTag t) {

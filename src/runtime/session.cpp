@@ -136,7 +136,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
     std::vector<Value> values;
     for (size_t i = 0; i < inputs.size(); ++i) {
       impl_->check_input(i, inputs[i], symbols);
-      values.emplace_back(inputs[i]);
+      values.emplace_back(inputs[i].detach());  // a graph run records nothing on the autograd tape
     }
     Executor::Result run = impl_->executor->run(values);
     const std::vector<Value>& results = run.outputs;

@@ -1,8 +1,17 @@
 // Ingot's own fused operators (domain "ai.ingot"), created by graph passes (src/passes/), never by
 // importers of ordinary ONNX files.
+#include "ops/gradient.h"
 #include "ops/op_def.h"
 
 namespace ingot {
+namespace {
+void layer_norm_vjp_fused(GradBuilder& b) {
+  // Ingot's LayerNormalization is ONNX's: its rule is ONNX's.
+  OpCatalogue::instance().find("", "LayerNormalization")->vjp(b);
+}
+void hard_swish_vjp_fused(GradBuilder& b) { OpCatalogue::instance().find("", "HardSwish")->vjp(b); }
+}  // namespace
+
 namespace {
 const std::vector<DType> kFloats = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
 }  // namespace
@@ -84,7 +93,8 @@ INGOT_OP(LayerNormalization)
     .attr("epsilon", 1e-5f)
     .attr("stash_type", 1)
     .summary("ONNX's LayerNormalization (opset 17) for older models: normalizes over axes [axis, rank).")
-    .tag(OpTag::Float32Inside);
+    .tag(OpTag::Float32Inside)
+    .vjp(layer_norm_vjp_fused);
 
 INGOT_OP(HardSwish)
     .domain(kIngotDomain)
@@ -94,7 +104,8 @@ INGOT_OP(HardSwish)
     .type("T", kFloats)
     .summary("ONNX's HardSwish (opset 14) for older models: X * max(0, min(1, X / 6 + 1/2)).")
     .tag(OpTag::Elementwise)
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(hard_swish_vjp_fused);
 
 // Written by fuse_elementwise: a chain of elementwise float ops evaluated in one pass over the
 // output; `program` is its instruction list (ops/semantics/fused_elementwise.h). The inputs

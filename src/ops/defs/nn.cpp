@@ -1,13 +1,311 @@
 // Neural-network operators: convolution, pooling, matrix products, normalization, softmax and
 // resizing. Spatial attributes (kernel_shape, strides, pads, dilations) that ONNX leaves without a
 // default are optional here; kernels derive them from the weight/input shape when absent.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/gradient.h"
 #include "ops/op_def.h"
 
 namespace ingot {
+namespace {
+
+// ---- Gradient rules (ops/gradient.h).
+using G = GradBuilder;
+using V = GradValue;
+
+// The permutation swapping the last two axes of a rank-r value.
+std::vector<int64_t> swap_last_two(int64_t r) {
+  std::vector<int64_t> perm;
+  for (int64_t a = 0; a < r; ++a) perm.push_back(a);
+  std::swap(perm[size_t(r - 2)], perm[size_t(r - 1)]);
+  return perm;
+}
+V transpose_last_two(G& b, const V& v) { return b.transpose(v, swap_last_two(b.rank(v))); }
+
+// MatMul with numpy semantics: 1-D operands become matrices ([k] -> [1, k] for A, [k, 1] for B), the
+// products run batched, and the batch axes A or B was broadcast along are summed away.
+void matmul_vjp(G& b) {
+  const V &a = b.x(0), &w = b.x(1);
+  const bool a_vector = b.rank(a) == 1, w_vector = b.rank(w) == 1;
+  V a2 = a_vector ? b.unsqueeze(a, {0}) : a;
+  V w2 = w_vector ? b.unsqueeze(w, {1}) : w;
+  V g = b.dy();
+  if (a_vector) g = b.unsqueeze(g, {b.rank(g) - (w_vector ? 0 : 1)});
+  if (w_vector) g = b.unsqueeze(g, {b.rank(g)});
+  if (b.wants(0)) b.grad(0, b.reshape_like(b.sum_to(b.matmul(g, transpose_last_two(b, w2)), a2), a));
+  if (b.wants(1)) b.grad(1, b.reshape_like(b.sum_to(b.matmul(transpose_last_two(b, a2), g), w2), w));
+}
+
+// Y = alpha A' B' + beta C with A' = transA ? A^T : A (and B' likewise).
+void gemm_vjp(G& b) {
+  if (b.opset() < 7 && b.attr_int("broadcast") != 0) b.unsupported("with opset 1-6's `broadcast` attribute");
+  const bool ta = b.attr_int("transA") != 0, tb = b.attr_int("transB") != 0;
+  const V &a = b.x(0), &w = b.x(1);
+  V g = b.dy();
+  const double alpha = b.attr_float("alpha"), beta = b.attr_float("beta");
+  if (alpha != 1.0) g = b.mul(g, b.scalar(alpha, g));
+  auto t = [&](const V& v) { return b.transpose(v, {1, 0}); };
+  V a1 = ta ? t(a) : a, w1 = tb ? t(w) : w;
+  if (b.wants(0)) b.grad(0, ta ? b.matmul(w1, t(g)) : b.matmul(g, t(w1)));
+  if (b.wants(1)) b.grad(1, tb ? b.matmul(t(g), a1) : b.matmul(t(a1), g));
+  if (b.wants(2)) b.grad(2, b.sum_to(beta == 1.0 ? b.dy() : b.mul(b.dy(), b.scalar(beta, b.dy())), b.x(2)));
+}
+
+// The axes Softmax/LogSoftmax normalize over: `axis` from opset 13; before it every axis from `axis`
+// on (the input coerced to 2-D).
+std::vector<int64_t> softmax_axes(G& b) {
+  const int64_t rank = b.rank(b.x(0));
+  int64_t axis = b.has_attr("axis") ? b.attr_int("axis") : (b.opset() >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes{axis};
+  if (b.opset() < 13) {
+    for (int64_t a = axis + 1; a < rank; ++a) axes.push_back(a);
+  }
+  return axes;
+}
+void softmax_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const V& y = b.y();
+  V dot = b.reduce_sum(b.mul(b.dy(), y), softmax_axes(b), true);
+  b.grad(0, b.mul(y, b.sub(b.dy(), dot)));
+}
+void log_softmax_vjp(G& b) {
+  if (!b.wants(0)) return;
+  V total = b.reduce_sum(b.dy(), softmax_axes(b), true);
+  b.grad(0, b.sub(b.dy(), b.mul(b.call1("Exp", {b.y()}), total)));
+}
+
+std::vector<int64_t> spatial_axes(G& b, const V& v) {
+  std::vector<int64_t> axes;
+  for (int64_t a = 2; a < b.rank(v); ++a) axes.push_back(a);
+  return axes;
+}
+void global_average_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  Shape s = b.static_shape(b.x(0));
+  int64_t count = 1;
+  for (size_t a = 2; a < s.size(); ++a) count *= s[a];
+  b.grad(0, b.div(b.expand_like(b.dy(), b.x(0)), b.scalar(double(count), b.dy())));
+}
+void global_max_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  V hit = b.equal_mask(b.x(0), b.expand_like(b.y(), b.x(0)), b.x(0));
+  V count = b.expand_like(b.reduce_sum(hit, spatial_axes(b, b.x(0)), true), b.x(0));
+  b.grad(0, b.mul(b.expand_like(b.dy(), b.x(0)), b.div(hit, count)));
+}
+
+// Conv's explicit geometry for the shapes at hand (auto_pad resolved).
+struct ConvGeometry {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins, then ends
+};
+// `kernel`: the window (a pool's kernel_shape); empty: the weight's spatial dims (Conv).
+ConvGeometry conv_geometry(G& b, std::vector<int64_t> kernel = {}) {
+  Shape xs = b.static_shape(b.x(0));
+  const size_t n = xs.size() - 2;
+  ConvGeometry c;
+  if (kernel.empty()) {
+    Shape ws = b.static_shape(b.x(1));
+    kernel.assign(ws.begin() + 2, ws.end());
+  }
+  c.kernel = std::move(kernel);
+  c.strides = b.has_attr("strides") ? b.attr_ints("strides") : std::vector<int64_t>(n, 1);
+  c.dilations = b.has_attr("dilations") ? b.attr_ints("dilations") : std::vector<int64_t>(n, 1);
+  c.pads = b.has_attr("pads") ? b.attr_ints("pads") : std::vector<int64_t>(2 * n, 0);
+  const std::string& auto_pad = b.attr("auto_pad", AttrKind::String).s;
+  if (auto_pad == "VALID") c.pads.assign(2 * n, 0);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t out = (xs[2 + i] + c.strides[i] - 1) / c.strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * c.strides[i] + (c.kernel[i] - 1) * c.dilations[i] + 1 - xs[2 + i]);
+      int64_t small = total / 2;
+      c.pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      c.pads[n + i] = total - c.pads[i];
+    }
+  }
+  return c;
+}
+// A convolution's weight gradient as a convolution: `data` ([N, C, ...] with batch and channels
+// swapped) correlated with `taps` (likewise), the forward's strides as dilations and dilations as
+// strides, cut to the kernel's size and swapped back (Conv: data X, taps dy; ConvTranspose: data dy,
+// taps X).
+V correlate_for_weight(G& b, const V& data, const V& taps, const std::vector<int64_t>& strides,
+                       const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
+                       const std::vector<int64_t>& kernel) {
+  const size_t n = kernel.size();
+  std::vector<int64_t> swap{1, 0}, starts(n, 0), axes;
+  for (size_t i = 0; i < n; ++i) {
+    swap.push_back(int64_t(2 + i));
+    axes.push_back(int64_t(2 + i));
+  }
+  V w = b.call1("Conv", {b.transpose(data, swap), b.transpose(taps, swap)},
+                {{"strides", dilations}, {"dilations", strides}, {"pads", pads}});
+  w = b.call1("Slice", {w, b.int64s(starts), b.int64s(kernel), b.int64s(axes)});
+  return b.transpose(w, swap);
+}
+// A per-channel bias's gradient: dy summed over the batch and spatial axes.
+V bias_grad(G& b) {
+  std::vector<int64_t> axes{0};
+  for (int64_t a = 2; a < b.rank(b.dy()); ++a) axes.push_back(a);
+  return b.reduce_sum(b.dy(), axes, false);
+}
+// dX is the transposed convolution of dy with W; dW the convolution of X with dy, batch and channels
+// swapped (the forward's strides become dilations and the other way round), cut to the kernel's size.
+void conv_vjp(G& b) {
+  if (b.attr_int("group") != 1) b.unsupported("with group != 1 (grouped and depthwise convolutions)");
+  const ConvGeometry c = conv_geometry(b);
+  const Shape xs = b.static_shape(b.x(0)), gs = b.static_shape(b.dy());
+  const size_t n = xs.size() - 2;
+  if (b.wants(0)) {
+    std::vector<int64_t> output_padding;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t natural = c.strides[i] * (gs[2 + i] - 1) + (c.kernel[i] - 1) * c.dilations[i] + 1 - c.pads[i] - c.pads[n + i];
+      output_padding.push_back(xs[2 + i] - natural);
+    }
+    b.grad(0, b.call1("ConvTranspose", {b.dy(), b.x(1)},
+                      {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads},
+                       {"output_padding", output_padding}}));
+  }
+  if (b.wants(1)) b.grad(1, correlate_for_weight(b, b.x(0), b.dy(), c.strides, c.dilations, c.pads, c.kernel));
+  if (b.wants(2)) b.grad(2, bias_grad(b));
+}
+
+// ConvTranspose, the adjoint of Conv: dX is the convolution of dy with W (same strides, pads and
+// dilations); dW the convolution of dy with X, batch and channels swapped (strides and dilations
+// exchanged), cut to the kernel's size.
+void conv_transpose_vjp(G& b) {
+  if (b.attr_int("group") != 1) b.unsupported("with group != 1");
+  if (b.has_attr("output_shape") || b.attr("auto_pad", AttrKind::String).s != "NOTSET")
+    b.unsupported("with output_shape or auto_pad (give pads and output_padding)");
+  const Shape xs = b.static_shape(b.x(0)), ws = b.static_shape(b.x(1));
+  const size_t n = xs.size() - 2;
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  std::vector<int64_t> strides = b.has_attr("strides") ? b.attr_ints("strides") : std::vector<int64_t>(n, 1);
+  std::vector<int64_t> dilations = b.has_attr("dilations") ? b.attr_ints("dilations") : std::vector<int64_t>(n, 1);
+  std::vector<int64_t> pads = b.has_attr("pads") ? b.attr_ints("pads") : std::vector<int64_t>(2 * n, 0);
+  if (b.wants(0)) {
+    b.grad(0, b.call1("Conv", {b.dy(), b.x(1)}, {{"strides", strides}, {"dilations", dilations}, {"pads", pads}}));
+  }
+  if (b.wants(1)) b.grad(1, correlate_for_weight(b, b.dy(), b.x(0), strides, dilations, pads, kernel));
+  if (b.wants(2)) b.grad(2, bias_grad(b));
+}
+
+// LayerNormalization over axes [axis, rank): with x^ = (x - mean) * r (r = 1 / sqrt(var + eps)) and
+// g = dy * scale, dx = r * (g - mean(g) - x^ mean(g x^)); dscale and dB sum over the leading axes.
+void layer_norm_vjp(G& b) {
+  if (b.dy(1).defined() || b.dy(2).defined()) b.unsupported("through its Mean and InvStdDev outputs");
+  const V& x = b.x(0);
+  const int64_t rank = b.rank(x);
+  int64_t axis = b.attr_int("axis");
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  V mean = b.reduce_mean(x, axes, true);
+  V centered = b.sub(x, mean);
+  V var = b.reduce_mean(b.mul(centered, centered), axes, true);
+  V r = b.call1("Reciprocal", {b.call1("Sqrt", {b.add(var, b.scalar(b.attr_float("epsilon"), var))})});
+  V xhat = b.mul(centered, r);
+  if (b.wants(0)) {
+    V g = b.mul(b.dy(), b.x(1));
+    V mean_g = b.reduce_mean(g, axes, true);
+    V mean_gx = b.reduce_mean(b.mul(g, xhat), axes, true);
+    b.grad(0, b.mul(r, b.sub(b.sub(g, mean_g), b.mul(xhat, mean_gx))));
+  }
+  if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), xhat), b.x(1)));
+  if (b.wants(2)) b.grad(2, b.sum_to(b.dy(), b.x(2)));
+}
+
+// BatchNormalization in inference form (the statistics are inputs): per channel, y = (x - mean) * r *
+// scale + B with r = 1 / sqrt(var + eps).
+void batch_norm_vjp(G& b) {
+  if (b.attr_int("training_mode") != 0) b.unsupported("in training mode (batch statistics)");
+  if (b.opset() < 9 && b.attr_int("spatial") == 0) b.unsupported("with spatial = 0");
+  const V& x = b.x(0);
+  const int64_t rank = b.rank(x);
+  std::vector<int64_t> channel_axes;  // [C] -> [C, 1, ...]
+  for (int64_t a = 1; a + 1 < rank; ++a) channel_axes.push_back(a);
+  auto per_channel = [&](const V& v) { return channel_axes.empty() ? v : b.unsqueeze(v, channel_axes); };
+  V var_eps = b.add(b.x(4), b.scalar(b.attr_float("epsilon"), b.x(4)));
+  V r = b.call1("Reciprocal", {b.call1("Sqrt", {var_eps})});
+  V centered = b.sub(x, per_channel(b.x(3)));
+  V xhat = b.mul(centered, per_channel(r));
+  std::vector<int64_t> reduce{0};
+  for (int64_t a = 2; a < rank; ++a) reduce.push_back(a);
+  if (b.wants(0)) b.grad(0, b.mul(b.dy(), per_channel(b.mul(b.x(1), r))));
+  if (b.wants(1)) b.grad(1, b.reduce_sum(b.mul(b.dy(), xhat), reduce, false));
+  if (b.wants(2)) b.grad(2, b.reduce_sum(b.dy(), reduce, false));
+  V dsum = b.reduce_sum(b.dy(), reduce, false);
+  if (b.wants(3)) b.grad(3, b.neg(b.mul(dsum, b.mul(b.x(1), r))));
+  if (b.wants(4)) {
+    V dxhat_x = b.reduce_sum(b.mul(b.dy(), centered), reduce, false);  // sum dy (x - mean)
+    V r3 = b.mul(r, b.mul(r, r));
+    b.grad(4, b.mul(b.mul(dxhat_x, b.x(1)), b.mul(r3, b.scalar(-0.5, r3))));
+  }
+}
+
+// The transposed window sum: every dy element added back over the input positions of its window
+// (a ConvTranspose of each channel with a kernel of ones), cut or padded to the input's size.
+V window_transpose(G& b, const ConvGeometry& c, const V& dy) {
+  const Shape xs = b.static_shape(b.x(0)), gs = b.static_shape(dy);
+  const size_t n = xs.size() - 2;
+  std::vector<int64_t> planes{xs[0] * xs[1], 1}, kernel_shape{1, 1}, output_padding;
+  for (size_t i = 0; i < n; ++i) {
+    planes.push_back(gs[2 + i]);
+    kernel_shape.push_back(c.kernel[i]);
+    int64_t natural = c.strides[i] * (gs[2 + i] - 1) + (c.kernel[i] - 1) * c.dilations[i] + 1 - c.pads[i] - c.pads[n + i];
+    output_padding.push_back(xs[2 + i] - natural);
+  }
+  for (int64_t pad : output_padding) {
+    if (pad < 0) b.unsupported("with ceil_mode windows that reach past the padding");
+  }
+  Tensor ones = Tensor::scalar<double>(1.0).cast(b.dtype(dy));
+  int64_t count = 1;
+  for (int64_t k : c.kernel) count *= k;
+  Tensor kernel = Tensor::empty(b.dtype(dy), kernel_shape);
+  for (int64_t i = 0; i < count; ++i) std::memcpy(static_cast<char*>(kernel.raw_data()) + i * dtype_size(kernel.dtype()), ones.raw_data(), dtype_size(kernel.dtype()));
+  V summed = b.call1("ConvTranspose", {b.reshape(dy, b.int64s(planes)), b.emitter().constant(kernel)},
+                     {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads}, {"output_padding", output_padding}});
+  return b.reshape_like(summed, b.x(0));
+}
+
+// MaxPool: dy goes to the element each window picked (its Indices: flat offsets into X).
+void max_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  if (b.attr_int("storage_order") != 0) b.unsupported("with storage_order = 1");
+  V indices = b.y(1).defined() ? b.y(1) : b.call("MaxPool", {b.x(0)}, b.attrs(), 2).at(1);
+  V flat = b.int64s({-1});
+  V g = b.call1("ScatterElements", {b.reshape(b.zeros_like(b.x(0)), flat), b.reshape(indices, flat), b.reshape(b.dy(), flat)},
+                {{"axis", int64_t(0)}, {"reduction", "add"}});
+  b.grad(0, b.reshape_like(g, b.x(0)));
+}
+
+// AveragePool: each dy element divided by its window's count, then summed back over the window.
+void average_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const ConvGeometry c = conv_geometry(b, b.attr_ints("kernel_shape"));
+  int64_t window = 1;
+  for (int64_t k : c.kernel) window *= k;
+  V share;
+  if (b.attr_int("count_include_pad") != 0) {
+    share = b.div(b.dy(), b.scalar(double(window), b.dy()));
+  } else {
+    // The count of real (unpadded) elements per window: a pool of ones that counts padding, times the window.
+    Attributes with_pad = b.attrs();
+    with_pad["count_include_pad"] = int64_t(1);
+    V ones = b.add(b.zeros_like(b.x(0)), b.scalar(1.0, b.x(0)));
+    V fraction = b.call1("AveragePool", {ones}, with_pad);
+    share = b.div(b.dy(), b.mul(fraction, b.scalar(double(window), fraction)));
+  }
+  b.grad(0, window_transpose(b, c, share));
+}
+
+}  // namespace
+
 
 INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
     "N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(conv_vjp);
 
 INGOT_OP(ConvTranspose)
     .versions(1)
@@ -16,7 +314,8 @@ INGOT_OP(ConvTranspose)
     .optional_attr("output_padding", AttrKind::Ints)
     .optional_attr("output_shape", AttrKind::Ints)
     .summary("Transposed convolution of X [N,C,D...] with W [C,M/group,k...] plus optional bias B [M].")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(conv_transpose_vjp);
 
 INGOT_OP(MaxPool)
     .versions(1)
@@ -30,7 +329,8 @@ INGOT_OP(MaxPool)
     .attr("storage_order", 0)
     .optional_attr("strides", AttrKind::Ints)
     .summary("Max over sliding windows; optional Indices output (flat offsets into X).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(max_pool_vjp);
 
 INGOT_OP(AveragePool)
     .versions(1)
@@ -43,7 +343,8 @@ INGOT_OP(AveragePool)
     .optional_attr("pads", AttrKind::Ints)
     .optional_attr("strides", AttrKind::Ints)
     .summary("Mean over sliding windows (padding counted only with count_include_pad).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(average_pool_vjp);
 
 INGOT_OP(LpPool)
     .versions(2)
@@ -58,9 +359,11 @@ INGOT_OP(LpPool)
     .summary("p-norm over sliding windows.");
 
 INGOT_OP(GlobalAveragePool).versions(1).inputs(1).summary("Mean over all spatial axes (kept as size 1).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(global_average_pool_vjp);
 INGOT_OP(GlobalMaxPool).versions(1).inputs(1).summary("Max over all spatial axes (kept as size 1).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(global_max_pool_vjp);
 INGOT_OP(GlobalLpPool).versions(2).inputs(1).attr("p", 2).summary("p-norm over all spatial axes.");
 
 INGOT_OP(MaxUnpool)
@@ -72,7 +375,8 @@ INGOT_OP(MaxUnpool)
     .summary("Scatters X to the positions in I (MaxPool's Indices) in a zero tensor.");
 
 INGOT_OP(MatMul).versions(1).inputs(2).summary("Matrix product with numpy batch broadcasting and 1-D operands.")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(matmul_vjp);
 
 INGOT_OP(Gemm)
     .versions(1)
@@ -83,7 +387,8 @@ INGOT_OP(Gemm)
     .attr("transA", 0)
     .attr("transB", 0)
     .summary("alpha * A' * B' + beta * C (C unidirectionally broadcast to [M,N]).")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(gemm_vjp);
 
 INGOT_OP(BatchNormalization)
     .versions(6)
@@ -94,7 +399,8 @@ INGOT_OP(BatchNormalization)
     .attr("momentum", 0.9f)
     .attr("spatial", 1)
     .attr("training_mode", 0)
-    .summary("Per-channel normalization; training_mode (opset 14+) also outputs running mean/var.");
+    .summary("Per-channel normalization; training_mode (opset 14+) also outputs running mean/var.")
+    .vjp(batch_norm_vjp);
 
 INGOT_OP(InstanceNormalization)
     .versions(6)
@@ -110,7 +416,8 @@ INGOT_OP(LayerNormalization)
     .attr("epsilon", 1e-5f)
     .attr("stash_type", 1)
     .summary("Normalizes over axes [axis, rank); optional Mean and InvStdDev outputs.")
-    .tag(OpTag::Float32Inside);
+    .tag(OpTag::Float32Inside)
+    .vjp(layer_norm_vjp);
 
 INGOT_OP(GroupNormalization)
     .versions(18)
@@ -144,8 +451,10 @@ INGOT_OP(MeanVarianceNormalization)
       .summary(text                                                                                       \
                " Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13 on it works " \
                "along the single axis `axis` (default -1).")
-INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).").tag(OpTag::Float32Inside);
-INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside);
+INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).").tag(OpTag::Float32Inside)
+    .vjp(softmax_vjp);
+INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside)
+    .vjp(log_softmax_vjp);
 INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.");
 #undef INGOT_SOFTMAX_OP
 

@@ -1,9 +1,180 @@
 // Tensor, shape and data-movement ops: reshaping views, layout changes (Transpose, Concat, Slice,
 // Pad...), indexing (Gather/Scatter families), constants and generators, and a few ops that sort
 // or scan along an axis (TopK, Unique, CumSum).
+#include <algorithm>
+
+#include "ops/gradient.h"
 #include "ops/op_def.h"
 
 namespace ingot {
+namespace {
+
+// ---- Gradient rules (ops/gradient.h).
+using G = GradBuilder;
+using V = GradValue;
+
+// Views and copies that keep every element: the gradient is dy in the input's shape.
+void reshape_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.reshape_like(b.dy(), b.x(0)));
+}
+void identity_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.dy());
+}
+void transpose_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const int64_t rank = b.rank(b.x(0));
+  std::vector<int64_t> perm = b.has_attr("perm") ? b.attr_ints("perm") : std::vector<int64_t>{};
+  if (perm.empty()) {
+    for (int64_t a = rank - 1; a >= 0; --a) perm.push_back(a);
+  }
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+  b.grad(0, b.transpose(b.dy(), inverse));
+}
+int64_t normalized_axis(G& b, int64_t axis, const V& v) { return axis < 0 ? axis + b.rank(v) : axis; }
+V slice(G& b, const V& v, int64_t axis, int64_t begin, int64_t end) {
+  return b.call1("Slice", {v, b.int64s({begin}), b.int64s({end}), b.int64s({axis})});
+}
+void concat_vjp(G& b) {
+  const int64_t axis = normalized_axis(b, b.attr_int("axis"), b.y());
+  int64_t offset = 0;
+  for (size_t i = 0; i < b.num_inputs(); ++i) {
+    const int64_t size = b.static_shape(b.x(i))[size_t(axis)];
+    if (b.wants(i)) b.grad(i, slice(b, b.dy(), axis, offset, offset + size));
+    offset += size;
+  }
+}
+void split_vjp(G& b) {
+  if (!b.wants(0)) return;
+  std::vector<V> parts;
+  for (size_t k = 0; k < b.num_outputs(); ++k) parts.push_back(b.dy(k).defined() ? b.dy(k) : b.zeros_like(b.y(k)));
+  b.grad(0, b.call1("Concat", parts, {{"axis", b.attr_int("axis")}}));
+}
+// Slice with unit steps: dy padded back to the input's extent (zeros where the slice left elements out).
+void slice_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const Shape shape = b.static_shape(b.x(0));
+  const int64_t rank = int64_t(shape.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (b.opset() >= 10) {
+    starts = b.int64_values(b.x(1), "starts");
+    ends = b.int64_values(b.x(2), "ends");
+    if (b.has_input(3)) axes = b.int64_values(b.x(3), "axes");
+    if (b.has_input(4)) steps = b.int64_values(b.x(4), "steps");
+  } else {
+    starts = b.attr_ints("starts");
+    ends = b.attr_ints("ends");
+    if (b.has_attr("axes")) axes = b.attr_ints("axes");
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  }
+  std::vector<int64_t> pads(size_t(2 * rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!steps.empty() && steps[i] != 1) b.unsupported("with steps other than 1");
+    const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i], dim = shape[size_t(axis)];
+    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+    const int64_t begin = clamp(starts[i]), end = std::max(begin, clamp(ends[i]));
+    pads[size_t(axis)] = begin;
+    pads[size_t(axis + rank)] = dim - end;
+  }
+  b.grad(0, b.call1("Pad", {b.dy(), b.int64s(pads)}));
+}
+void expand_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.sum_to(b.dy(), b.x(0)));
+}
+// Tile: dy seen as [r0, d0, r1, d1, ...], summed over the repeats.
+void tile_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const Shape shape = b.static_shape(b.x(0));
+  const std::vector<int64_t> repeats = b.int64_values(b.x(1), "repeats");
+  std::vector<int64_t> split, axes;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    axes.push_back(int64_t(split.size()));
+    split.push_back(repeats[a]);
+    split.push_back(shape[a]);
+  }
+  b.grad(0, b.reduce_sum(b.reshape(b.dy(), b.int64s(split)), axes, false));
+}
+// Constant-mode Pad with non-negative pads: the gradient is the window of dy over the input; the
+// constant's is the sum of dy over the padding.
+void pad_vjp(G& b) {
+  if (!b.wants(0) && !b.wants(2)) return;
+  if (b.attr("mode", AttrKind::String).s != "constant") b.unsupported("in modes other than constant");
+  const Shape shape = b.static_shape(b.x(0));
+  const int64_t rank = int64_t(shape.size());
+  std::vector<int64_t> pads = b.opset() >= 11 ? b.int64_values(b.x(1), "pads") : b.attr_ints("pads");
+  std::vector<int64_t> axes;
+  if (b.opset() >= 18 && b.has_input(3)) {
+    axes = b.int64_values(b.x(3), "axes");
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  std::vector<int64_t> starts, ends, slice_axes;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i], begin = pads[i];
+    if (begin < 0 || pads[i + axes.size()] < 0) b.unsupported("with negative pads (cropping)");
+    starts.push_back(begin);
+    ends.push_back(begin + shape[size_t(axis)]);
+    slice_axes.push_back(axis);
+  }
+  V window = b.call1("Slice", {b.dy(), b.int64s(starts), b.int64s(ends), b.int64s(slice_axes)});
+  if (b.wants(0)) b.grad(0, window);
+  if (b.wants(2)) {
+    std::vector<int64_t> all;
+    for (int64_t a = 0; a < rank; ++a) all.push_back(a);
+    V padding = b.sub(b.reduce_sum(b.dy(), all, false), b.reduce_sum(window, all, false));
+    b.grad(2, b.reshape_like(padding, b.x(2)));
+  }
+}
+// Dropout: the identity at inference; in training mode the mask output gives the kept elements.
+void dropout_vjp(G& b) {
+  if (!b.wants(0)) return;
+  bool training = false;  // Ingot runs opsets before 12 as inference, whatever is_test says
+  if (b.opset() >= 12 && b.has_input(2)) training = b.int64_values(b.x(2), "training_mode").at(0) != 0;
+  if (!training) return b.grad(0, b.dy());
+  double ratio = b.has_input(1) ? b.double_value(b.x(1), "ratio") : 0.5;
+  if (!b.y(1).defined()) b.unsupported("in training mode without its mask output");
+  V keep = b.cast_like(b.y(1), b.dy());
+  b.grad(0, b.mul(b.mul(b.dy(), keep), b.scalar(1.0 / (1.0 - ratio), b.dy())));
+}
+void cum_sum_vjp(G& b) {
+  if (!b.wants(0)) return;
+  b.grad(0, b.call1("CumSum", {b.dy(), b.x(1)},
+                    {{"exclusive", b.attr_int("exclusive")}, {"reverse", int64_t(b.attr_int("reverse") == 0)}}));
+}
+void gather_elements_vjp(G& b) {
+  if (!b.wants(0)) return;
+  b.grad(0, b.call1("ScatterElements", {b.zeros_like(b.x(0)), b.x(1), b.dy()},
+                    {{"axis", b.attr_int("axis")}, {"reduction", "add"}}));
+}
+// Gather: every index's slice of dy added into zeros of the data's shape (ScatterElements along the
+// axis, with the indices flattened and broadcast over the other axes).
+void gather_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const Shape data = b.static_shape(b.x(0)), indices = b.static_shape(b.x(1));
+  const int64_t axis = normalized_axis(b, b.attr_int("axis"), b.x(0));
+  int64_t count = 1;
+  for (int64_t d : indices) count *= d;
+  std::vector<int64_t> updates(data.begin(), data.end()), index_shape(data.size(), 1);
+  updates[size_t(axis)] = count;
+  index_shape[size_t(axis)] = count;
+  V dy = b.reshape(b.dy(), b.int64s(updates));
+  V idx = b.call1("Expand", {b.reshape(b.x(1), b.int64s(index_shape)), b.int64s(updates)});
+  b.grad(0, b.call1("ScatterElements", {b.zeros_like(b.x(0)), idx, dy}, {{"axis", axis}, {"reduction", "add"}}));
+}
+void depth_to_space_vjp(G& b) {
+  if (!b.wants(0)) return;
+  if (b.attr("mode", AttrKind::String).s != "DCR") b.unsupported("in CRD mode");
+  b.grad(0, b.call1("SpaceToDepth", {b.dy()}, {{"blocksize", b.attr_int("blocksize")}}));
+}
+void space_to_depth_vjp(G& b) {
+  if (!b.wants(0)) return;
+  b.grad(0, b.call1("DepthToSpace", {b.dy()}, {{"blocksize", b.attr_int("blocksize")}, {"mode", "DCR"}}));
+}
+
+}  // namespace
+
 namespace {
 
 // The dtype of the tensor a constant attribute gives.
@@ -32,16 +203,19 @@ INGOT_OP(Reshape)
     .summary(
         "New shape from the `shape` input (attribute before opset 5); 0 copies the input dim unless "
         "allowzero, -1 is inferred. Zero-copy.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(reshape_vjp);
 INGOT_OP(Flatten).versions(1).inputs(1).attr("axis", 1).summary(
     "2-D view [prod(dims[:axis]), prod(dims[axis:])]. Zero-copy.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(reshape_vjp);
 INGOT_OP(Squeeze)
     .versions(1)
     .inputs(1, 2)
     .optional_attr("axes", AttrKind::Ints)
     .summary("Removes size-1 axes (`axes` attribute before opset 13, input from it; all when absent). Zero-copy.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(reshape_vjp);
 INGOT_OP(Unsqueeze)
     .versions(1)
     .inputs(1, 2)
@@ -49,9 +223,11 @@ INGOT_OP(Unsqueeze)
     .summary(
         "Inserts size-1 axes at output positions `axes` (attribute before opset 13, input from it). "
         "Zero-copy.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(reshape_vjp);
 INGOT_OP(Identity).versions(1).inputs(1).summary("Passes its input (tensor, sequence or optional) through.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(identity_vjp);
 
 // ---- Layout.
 INGOT_OP(Transpose)
@@ -59,9 +235,11 @@ INGOT_OP(Transpose)
     .inputs(1)
     .optional_attr("perm", AttrKind::Ints)
     .summary("Permutes axes (reverses them when `perm` is absent).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(transpose_vjp);
 INGOT_OP(Concat).versions(4).inputs(1, -1).required_attr("axis", AttrKind::Int).summary("Joins inputs along `axis`.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(concat_vjp);
 INGOT_OP(Split)
     .versions(2)
     .inputs(1, 2)
@@ -72,7 +250,8 @@ INGOT_OP(Split)
     .summary(
         "Splits along `axis` by `split` sizes (attribute before opset 13, input from it), else into "
         "equal parts (num_outputs from opset 18: the last part may be smaller).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(split_vjp);
 INGOT_OP(Slice)
     .versions(1)
     .inputs(1, 5)
@@ -82,11 +261,14 @@ INGOT_OP(Slice)
     .summary(
         "Strided slice (attributes before opset 10; inputs starts, ends, axes, steps from it). Bounds "
         "are clamped; negative steps walk backwards.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(slice_vjp);
 INGOT_OP(Expand).versions(8).inputs(2).summary("Broadcasts the input to the `shape` input (numpy rules).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(expand_vjp);
 INGOT_OP(Tile).versions(6).inputs(2).summary("Repeats the input `repeats[i]` times along each axis i.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(tile_vjp);
 INGOT_OP(Pad)
     .versions(2)
     .inputs(1, 4)
@@ -96,20 +278,23 @@ INGOT_OP(Pad)
     .summary(
         "Pads with mode constant/reflect/edge/wrap; pads/value are attributes before opset 11, inputs "
         "(pads, constant_value, axes from 18) from it. Negative pads crop.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(pad_vjp);
 INGOT_OP(DepthToSpace)
     .versions(1)
     .inputs(1)
     .required_attr("blocksize", AttrKind::Int)
     .attr("mode", "DCR")
     .summary("Moves channel blocks into spatial blocks (NCHW); mode DCR or CRD.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(depth_to_space_vjp);
 INGOT_OP(SpaceToDepth)
     .versions(1)
     .inputs(1)
     .required_attr("blocksize", AttrKind::Int)
     .summary("Moves spatial blocks into channels (NCHW); inverse of DepthToSpace DCR.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(space_to_depth_vjp);
 INGOT_OP(Trilu)
     .versions(14)
     .inputs(1, 2)
@@ -126,13 +311,15 @@ INGOT_OP(ReverseSequence)
 // ---- Indexing.
 INGOT_OP(Gather).versions(1).inputs(2).attr("axis", 0).summary(
     "Takes entries along `axis` at `indices` (int32/int64, negative counts from the end).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(gather_vjp);
 INGOT_OP(GatherElements)
     .versions(11)
     .inputs(2)
     .attr("axis", 0)
     .summary("out[i][j][k] = data[indices[i][j][k]][j][k] (for axis 0); output has the indices' shape.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(gather_elements_vjp);
 INGOT_OP(GatherND)
     .versions(11)
     .inputs(2)
@@ -216,7 +403,8 @@ INGOT_OP(Dropout)
     .summary(
         "Identity at inference; with training_mode (opset 12+) zeros elements with probability ratio "
         "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(dropout_vjp);
 
 // ---- Sorting and scans along an axis.
 INGOT_OP(TopK)
@@ -245,6 +433,7 @@ INGOT_OP(CumSum)
     .inputs(2)
     .attr("exclusive", 0)
     .attr("reverse", 0)
-    .summary("Cumulative sum along the `axis` input; exclusive and/or reverse.");
+    .summary("Cumulative sum along the `axis` input; exclusive and/or reverse.")
+    .vjp(cum_sum_vjp);
 
 }  // namespace ingot

@@ -1,0 +1,70 @@
+// Reverse-mode automatic differentiation of eager op calls, and the function transforms built on it.
+//
+// A tensor that requires a gradient (Tensor::set_requires_grad) is a leaf; every op called on it
+// (ingot::ops::call and the named ops) records a node on a tape, and its float outputs require
+// gradients too. Tensor::backward() walks the tape from a result back to the leaves, applying each
+// op's gradient rule (written beside the op's definition), and adds the gradients into the leaves'
+// grad(). Names and defaults follow PyTorch (libtorch's C++ API): requires_grad, grad, backward with
+// retain_graph and create_graph, detach, is_leaf, NoGradGuard; autograd::grad is torch.autograd.grad.
+//
+// The transforms take functions of tensors to tensors, and compose (grad(grad(f)), vjp of a grad):
+//   grad(f, argnums)           the gradient of f's first output (one element) with respect to the
+//                              arguments at argnums
+//   value_and_grad(f, argnums) f's outputs and that gradient
+//   vjp(f, primals)            f's outputs and a function from output cotangents to input cotangents
+//   jvp(f, primals, tangents)  f's outputs and their tangents (forward mode, as the vjp of a vjp)
+//
+// State belongs to a tensor handle and the copies made of it afterwards (a copy made before
+// set_requires_grad does not see it). Ops record what they read; a tensor written through data()
+// after an op read it makes that op's gradient wrong, as in any tape (PyTorch checks versions).
+#pragma once
+#include <ingot/export.h>
+#include <ingot/tensor.h>
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+INGOT_API_BEGIN
+namespace ingot {
+
+namespace autograd {
+
+// Whether ops record onto the tape on this thread (true unless a NoGradGuard is alive).
+bool grad_enabled();
+
+// Ops called while it lives record nothing (PyTorch's torch::NoGradGuard).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// The gradients of `outputs` (weighted by `grad_outputs`: one per output, or none when every output
+// has one element, meaning ones) with respect to `inputs` (leaves or intermediate results), returned
+// rather than added into grad(). An input the outputs do not depend on gets an undefined tensor.
+// create_graph: the gradients are themselves recorded, so they can be differentiated again.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false);
+
+}  // namespace autograd
+
+using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+Function grad(Function f, std::vector<int> argnums = {0});
+std::function<std::pair<std::vector<Tensor>, std::vector<Tensor>>(const std::vector<Tensor>&)> value_and_grad(
+    Function f, std::vector<int> argnums = {0});
+// f's outputs at `primals`, and the function taking one cotangent per output to one per primal.
+std::pair<std::vector<Tensor>, Function> vjp(const Function& f, const std::vector<Tensor>& primals);
+// f's outputs at `primals`, and the directional derivative of each along `tangents` (one per primal).
+std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const Function& f, const std::vector<Tensor>& primals,
+                                                        const std::vector<Tensor>& tangents);
+
+}  // namespace ingot
+INGOT_API_END

@@ -1,0 +1,284 @@
+// The eager tape and its backward walk (autograd/tape.h), and the Tensor methods of autograd.
+#include "autograd/tape.h"
+
+#include <ingot/autograd.h>
+#include <ingot/ops.h>
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "ops/gradient.h"
+
+namespace ingot {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_sequence{0};
+
+// Sets whether ops record for the life of the scope.
+class GradMode {
+ public:
+  explicit GradMode(bool on) : previous_(t_grad_enabled) { t_grad_enabled = on; }
+  ~GradMode() { t_grad_enabled = previous_; }
+
+ private:
+  bool previous_;
+};
+
+// Gradient rules run eagerly: every call is an ops::call (recorded when the backward creates a graph).
+class EagerEmitter final : public GradEmitter {
+ public:
+  std::vector<GradValue> emit(const OpDef& def, const std::vector<GradValue>& inputs, const Attributes& attrs,
+                              int num_outputs) override {
+    std::vector<Tensor> in;
+    in.reserve(inputs.size());
+    for (const GradValue& v : inputs) in.push_back(v.tensor);
+    std::vector<Tensor> out = ops::call(def.name, in, attrs, num_outputs, def.domain);
+    std::vector<GradValue> result;
+    for (Tensor& t : out) result.push_back({std::move(t), {}});
+    return result;
+  }
+  GradValue constant(const Tensor& t) override { return {t, {}}; }
+  DType dtype(const GradValue& v) const override { return v.tensor.dtype(); }
+  std::optional<Shape> shape(const GradValue& v) const override { return v.tensor.shape(); }
+  int64_t rank(const GradValue& v) const override { return v.tensor.rank(); }
+  std::optional<Tensor> value(const GradValue& v) const override { return v.tensor; }
+  int onnx_opset() const override { return 21; }  // ops::call's default for ONNX's ops
+};
+
+Tensor accumulate(const Tensor& sum, const Tensor& g) {
+  return sum.defined() ? ops::call("Add", {sum, g}, {}, 1).at(0) : g;
+}
+
+Tensor ones_like(const Tensor& t) {
+  Tensor one = Tensor::scalar<double>(1.0).cast(t.dtype()).reshape(t.shape());
+  return one.numel() == t.numel() ? one.to(t.device()) : Tensor();
+}
+
+AutogradMeta* meta_of(const Tensor& t) { return t.autograd_meta().get(); }
+bool tracked(const Tensor& t) { return t.defined() && meta_of(t) && meta_of(t)->requires_grad; }
+
+}  // namespace
+
+// ---- the public switches
+
+bool autograd::grad_enabled() { return t_grad_enabled; }
+autograd::NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+autograd::NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+// ---- recording
+
+bool autograd::detail::should_record(const std::vector<Tensor>& inputs) {
+  if (!t_grad_enabled) return false;
+  return std::any_of(inputs.begin(), inputs.end(), tracked);
+}
+
+void autograd::detail::record(const OpDef& def, const Attributes& attrs, int opset, const std::vector<Tensor>& inputs,
+                              std::vector<Tensor>& outputs) {
+  auto node = std::make_shared<GradNode>();
+  node->def = &def;
+  node->attrs = attrs;
+  node->opset = opset;
+  node->inputs = inputs;
+  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  node->num_outputs = outputs.size();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& out = outputs[k];
+    node->outputs.push_back(out.detach());
+    if (out.defined() && differentiable_dtype(out.dtype())) {
+      auto meta = std::make_shared<AutogradMeta>();
+      meta->requires_grad = true;
+      meta->grad_fn = node;
+      meta->output_index = int(k);
+      out.set_autograd_meta(std::move(meta));
+    } else {
+      out.set_autograd_meta(nullptr);  // integer and bool results carry no gradient
+    }
+  }
+}
+
+// ---- the backward walk
+
+std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& cotangents,
+                                               const std::vector<Tensor>& targets, bool retain_graph,
+                                               bool create_graph) {
+  if (!cotangents.empty() && cotangents.size() != roots.size())
+    fail("backward: {} gradients given for {} outputs", cotangents.size(), roots.size());
+  std::unordered_map<const AutogradMeta*, size_t> target_index;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!tracked(targets[i])) fail("autograd::grad: input {} does not require a gradient", i);
+    target_index.emplace(meta_of(targets[i]), i);
+  }
+  std::vector<Tensor> captured(targets.size());
+  GradMode mode(create_graph);
+
+  struct Pending {
+    std::shared_ptr<GradNode> node;
+    std::vector<Tensor> cotangents;  // per output
+    bool needed = true;              // leads to a target (when there are targets)
+  };
+  std::unordered_map<const GradNode*, Pending> pending;
+  auto visit = [&](const std::shared_ptr<GradNode>& n) {
+    auto [it, inserted] = pending.try_emplace(n.get());
+    if (inserted) it->second.node = n;
+    return inserted;
+  };
+  std::vector<std::shared_ptr<GradNode>> stack;
+  for (const Tensor& r : roots) {
+    if (!tracked(r)) fail("backward: an output does not require a gradient (no input of its ops required one)");
+    if (const auto& fn = meta_of(r)->grad_fn; fn && visit(fn)) stack.push_back(fn);
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<GradNode> n = std::move(stack.back());
+    stack.pop_back();
+    for (const Tensor& in : n->inputs) {
+      if (!tracked(in)) continue;
+      if (const auto& fn = meta_of(in)->grad_fn; fn && visit(fn)) stack.push_back(fn);
+    }
+  }
+  // Later nodes first: a node's inputs were all made before it.
+  std::vector<Pending*> order;
+  for (auto& [n, p] : pending) order.push_back(&p);
+  std::sort(order.begin(), order.end(), [](Pending* a, Pending* b) { return a->node->sequence > b->node->sequence; });
+  if (!targets.empty()) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const GradNode& n = *(*it)->node;
+      (*it)->needed = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Tensor& in) {
+        if (!tracked(in)) return false;
+        const AutogradMeta* m = meta_of(in);
+        return target_index.count(m) || (m->grad_fn && pending.at(m->grad_fn.get()).needed);
+      });
+    }
+  }
+
+  // Where a gradient arriving at a tensor goes: a target, the node that made it, or a leaf's grad().
+  auto deliver = [&](const Tensor& t, const Tensor& g) {
+    const AutogradMeta* m = meta_of(t);
+    if (auto it = target_index.find(m); it != target_index.end()) captured[it->second] = accumulate(captured[it->second], g);
+    if (m->grad_fn) {
+      Pending& p = pending.at(m->grad_fn.get());
+      if (!p.needed) return;
+      p.cotangents.resize(p.node->num_outputs);
+      Tensor& slot = p.cotangents[size_t(m->output_index)];
+      slot = accumulate(slot, g);
+    } else if (targets.empty()) {
+      AutogradMeta* leaf = t.autograd_meta().get();
+      leaf->grad = accumulate(leaf->grad, create_graph ? g : g.detach());
+    }
+  };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Tensor g = cotangents.empty() ? ones_like(roots[i]) : cotangents[i];
+    if (!g.defined()) fail("backward() without a gradient needs a one-element output, not {}", roots[i].describe());
+    if (g.shape() != roots[i].shape())
+      fail("backward: the gradient {} does not match the output {}", g.describe(), roots[i].describe());
+    deliver(roots[i], g);
+  }
+
+  EagerEmitter emitter;
+  std::vector<GradNode*> ran;
+  for (Pending* p : order) {
+    GradNode& n = *p->node;
+    if (!p->needed || std::none_of(p->cotangents.begin(), p->cotangents.end(), [](const Tensor& t) { return t.defined(); }))
+      continue;
+    if (n.released)
+      fail("backward through {} a second time: the first backward released what it saved (pass retain_graph)",
+           n.def->name);
+    if (!n.def->vjp) fail("no gradient rule for {}: an input of it requires a gradient", n.def->name);
+    std::vector<GradValue> ins, outs, cots;
+    std::vector<bool> wanted;
+    for (const Tensor& in : n.inputs) {
+      ins.push_back({in, {}});
+      bool want = tracked(in) && differentiable_dtype(in.dtype());
+      if (want && !targets.empty()) {
+        const AutogradMeta* m = meta_of(in);
+        want = target_index.count(m) || (m->grad_fn && pending.at(m->grad_fn.get()).needed);
+      }
+      wanted.push_back(want);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      Tensor out = n.outputs[k];
+      if (create_graph && out.defined() && differentiable_dtype(out.dtype())) {
+        // Reattached to this node, so that a rule reading the output is differentiated through it.
+        auto meta = std::make_shared<AutogradMeta>();
+        meta->requires_grad = true;
+        meta->grad_fn = p->node;
+        meta->output_index = int(k);
+        out.set_autograd_meta(std::move(meta));
+      }
+      outs.push_back({out, {}});
+    }
+    p->cotangents.resize(n.num_outputs);
+    for (const Tensor& c : p->cotangents) cots.push_back({c, {}});
+    GradBuilder b(emitter, *n.def, n.attrs, n.opset, std::move(ins), std::move(outs), std::move(cots), wanted);
+    try {
+      n.def->vjp(b);
+    } catch (Error& e) {
+      e.add_context("the gradient of " + n.def->name);
+      throw;
+    }
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Tensor& g = b.grads()[i].tensor;
+      if (!wanted[i] || !g.defined()) continue;
+      if (g.shape() != n.inputs[i].shape() || g.dtype() != n.inputs[i].dtype())
+        fail("the gradient rule of {} gave {} for input {}, which is {}", n.def->name, g.describe(), i,
+             n.inputs[i].describe());
+      deliver(n.inputs[i], g);
+    }
+    p->cotangents.clear();
+    ran.push_back(&n);
+  }
+  if (!retain_graph) {
+    for (GradNode* n : ran) {
+      n->inputs.clear();
+      n->outputs.clear();
+      n->released = true;
+    }
+  }
+  return captured;
+}
+
+std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph) {
+  if (inputs.empty()) fail("autograd::grad: no inputs to take gradients for");
+  return detail::backward(outputs, grad_outputs, inputs, retain_graph || create_graph, create_graph);
+}
+
+// ---- Tensor's autograd methods
+
+bool Tensor::requires_grad() const { return tracked(*this); }
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (autograd_ && autograd_->grad_fn)
+    fail("set_requires_grad: {} was made by {}; only leaves can be set (detach() it first)", describe(),
+         autograd_->grad_fn->def->name);
+  if (on && !differentiable_dtype(dtype_))
+    fail("set_requires_grad: only float tensors can require gradients, not {}", describe());
+  if (!autograd_) autograd_ = std::make_shared<AutogradMeta>();
+  autograd_->requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return autograd_ ? autograd_->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (!autograd_) autograd_ = std::make_shared<AutogradMeta>();
+  autograd_->grad = g;
+}
+
+bool Tensor::is_leaf() const { return !autograd_ || !autograd_->grad_fn; }
+
+Tensor Tensor::detach() const {
+  Tensor t = *this;
+  t.autograd_.reset();
+  return t;
+}
+
+void Tensor::backward() const { backward(Tensor()); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
+  autograd::detail::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{}, {},
+                             retain_graph || create_graph, create_graph);
+}
+
+}  // namespace ingot

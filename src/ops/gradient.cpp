@@ -1,0 +1,114 @@
+#include "ops/gradient.h"
+
+#include <algorithm>
+
+#include "core/strings.h"
+
+namespace ingot {
+
+const GradValue& GradBuilder::x(size_t i) const {
+  static const GradValue none;
+  return i < inputs_.size() ? inputs_[i] : none;
+}
+
+const GradValue& GradBuilder::y(size_t i) const {
+  static const GradValue none;
+  return i < outputs_.size() ? outputs_[i] : none;
+}
+
+const GradValue& GradBuilder::dy(size_t i) const {
+  static const GradValue none;
+  return i < cotangents_.size() ? cotangents_[i] : none;
+}
+
+void GradBuilder::grad(size_t i, GradValue g) {
+  if (wants(i)) grads_[i] = std::move(g);
+}
+
+void GradBuilder::unsupported(std::string_view what) const {
+  fail("no gradient for {} {}", def_.name, what);
+}
+
+std::vector<GradValue> GradBuilder::call(std::string_view op, const std::vector<GradValue>& inputs,
+                                         const Attributes& attrs, int num_outputs, std::string_view domain) {
+  const OpDef* def = OpCatalogue::instance().find(domain, op);
+  if (!def) fail("gradient of {}: op {} is not in the catalogue", def_.name, op);
+  return emitter_.emit(*def, inputs, attrs, num_outputs);
+}
+
+GradValue GradBuilder::scalar(double value, const GradValue& like) {
+  return emitter_.constant(Tensor::scalar<double>(value).cast(dtype(like)));
+}
+
+GradValue GradBuilder::int64s(const std::vector<int64_t>& values) {
+  return emitter_.constant(Tensor::from_vector<int64_t>(values, {int64_t(values.size())}));
+}
+
+Shape GradBuilder::static_shape(const GradValue& v) const {
+  std::optional<Shape> s = shape(v);
+  if (!s) fail("the gradient of {} needs static shapes (a value has a symbolic dim)", def_.name);
+  return *s;
+}
+
+std::vector<int64_t> GradBuilder::int64_values(const GradValue& v, std::string_view what) const {
+  std::optional<Tensor> t = emitter_.value(v);
+  if (!t) fail("the gradient of {} needs its {} as a constant", def_.name, what);
+  return t->to_int64_vector();
+}
+
+double GradBuilder::double_value(const GradValue& v, std::string_view what) const {
+  std::optional<Tensor> t = emitter_.value(v);
+  if (!t) fail("the gradient of {} needs its {} as a constant", def_.name, what);
+  return t->item_double();
+}
+
+std::vector<int64_t> GradBuilder::reduction_axes(bool axes_input) const {
+  if (axes_input) return has_input(1) ? int64_values(x(1), "axes") : std::vector<int64_t>{};
+  return has_attr("axes") ? attr_ints("axes") : std::vector<int64_t>{};
+}
+
+GradValue GradBuilder::sum_to(const GradValue& g, const GradValue& like) {
+  const Shape gs = static_shape(g), ls = static_shape(like);
+  if (gs == ls) return g;
+  if (ls.size() > gs.size()) fail("gradient of {}: a gradient of shape {} cannot sum to shape {}", def_.name,
+                                  shape_str(gs), shape_str(ls));
+  const size_t lead = gs.size() - ls.size();
+  std::vector<int64_t> axes;
+  for (size_t a = 0; a < gs.size(); ++a) {
+    if (a < lead || (ls[a - lead] == 1 && gs[a] != 1)) axes.push_back(int64_t(a));
+  }
+  GradValue r = axes.empty() ? g : reduce_sum(g, axes, true);
+  return reshape(r, int64s(std::vector<int64_t>(ls.begin(), ls.end())));
+}
+
+GradValue GradBuilder::reduce_sum(const GradValue& v, const std::vector<int64_t>& axes, bool keepdims) {
+  Attributes a{{"keepdims", int64_t(keepdims)}};
+  if (emitter_.onnx_opset() >= 13) return call1("ReduceSum", {v, int64s(axes)}, a);
+  a["axes"] = axes;
+  return call1("ReduceSum", {v}, a);
+}
+
+GradValue GradBuilder::reduce_mean(const GradValue& v, const std::vector<int64_t>& axes, bool keepdims) {
+  Attributes a{{"keepdims", int64_t(keepdims)}};
+  if (emitter_.onnx_opset() >= 18) return call1("ReduceMean", {v, int64s(axes)}, a);
+  a["axes"] = axes;
+  return call1("ReduceMean", {v}, a);
+}
+
+GradValue GradBuilder::unsqueeze(const GradValue& v, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return v;
+  if (emitter_.onnx_opset() >= 13) return call1("Unsqueeze", {v, int64s(axes)});
+  return call1("Unsqueeze", {v}, {{"axes", axes}});
+}
+
+GradValue GradBuilder::squeeze(const GradValue& v, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return v;
+  if (emitter_.onnx_opset() >= 13) return call1("Squeeze", {v, int64s(axes)});
+  return call1("Squeeze", {v}, {{"axes", axes}});
+}
+
+GradValue GradBuilder::equal_mask(const GradValue& a, const GradValue& b, const GradValue& like) {
+  return call1("Cast", {call1("Equal", {a, b})}, {{"to", int64_t(dtype(like))}});
+}
+
+}  // namespace ingot

@@ -1,0 +1,284 @@
+// Autograd on eager tensors (include/ingot/autograd.h): the tape, accumulation, retain_graph,
+// no_grad, errors that name the op; the transforms (grad, value_and_grad, vjp, jvp) and their
+// compositions, checked against float64 identities and finite differences. Every op's rule is
+// checked by `ingot gradcheck` (ctest gradcheck.cpu).
+#include <gtest/gtest.h>
+#include <ingot/autograd.h>
+#include <ingot/error.h>
+#include <ingot/ops.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "autograd/gradcheck.h"
+
+namespace ingot {
+namespace {
+
+Tensor random(Shape shape, uint64_t seed, double lo = -1, double hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  Tensor t = Tensor::empty(DType::Float64, std::move(shape));
+  for (double& v : t.span<double>()) v = d(rng);
+  return t;
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  auto x = a.to(Device::cpu()).span<double>();
+  auto y = b.to(Device::cpu()).span<double>();
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+Tensor sum_all(const Tensor& t) { return ops::call("ReduceSum", {t}, {{"keepdims", int64_t(0)}}, 1).at(0); }
+
+TEST(Autograd, BackwardFillsLeafGradients) {
+  Tensor x = random({3, 4}, 1);
+  x.set_requires_grad(true);
+  Tensor w = random({4, 2}, 2);
+  w.set_requires_grad(true);
+  Tensor loss = sum_all(ops::tanh(ops::matmul(x, w)));
+  EXPECT_TRUE(loss.requires_grad());
+  EXPECT_FALSE(loss.is_leaf());
+  loss.backward();
+  ASSERT_TRUE(x.grad().defined());
+  ASSERT_TRUE(w.grad().defined());
+  // d/dx sum(tanh(x w)) = (1 - tanh^2(x w)) w^T, computed here in plain loops.
+  auto xv = x.span<double>(), wv = w.span<double>(), gx = x.grad().span<double>();
+  for (int i = 0; i < 3; ++i) {
+    double z[2] = {0, 0};
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 4; ++k) z[j] += xv[size_t(i * 4 + k)] * wv[size_t(k * 2 + j)];
+    for (int k = 0; k < 4; ++k) {
+      double expected = 0;
+      for (int j = 0; j < 2; ++j) expected += (1 - std::tanh(z[j]) * std::tanh(z[j])) * wv[size_t(k * 2 + j)];
+      EXPECT_NEAR(gx[size_t(i * 4 + k)], expected, 1e-12);
+    }
+  }
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = random({5}, 3);
+  x.set_requires_grad(true);
+  sum_all(ops::mul(x, x)).backward();
+  Tensor first = x.grad().clone();
+  sum_all(ops::mul(x, x)).backward();
+  auto a = first.span<double>(), b = x.grad().span<double>(), xv = x.span<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], 2 * xv[i], 1e-12);
+    EXPECT_NEAR(b[i], 4 * xv[i], 1e-12);
+  }
+  x.set_grad(Tensor());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, ASecondBackwardNeedsRetainGraph) {
+  Tensor x = random({4}, 4);
+  x.set_requires_grad(true);
+  Tensor y = sum_all(ops::exp(x));
+  y.backward({}, /*retain_graph=*/true);
+  y.backward();  // the graph was kept
+  try {
+    y.backward();
+    FAIL() << "a third backward through a released graph worked";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor x = random({4}, 5);
+  x.set_requires_grad(true);
+  {
+    autograd::NoGradGuard guard;
+    EXPECT_FALSE(autograd::grad_enabled());
+    EXPECT_FALSE(ops::exp(x).requires_grad());
+  }
+  EXPECT_TRUE(autograd::grad_enabled());
+  EXPECT_TRUE(ops::exp(x).requires_grad());
+}
+
+TEST(Autograd, IntegerResultsAndInputsCarryNoGradient) {
+  Tensor x = random({2, 3}, 6);
+  x.set_requires_grad(true);
+  Tensor shape = ops::call("Shape", {x}, {}, 1).at(0);
+  EXPECT_FALSE(shape.requires_grad());
+  Tensor indices = Tensor::from_vector<int64_t>({1, 0}, {2});
+  Tensor picked = ops::call("Gather", {x, indices}, {{"axis", int64_t(1)}}, 1).at(0);
+  sum_all(picked).backward();
+  std::vector<double> g = x.grad().to_vector<double>();
+  EXPECT_EQ(g, (std::vector<double>{1, 1, 0, 1, 1, 0}));
+  try {
+    indices.set_requires_grad(true);
+    FAIL() << "an int64 tensor was made to require a gradient";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only float tensors"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, AnOpWithoutARuleIsNamed) {
+  Tensor x = random({2, 3}, 7);
+  x.set_requires_grad(true);
+  Tensor h = ops::call("Hardmax", {x}, {}, 1).at(0);
+  try {
+    sum_all(ops::mul(h, x)).backward();
+    FAIL() << "backward through Hardmax worked";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no gradient rule for Hardmax"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, OnlyLeavesCanBeSet) {
+  Tensor x = random({2}, 8);
+  x.set_requires_grad(true);
+  Tensor y = ops::exp(x);
+  EXPECT_THROW(y.set_requires_grad(false), Error);
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+}
+
+// f(x, w, b) = p = softmax(tanh(x w + b)) * x[..., :3], and sum(p * e^x[..., :3]) per row: broadcasting, a
+// batched product, a slice, two outputs.
+std::vector<Tensor> composition(const std::vector<Tensor>& a) {
+  Tensor h = ops::tanh(ops::add(ops::matmul(a[0], a[1]), a[2]));
+  Tensor s = ops::softmax(h, -1);
+  Tensor first = ops::call("Slice", {a[0], Tensor::from_vector<int64_t>({0}, {1}), Tensor::from_vector<int64_t>({3}, {1}),
+                                     Tensor::from_vector<int64_t>({-1}, {1})}, {}, 1).at(0);
+  Tensor p = ops::mul(s, first);
+  return {p, ops::reduce_sum(ops::mul(p, ops::exp(first)), {-1}, false)};
+}
+
+TEST(Transforms, VjpAndJvpAreTransposes) {
+  // <vjp(u), v> = <u, jvp(v)> for random u, v.
+  std::vector<Tensor> primals = {random({2, 4, 5}, 10), random({5, 3}, 11), random({3}, 12)};
+  auto [outs, pullback] = vjp(composition, primals);
+  std::vector<Tensor> us = {random(outs[0].shape(), 13), random(outs[1].shape(), 14)};
+  std::vector<Tensor> vs = {random({2, 4, 5}, 15), random({5, 3}, 16), random({3}, 17)};
+  std::vector<Tensor> vjps = pullback(us);
+  auto [outs2, jvps] = jvp(composition, primals, vs);
+  double left = 0, right = 0;
+  for (size_t i = 0; i < vs.size(); ++i) left += dot(vjps[i], vs[i]);
+  for (size_t k = 0; k < us.size(); ++k) right += dot(us[k], jvps[k]);
+  EXPECT_NEAR(left, right, 1e-10 * (1 + std::abs(left)));
+  EXPECT_NE(left, 0.0);
+  // And jvp against central differences along v.
+  const double h = 1e-6;
+  std::vector<Tensor> plus = primals, minus = primals;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    plus[i] = ops::add(primals[i], ops::mul(vs[i], Tensor::scalar<double>(h)));
+    minus[i] = ops::sub(primals[i], ops::mul(vs[i], Tensor::scalar<double>(h)));
+  }
+  std::vector<Tensor> fp = composition(plus), fm = composition(minus);
+  for (size_t k = 0; k < fp.size(); ++k) {
+    auto a = fp[k].span<double>(), b = fm[k].span<double>(), t = jvps[k].span<double>();
+    for (size_t e = 0; e < a.size(); ++e) EXPECT_NEAR((a[e] - b[e]) / (2 * h), t[e], 1e-6);
+  }
+}
+
+TEST(Transforms, GradComposes) {
+  // f(x) = sum(x^3): grad f = 3 x^2; grad(sum(grad f)) = 6 x.
+  Function f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum_all(ops::mul(a[0], ops::mul(a[0], a[0])))}; };
+  Function df = grad(f);
+  Function ddf = grad([df](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum_all(df(a)[0])}; });
+  Tensor x = random({6}, 20);
+  std::vector<double> g = df({x})[0].to_vector<double>(), gg = ddf({x})[0].to_vector<double>();
+  auto xv = x.span<double>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_NEAR(g[i], 3 * xv[i] * xv[i], 1e-12);
+    EXPECT_NEAR(gg[i], 6 * xv[i], 1e-12);
+  }
+  EXPECT_FALSE(x.requires_grad());  // the transforms leave their arguments alone
+}
+
+TEST(Transforms, ValueAndGradWithArgnums) {
+  auto f = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{sum_all(ops::mul(ops::matmul(a[0], a[1]), a[2])), a[0]};
+  };
+  std::vector<Tensor> args = {random({2, 3}, 30), random({3, 4}, 31), random({2, 4}, 32)};
+  auto [values, grads] = value_and_grad(f, {1, 2})(args);
+  ASSERT_EQ(values.size(), 2u);
+  ASSERT_EQ(grads.size(), 2u);
+  // d/dB sum((A B) * C) = A^T C; d/dC = A B.
+  Tensor at_c = ops::matmul(ops::transpose(args[0]), args[2]);
+  Tensor ab = ops::matmul(args[0], args[1]);
+  EXPECT_EQ(grads[0].to_vector<double>(), at_c.to_vector<double>());
+  EXPECT_EQ(grads[1].to_vector<double>(), ab.to_vector<double>());
+}
+
+TEST(Transforms, GradOfAFunctionThatCallsVjp) {
+  // vjp inside grad: d/dx <u, J(x)^T v>-style nesting through the pullback.
+  auto inner = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{ops::sigmoid(ops::mul(a[0], a[0]))}; };
+  Function outer = [inner](const std::vector<Tensor>& a) {
+    auto [outs, pullback] = vjp(inner, {a[0]});
+    Tensor g = pullback({ops::exp(a[0])})[0];  // e^x * sigmoid'(x^2) * 2x
+    return std::vector<Tensor>{sum_all(g)};
+  };
+  Tensor x = random({4}, 40);
+  Tensor analytic = grad(outer)({x})[0];
+  const double h = 1e-6;
+  auto xv = x.span<double>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    Tensor p = x.clone(), m = x.clone();
+    p.span<double>()[i] += h;
+    m.span<double>()[i] -= h;
+    double numeric = (outer({p})[0].item_double() - outer({m})[0].item_double()) / (2 * h);
+    EXPECT_NEAR(analytic.span<double>()[i], numeric, 1e-6);
+  }
+}
+
+// Every rule in the catalogue passes against finite differences (`ingot gradcheck` prints the same).
+TEST(Gradcheck, EveryRuleMatchesFiniteDifferences) {
+  int checked = 0;
+  for (const OpDef* def : differentiable_ops()) {
+    GradcheckResult r = gradcheck(*def);
+    EXPECT_TRUE(r.passed) << r.op << ": " << r.message;
+    ++checked;
+  }
+  EXPECT_GE(checked, 80);
+}
+
+}  // namespace
+}  // namespace ingot
+
+// ---- against PyTorch: a small CNN's loss gradients (tests/data/autograd/make_reference.py)
+
+#include "core/npy.h"
+
+namespace ingot {
+namespace {
+
+TEST(AutogradReference, SmallCnnMatchesPyTorch) {
+  const std::string dir = std::string(INGOT_SOURCE_DIR) + "/tests/data/autograd/cnn_";
+  auto load = [&](const char* name) { return load_npy(dir + name + ".npy"); };
+  std::map<std::string, Tensor> p;
+  for (const char* name : {"x", "w1", "b1", "w2", "b2", "w3", "b3"}) {
+    p[name] = load(name);
+    p[name].set_requires_grad(true);
+  }
+  Tensor targets = load("targets");
+  auto conv = [](const Tensor& x, const Tensor& w, const Tensor& b, Attributes attrs) {
+    return ops::call("Conv", {x, w, b}, attrs, 1).at(0);
+  };
+  Tensor h = ops::relu(conv(p["x"], p["w1"], p["b1"], {{"pads", Ints{1, 1, 1, 1}}}));
+  h = ops::tanh(conv(h, p["w2"], p["b2"], {{"strides", Ints{2, 2}}}));
+  h = ops::call("Flatten", {ops::call("GlobalAveragePool", {h}, {}, 1).at(0)}, {}, 1).at(0);
+  Tensor logits = ops::call("Gemm", {h, p["w3"], p["b3"]}, {{"transB", int64_t(1)}}, 1).at(0);
+  Tensor logp = ops::call("LogSoftmax", {logits}, {{"axis", int64_t(1)}}, 1).at(0);
+  Tensor picked = ops::call("GatherElements", {logp, targets.reshape({2, 1})}, {{"axis", int64_t(1)}}, 1).at(0);
+  Tensor loss = ops::call("Neg", {ops::call("ReduceMean", {picked}, {{"keepdims", int64_t(0)}}, 1).at(0)}, {}, 1).at(0);
+  EXPECT_NEAR(loss.item_double(), load("loss").item_double(), 1e-12);
+  loss.backward();
+  for (const char* name : {"x", "w1", "b1", "w2", "b2", "w3", "b3"}) {
+    Tensor expected = load((std::string("d") + name).c_str());
+    ASSERT_TRUE(p[name].grad().defined()) << name;
+    ASSERT_EQ(p[name].grad().shape(), expected.shape()) << name;
+    auto a = p[name].grad().span<double>(), e = expected.span<double>();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::abs(e[i]))) << name << "[" << i << "]";
+  }
+}
+
+}  // namespace
+}  // namespace ingot
