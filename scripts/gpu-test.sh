@@ -7,7 +7,7 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models fp16 profile latency
+#                                     summary. WHAT is any of: unit node models fp16 gradcheck profile latency
 #                                     bench memcheck all, and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and ab (only when named: the previous build bundled with
@@ -213,6 +213,13 @@ run() {
     env ${real[@]+"${real[@]}"} WORK="$dir/torch-work" bash "$ROOT/bench/compare_torch.sh" "$ingot" "$out/torch" 2>&1 |
       tee "$out/torch.log" || true
     summary+=("torch: torch/compare.md (Ingot vs PyTorch eager/compile; cold start)")
+  fi
+  if want gradcheck; then
+    # Every gradient rule's float32 gradient on the GPU against the CPU's float64 one.
+    local rc=0
+    "$ingot" gradcheck --device cuda --json "$out/gradcheck-cuda.json" >"$out/gradcheck-cuda.log" 2>&1 || rc=$?
+    grep -v '^PASS' "$out/gradcheck-cuda.log" | tail -n 30
+    summary+=("gradcheck on cuda: $(tail -n 1 "$out/gradcheck-cuda.log") (exit $rc)")
   fi
   if want memcheck; then
     local sanitizer

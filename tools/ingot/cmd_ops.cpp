@@ -1,5 +1,6 @@
 // `ingot ops`: the op catalogue with the kernels each backend registers. `--markdown` prints
 // docs/OPERATORS.md (a test fails when the committed file is stale).
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -49,14 +50,16 @@ Runner add_ops_command(CLI::App& app) {
         << "Generated from the op catalogue by `ingot ops --markdown`; the test `docs.operators` fails when this\n"
         << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
         << "with the opset range and the dtypes of the first input each accepts (or, as `T1 uint8, int8 / T2 ...`,\n"
-        << "the dtypes it takes for each type variable of the op's signature).\n\n"
-        << "| op | domain | opsets | CPU | CUDA |\n|---|---|---|---|---|\n";
+        << "the dtypes it takes for each type variable of the op's signature). Gradient: whether the op has a\n"
+        << "gradient rule (checked by `ingot gradcheck`).\n\n"
+        << "| op | domain | opsets | CPU | CUDA | gradient |\n|---|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "
                 << versions(d->since_version, d->until_version) << " | " << kernel_summary(*d, DeviceType::CPU) << " | "
-                << kernel_summary(*d, DeviceType::CUDA) << " |\n";
+                << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : "") << " |\n";
     }
-    std::cout << "\n" << defs.size() << " operators.\n";
+    size_t differentiable = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return d->vjp != nullptr; });
+    std::cout << "\n" << defs.size() << " operators, " << differentiable << " with a gradient rule.\n";
     return 0;
   };
 }

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       ingot::cli::add_convert_command);
   add("bench", "Measure a model's steady-state latency (median, p90, min) and throughput",
       ingot::cli::add_bench_command);
+  add("gradcheck", "Check every op's gradient rule against finite differences (or, on CUDA, against the CPU)",
+      ingot::cli::add_gradcheck_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
