@@ -371,7 +371,8 @@ GradcheckResult gradcheck(const OpDef& def, const GradcheckOptions& options) {
         leaves.push_back(x);
       }
       for (size_t i = 0; i < xs.size(); ++i) {
-        if (accel && xs[i].defined() && std::find(wrt.begin(), wrt.end(), i) == wrt.end()) xs[i] = xs[i].to(options.device);
+        if (!accel || !xs[i].defined() || std::find(wrt.begin(), wrt.end(), i) != wrt.end()) continue;
+        xs[i] = (xs[i].dtype() == DType::Float64 ? xs[i].cast(DType::Float32) : xs[i]).to(options.device);  // held floats too
       }
       std::vector<Tensor> ys = ops::call(def.name, xs, c.attrs, c.num_outputs, def.domain, c.opset);
       std::vector<Tensor> roots, cots;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "autograd/trace.h"
 #include "ops/kernel.h"
 
 namespace ingot::ops {
@@ -54,11 +55,14 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     if (device.type != DeviceType::CPU && (!kernel || !kernel->supports(first))) {
       int cpu_opset = opset;
       if (const KernelDef* cpu = find(DeviceType::CPU, cpu_opset)) {
-        report_fallback(op, kernel ? fmt::format("its {} kernel does not take {}", device.str(), dtype_name(first))
-                                   : fmt::format("no {} kernel", device.str()));
+        // Views and shape reads (any_device) run on the host by design, as in graphs: no copies.
+        if (!cpu->any_device)
+          report_fallback(op, kernel ? fmt::format("its {} kernel does not take {}", device.str(), dtype_name(first))
+                                     : fmt::format("no {} kernel", device.str()));
         kernel = cpu;
         kernel_opset = cpu_opset;
-        fallback = true;
+        fallback = !cpu->any_device;
+        if (cpu->any_device) device = Device::cpu();
       }
     }
     if (!kernel) fail("no {} kernel for op {}", device.str(), op);
@@ -84,6 +88,7 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     kernel->fn(ctx);
     std::vector<Tensor> result;
     for (Value& v : outputs) result.push_back(fallback && v.tensor.defined() ? v.tensor.to(result_device) : std::move(v.tensor));
+    if (auto* tracer = autograd::detail::Tracer::active()) tracer->record(*def, attrs, opset, inputs, result);
     if (autograd::detail::should_record(inputs)) {
       autograd::detail::record(*def, attrs, opset, inputs, result);
     } else {
