@@ -7,7 +7,8 @@
 // grad(). Names and defaults follow PyTorch (libtorch's C++ API): requires_grad, grad, backward with
 // retain_graph and create_graph, detach, is_leaf, NoGradGuard; autograd::grad is torch.autograd.grad.
 //
-// The transforms take functions of tensors to tensors, and compose (grad(grad(f)), vjp of a grad):
+// The transforms take functions of tensors to tensors, and compose (grad(grad(f)), vjp of a grad,
+// compile of a grad):
 //   grad(f, argnums)           the gradient of f's first output (one element) with respect to the
 //                              arguments at argnums
 //   value_and_grad(f, argnums) f's outputs and that gradient
@@ -22,6 +23,8 @@
 #include <ingot/tensor.h>
 
 #include <functional>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -65,6 +68,29 @@ std::pair<std::vector<Tensor>, Function> vjp(const Function& f, const std::vecto
 // f's outputs at `primals`, and the directional derivative of each along `tangents` (one per primal).
 std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const Function& f, const std::vector<Tensor>& primals,
                                                         const std::vector<Tensor>& tangents);
+
+// compile(f): f traced once per input signature (dtypes, shapes, devices) into a graph, which goes
+// through the compile pipeline (fusions, memory plan; CUDA graph replay on a GPU) and then runs in
+// place of f. Tensors f reads without getting them as arguments are constants of the graph, read by
+// reference. f must be a pure function of its arguments' values (no data-dependent Python-style
+// control flow: the trace follows the branch the first call took). Outputs do not record on the tape:
+// take gradients inside f (compile(grad(loss)) or an update step written with grad).
+class CompiledFunction {
+ public:
+  explicit CompiledFunction(Function f);
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+  size_t traces() const;  // the input signatures traced so far
+  // The graph traced for these arguments' signature, as text (empty before it was traced).
+  std::string graph_text(const std::vector<Tensor>& args) const;
+  operator Function() const {  // NOLINT: usable wherever a Function is
+    return [*this](const std::vector<Tensor>& args) { return (*this)(args); };
+  }
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+CompiledFunction compile(Function f);
 
 }  // namespace ingot
 INGOT_API_END

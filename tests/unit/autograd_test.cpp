@@ -282,3 +282,58 @@ TEST(AutogradReference, SmallCnnMatchesPyTorch) {
 
 }  // namespace
 }  // namespace ingot
+
+// ---- compile(f): traced once per input signature, run through the compile pipeline
+
+namespace ingot {
+namespace {
+
+void expect_near_all(const Tensor& a, const Tensor& b, double tol) {
+  ASSERT_EQ(a.shape(), b.shape());
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << "element " << i;
+}
+
+std::vector<Tensor> mlp_loss(const std::vector<Tensor>& a) {  // x, w1, b1, w2
+  Tensor h = ops::relu(ops::add(ops::matmul(a[0], a[1]), a[2]));
+  Tensor p = ops::softmax(ops::matmul(h, a[3]), -1);
+  return {ops::reduce_mean(ops::mul(p, p), {0, 1}, false)};
+}
+
+TEST(Compile, EqualsTheEagerFunctionAndRetracesPerShape) {
+  std::vector<Tensor> args = {random({8, 5}, 50), random({5, 7}, 51), random({7}, 52), random({7, 3}, 53)};
+  CompiledFunction f = compile(mlp_loss);
+  std::vector<Tensor> first = f(args), second = f(args);
+  Tensor eager = mlp_loss(args)[0];
+  expect_near_all(first[0], eager, 1e-12);
+  expect_near_all(second[0], eager, 1e-12);  // the compiled graph's run
+  EXPECT_EQ(f.traces(), 1u);
+  EXPECT_NE(f.graph_text(args).find("MatMul"), std::string::npos);
+  std::vector<Tensor> other = {random({3, 5}, 54), args[1], args[2], args[3]};
+  expect_near_all(f(other)[0], mlp_loss(other)[0], 1e-12);
+  EXPECT_EQ(f.traces(), 2u);
+}
+
+TEST(Compile, AGradientStepCompiles) {
+  // grad inside compile: the backward ops are traced with the forward ones.
+  std::vector<Tensor> args = {random({8, 5}, 60), random({5, 7}, 61), random({7}, 62), random({7, 3}, 63)};
+  Function step = grad(mlp_loss, {1, 2, 3});
+  CompiledFunction compiled = compile(step);
+  std::vector<Tensor> eager = step(args);
+  compiled(args);
+  std::vector<Tensor> replayed = compiled(args);
+  ASSERT_EQ(replayed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) expect_near_all(replayed[i], eager[i], 1e-12);
+  EXPECT_FALSE(replayed[0].requires_grad());
+}
+
+TEST(Compile, CapturedTensorsAreConstants) {
+  Tensor scale = random({4}, 70);
+  CompiledFunction f = compile([scale](const std::vector<Tensor>& a) { return std::vector<Tensor>{ops::mul(a[0], scale)}; });
+  Tensor x = random({2, 4}, 71);
+  f({x});
+  expect_near_all(f({x})[0], ops::mul(x, scale), 0);
+}
+
+}  // namespace
+}  // namespace ingot
