@@ -7,7 +7,7 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models fp16 gradcheck profile latency
+#                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd profile latency
 #                                     bench memcheck all, and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and ab (only when named: the previous build bundled with
@@ -213,6 +213,14 @@ run() {
     env ${real[@]+"${real[@]}"} WORK="$dir/torch-work" bash "$ROOT/bench/compare_torch.sh" "$ingot" "$out/torch" 2>&1 |
       tee "$out/torch.log" || true
     summary+=("torch: torch/compare.md (Ingot vs PyTorch eager/compile; cold start)")
+  fi
+  if want autograd && [ -x "$dir/bin/ingot-bench-autograd" ]; then
+    # Eager op and backward host costs and an MLP training step, eager and compiled, against PyTorch.
+    for d in cuda cpu; do
+      "$dir/bin/ingot-bench-autograd" --device "$d" --json "$out/autograd-ingot-$d.json" >/dev/null 2>"$out/autograd-ingot-$d.err" || true
+      python3 "$ROOT/bench/autograd_torch.py" --device "$d" >"$out/autograd-torch-$d.json" 2>"$out/autograd-torch-$d.err" || true
+    done
+    summary+=("autograd costs: autograd-ingot-{cuda,cpu}.json, autograd-torch-{cuda,cpu}.json")
   fi
   if want gradcheck; then
     # Every gradient rule's float32 gradient on the GPU against the CPU's float64 one.
