@@ -1,9 +1,6 @@
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on the CPU.
 //
-// Both see the scores as [N, C, D] (D = product of the trailing dims) and the target as [N, D].
-// With gathered weights w = weight[target] (1 without weights, 0 where target == ignore_index):
-//   loss[n, d] = -w * logp[n, target[n, d], d]
-//   reduction none: loss; sum: sum(loss); mean: sum(loss) / sum(w)   (ONNX's reference).
+// The layout and formula: ops/semantics/loss_args.h.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -12,47 +9,15 @@
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/loss_args.h"
 
 namespace ingot {
 namespace {
 
-struct LossLayout {
-  int64_t n = 0, c = 0, d = 1;
-};
-
-LossLayout check_loss_inputs(const KernelContext& ctx, const char* scores_name) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& t = ctx.input(1);
-  INGOT_CHECK(x.rank() >= 2, "input 0 ({}): expected rank >= 2 ([N, C, d1...]), got {}", scores_name,
-              shape_str(x.shape()));
-  INGOT_CHECK(t.dtype() == DType::Int64 || t.dtype() == DType::Int32, "input 1 (target): expected int32/int64, got {}",
-              dtype_name(t.dtype()));
-  LossLayout l;
-  l.n = x.shape()[0];
-  l.c = x.shape()[1];
-  Shape expected_target{l.n};
-  for (int64_t k = 2; k < x.rank(); ++k) {
-    l.d *= x.shape()[size_t(k)];
-    expected_target.push_back(x.shape()[size_t(k)]);
-  }
-  INGOT_CHECK(t.shape() == expected_target, "input 1 (target): expected shape {} for {} {}, got {}",
-              shape_str(expected_target), scores_name, shape_str(x.shape()), shape_str(t.shape()));
-  if (ctx.has_input(2)) {
-    const Tensor& w = ctx.input(2);
-    INGOT_CHECK(w.shape() == Shape{l.c}, "input 2 (weight): expected shape [{}], got {}", l.c, shape_str(w.shape()));
-    INGOT_CHECK(w.dtype() == x.dtype(), "input 2 (weight): expected {} like input 0, got {}", dtype_name(x.dtype()),
-                dtype_name(w.dtype()));
-  }
-  const std::string& reduction = ctx.attr_string("reduction");
-  INGOT_CHECK(reduction == "none" || reduction == "sum" || reduction == "mean",
-              "attribute reduction: expected none, sum or mean, got '{}'", reduction);
-  return l;
-}
-
 // Applies the loss formula to log-probabilities `logp` laid out [N, C, D] (as double) and writes
 // output 0. T is the scores' dtype.
 template <class T>
-void nll_from_log_prob(KernelContext& ctx, const LossLayout& l, const double* logp) {
+void nll_from_log_prob(KernelContext& ctx, const nn::LossArgs& l, const double* logp) {
   const Tensor& target = ctx.input(1);
   const std::vector<int64_t> labels = target.to_int64_vector();
   std::vector<double> class_weight(size_t(l.c), 1.0);
@@ -60,8 +25,7 @@ void nll_from_log_prob(KernelContext& ctx, const LossLayout& l, const double* lo
     const T* w = ctx.input(2).data<T>();
     for (int64_t k = 0; k < l.c; ++k) class_weight[size_t(k)] = double(w[k]);
   }
-  std::optional<int64_t> ignore;
-  if (ctx.has_attr("ignore_index")) ignore = ctx.attr_int("ignore_index");
+  const std::optional<int64_t>& ignore = l.ignore_index;
 
   const int64_t count = l.n * l.d;
   std::vector<double> loss(static_cast<size_t>(count));
@@ -82,7 +46,7 @@ void nll_from_log_prob(KernelContext& ctx, const LossLayout& l, const double* lo
       weight_sum += w;
     }
   }
-  const std::string& reduction = ctx.attr_string("reduction");
+  const std::string& reduction = l.reduction;
   if (reduction == "none") {
     T* out = ctx.allocate(0, ctx.input(0).dtype(), target.shape()).template data<T>();
     for (int64_t i = 0; i < count; ++i) out[i] = T(loss[size_t(i)]);
@@ -94,7 +58,7 @@ void nll_from_log_prob(KernelContext& ctx, const LossLayout& l, const double* lo
 }
 
 void nll_loss(KernelContext& ctx) {
-  const LossLayout l = check_loss_inputs(ctx, "input");
+  const nn::LossArgs l = nn::loss_args(ctx, "input");
   const Tensor& x = ctx.input(0);
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* in = x.data<T>();
@@ -106,7 +70,7 @@ void nll_loss(KernelContext& ctx) {
 
 // Log-softmax over axis 1 of [N, C, D], vectorized over the contiguous D.
 void softmax_cross_entropy_loss(KernelContext& ctx) {
-  const LossLayout l = check_loss_inputs(ctx, "scores");
+  const nn::LossArgs l = nn::loss_args(ctx, "scores");
   const Tensor& x = ctx.input(0);
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* in = x.data<T>();
