@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "ops/gradient.h"
@@ -26,9 +30,26 @@ class GradMode {
   bool previous_;
 };
 
+// A rule's small float constant (a scalar, mostly) on the accelerator its node ran on: copied there
+// once per value and device, not at every call that reads it. Integer constants (axes, shapes) stay
+// on the host, where kernels read them.
+Tensor on_device(const Tensor& t, Device device) {
+  if (device.type == DeviceType::CPU || !is_floating(t.dtype()) || t.nbytes() > 64) return t;
+  using Key = std::tuple<int, int, DType, Shape, std::string>;
+  static std::mutex mutex;
+  static std::map<Key, Tensor> cache;
+  Key key{int(device.type), device.index, t.dtype(), t.shape(),
+          std::string(static_cast<const char*>(t.raw_data()), t.nbytes())};
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 4096) cache.clear();  // distinct values are few; a bound all the same
+  return cache.emplace(std::move(key), t.to(device)).first->second;
+}
+
 // Gradient rules run eagerly: every call is an ops::call (recorded when the backward creates a graph).
 class EagerEmitter final : public GradEmitter {
  public:
+  void set_device(Device device) { device_ = device; }
   std::vector<GradValue> emit(const OpDef& def, const std::vector<GradValue>& inputs, const Attributes& attrs,
                               int num_outputs) override {
     std::vector<Tensor> in;
@@ -39,12 +60,15 @@ class EagerEmitter final : public GradEmitter {
     for (Tensor& t : out) result.push_back({std::move(t), {}});
     return result;
   }
-  GradValue constant(const Tensor& t) override { return {t, {}}; }
+  GradValue constant(const Tensor& t) override { return {on_device(t, device_), {}}; }
   DType dtype(const GradValue& v) const override { return v.tensor.dtype(); }
   std::optional<Shape> shape(const GradValue& v) const override { return v.tensor.shape(); }
   int64_t rank(const GradValue& v) const override { return v.tensor.rank(); }
   std::optional<Tensor> value(const GradValue& v) const override { return v.tensor; }
   int onnx_opset() const override { return 21; }  // ops::call's default for ONNX's ops
+
+ private:
+  Device device_;
 };
 
 Tensor accumulate(const Tensor& sum, const Tensor& g) {
@@ -52,8 +76,8 @@ Tensor accumulate(const Tensor& sum, const Tensor& g) {
 }
 
 Tensor ones_like(const Tensor& t) {
-  Tensor one = Tensor::scalar<double>(1.0).cast(t.dtype()).reshape(t.shape());
-  return one.numel() == t.numel() ? one.to(t.device()) : Tensor();
+  if (t.numel() != 1) return Tensor();
+  return on_device(Tensor::scalar<double>(1.0).cast(t.dtype()), t.device()).reshape(t.shape());
 }
 
 AutogradMeta* meta_of(const Tensor& t) { return t.autograd_meta().get(); }
@@ -187,6 +211,11 @@ std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots,
     if (!n.def->vjp) fail("no gradient rule for {}: an input of it requires a gradient", n.def->name);
     std::vector<GradValue> ins, outs, cots;
     std::vector<bool> wanted;
+    Device device;  // where the node ran: its rule's constants go there
+    for (const Tensor& in : n.inputs) {
+      if (in.defined() && in.device().type != DeviceType::CPU) device = in.device();
+    }
+    emitter.set_device(device);
     for (const Tensor& in : n.inputs) {
       ins.push_back({in, {}});
       bool want = tracked(in) && differentiable_dtype(in.dtype());
