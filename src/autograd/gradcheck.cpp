@@ -188,6 +188,12 @@ const std::map<std::string, CaseMaker>& cases() {
            {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}, {"output_padding", Ints{1, 0}}}},
           {{s.r({2, 2, 5}), s.r({2, 3, 4}), s.r({3})}, {{"strides", Ints{3}}}}};
     };
+    t["LSTM"] = [](Sampler& s) {
+      return std::vector<Case>{
+          {{s.r({3, 2, 4}), s.r({1, 12, 4}), s.r({1, 12, 3}), s.r({1, 24}), Tensor(), s.r({1, 2, 3}), s.r({1, 2, 3})}, {}, 3},
+          {{s.r({2, 3, 2}), s.r({2, 8, 2}), s.r({2, 8, 2})}, {{"direction", "bidirectional"}}, 2},
+          {{s.r({3, 1, 2}), s.r({1, 8, 2}), s.r({1, 8, 2}), s.r({1, 16})}, {{"direction", "reverse"}}, 1}};
+    };
     t["LayerNormalization"] = [](Sampler& s) {
       return std::vector<Case>{{{s.r({3, 5}), s.r({5}), s.r({5})}},
                                {{s.r({2, 3, 4}), s.r({3, 4}), s.r({3, 4})}, {{"axis", int64_t(1)}}}};

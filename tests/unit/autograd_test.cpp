@@ -337,3 +337,33 @@ TEST(Compile, CapturedTensorsAreConstants) {
 
 }  // namespace
 }  // namespace ingot
+
+// ---- against PyTorch: an LSTM's gradients (tests/data/autograd/make_reference.py)
+
+namespace ingot {
+namespace {
+
+TEST(AutogradReference, LstmMatchesPyTorch) {
+  const std::string dir = std::string(INGOT_SOURCE_DIR) + "/tests/data/autograd/lstm_";
+  auto load = [&](const std::string& name) { return load_npy(dir + name + ".npy"); };
+  std::map<std::string, Tensor> p;
+  for (const char* name : {"x", "W", "R", "B", "h0", "c0"}) {
+    p[name] = load(name);
+    p[name].set_requires_grad(true);
+  }
+  std::vector<Tensor> out =
+      ops::call("LSTM", {p["x"], p["W"], p["R"], p["B"], Tensor(), p["h0"], p["c0"]}, {{"hidden_size", int64_t(3)}}, 3);
+  Tensor loss = ops::add(sum_all(ops::mul(out[0], out[0])), sum_all(out[2]));
+  EXPECT_NEAR(loss.item_double(), load("loss").item_double(), 1e-12);
+  loss.backward();
+  for (const char* name : {"x", "W", "R", "B", "h0", "c0"}) {
+    Tensor expected = load(std::string("d") + name);
+    ASSERT_TRUE(p[name].grad().defined()) << name;
+    ASSERT_EQ(p[name].grad().shape(), expected.shape()) << name;
+    auto a = p[name].grad().span<double>(), e = expected.span<double>();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::abs(e[i]))) << name << "[" << i << "]";
+  }
+}
+
+}  // namespace
+}  // namespace ingot

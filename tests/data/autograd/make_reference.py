@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Gradients of a small CNN from PyTorch (Debian python3-torch), for tests/unit/autograd_test.cpp.
+"""Gradients of a small CNN and an LSTM from PyTorch (Debian python3-torch), for
+tests/unit/autograd_test.cpp.
 
     /usr/bin/python3 tests/data/autograd/make_reference.py
 
@@ -7,6 +8,10 @@ writes cnn_*.npy beside this script: the input, targets, parameters, the loss an
 the loss with respect to the input and to every parameter, all in float64. The network:
 conv(1->4, 3x3, pad 1) -> relu -> conv(4->6, 3x3, stride 2) -> tanh -> global average pool ->
 linear(6->3) -> log_softmax -> mean negative log-likelihood of the targets.
+
+And lstm_*.npy: an LSTM (input 4, hidden 3) over 5 steps of a batch of 2 with initial states, loss =
+sum(Y^2) + sum(Y_c); weights and gradients in ONNX's layout (gates i, o, f, c; W [1, 4H, I],
+R [1, 4H, H], B [1, 8H] = input bias then recurrent bias).
 """
 import os
 
@@ -45,3 +50,38 @@ for name, p in params.items():
     save(name, p)
     save("d" + name, p.grad)
 print("loss", loss.item())
+
+# ---- LSTM
+torch.manual_seed(11)
+lstm = torch.nn.LSTM(4, 3).double()
+xs = torch.randn(5, 2, 4, dtype=torch.float64, requires_grad=True)
+h0 = torch.randn(1, 2, 3, dtype=torch.float64, requires_grad=True)
+c0 = torch.randn(1, 2, 3, dtype=torch.float64, requires_grad=True)
+y, (yh, yc) = lstm(xs, (h0, c0))
+lstm_loss = (y ** 2).sum() + yc.sum()
+lstm_loss.backward()
+
+
+def onnx_gates(t):  # PyTorch's i, f, g, o -> ONNX's i, o, f, c along axis 0
+    i, f, g, o = t.chunk(4, 0)
+    return torch.cat([i, o, f, g], 0)
+
+
+def save_lstm(name, t):
+    np.save(os.path.join(here, "lstm_" + name + ".npy"), t.detach().numpy())
+
+
+save_lstm("x", xs)
+save_lstm("h0", h0)
+save_lstm("c0", c0)
+save_lstm("W", onnx_gates(lstm.weight_ih_l0).unsqueeze(0))
+save_lstm("R", onnx_gates(lstm.weight_hh_l0).unsqueeze(0))
+save_lstm("B", torch.cat([onnx_gates(lstm.bias_ih_l0), onnx_gates(lstm.bias_hh_l0)]).unsqueeze(0))
+save_lstm("loss", lstm_loss)
+save_lstm("dx", xs.grad)
+save_lstm("dh0", h0.grad)
+save_lstm("dc0", c0.grad)
+save_lstm("dW", onnx_gates(lstm.weight_ih_l0.grad).unsqueeze(0))
+save_lstm("dR", onnx_gates(lstm.weight_hh_l0.grad).unsqueeze(0))
+save_lstm("dB", torch.cat([onnx_gates(lstm.bias_ih_l0.grad), onnx_gates(lstm.bias_hh_l0.grad)]).unsqueeze(0))
+print("lstm loss", lstm_loss.item())
