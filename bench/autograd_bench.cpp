@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   p = params;
   out["mlp_step_compiled_us"] = per_call_ns([&] { p = compiled(args_of(p)); }, 20, 9) / 1000;
   out["compile_speedup"] = out["mlp_step_eager_us"].get<double>() / out["mlp_step_compiled_us"].get<double>();
+  out["compiled_report"] = compiled.report(args_of(p));
   std::cout << out.dump(2) << "\n";
   if (!json.empty()) std::ofstream(json) << out.dump(2) << "\n";
   return 0;

@@ -82,6 +82,9 @@ class CompiledFunction {
   size_t traces() const;  // the input signatures traced so far
   // The graph traced for these arguments' signature, as text (empty before it was traced).
   std::string graph_text(const std::vector<Tensor>& args) const;
+  // How that graph runs: its CPU fallbacks (on an accelerator), and its memory plan and CUDA graph
+  // (planned bytes; replayed, or why not). Empty before it was traced.
+  std::string report(const std::vector<Tensor>& args) const;
   operator Function() const {  // NOLINT: usable wherever a Function is
     return [*this](const std::vector<Tensor>& args) { return (*this)(args); };
   }

@@ -57,6 +57,22 @@ std::string CompiledFunction::graph_text(const std::vector<Tensor>& args) const 
   return it == state_->entries.end() ? "" : print_graph(*it->second->model->graph);
 }
 
+std::string CompiledFunction::report(const std::vector<Tensor>& args) const {
+  std::shared_ptr<State::Entry> e;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto it = state_->entries.find(signature_of(args));
+    if (it == state_->entries.end()) return "";
+    e = it->second;
+  }
+  const MemoryPlanStats plan = e->executor->memory_plan();
+  std::string fallbacks = e->executor->executable().fallback_summary();
+  return fmt::format("{} nodes{}; memory plan: {} bytes in {} tensors; CUDA graph: {}",
+                     e->model->graph->nodes.size(), fallbacks.empty() ? "" : "; " + fallbacks, plan.arena_bytes,
+                     plan.tensors, plan.cuda_graph ? fmt::format("replayed ({} operations)", plan.graph_nodes)
+                                   : plan.why_no_graph.empty() ? "none" : plan.why_no_graph);
+}
+
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args) const {
   // Inside another trace: f's ops become part of that one.
   if (autograd::detail::Tracer::active()) return state_->f(args);
