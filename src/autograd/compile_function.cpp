@@ -96,7 +96,9 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
       verify(*e->model);
       const Device device = device_of(args);
       ingot::compile(*e->model, {true, DType::Float32, device.type});
-      e->executor = std::make_unique<Executor>(Executable::build(e->model, device));
+      std::vector<bool> on_device;
+      for (const Tensor& a : args) on_device.push_back(a.device().type != DeviceType::CPU);
+      e->executor = std::make_unique<Executor>(Executable::build(e->model, device, std::move(on_device)));
     } catch (Error& err) {
       err.add_context("compile(f)");
       throw;

@@ -119,20 +119,24 @@ bool GraphPlan::is_initializer(int slot) const {
   return std::any_of(initializers.begin(), initializers.end(), [&](const auto& init) { return init.first == slot; });
 }
 
-std::shared_ptr<const Executable> Executable::build(std::shared_ptr<const Model> model, Device device) {
+std::shared_ptr<const Executable> Executable::build(std::shared_ptr<const Model> model, Device device,
+                                                   std::vector<bool> inputs_on_device) {
   if (!backend_for(device).memory().available(device.index)) {
     fail("device {} is not available on this machine (no such GPU is visible)", device.str());
   }
   std::shared_ptr<Executable> ex(new Executable(std::move(model), device));
-  ex->plan_graphs();
+  ex->plan_graphs(inputs_on_device);
   return ex;
 }
 
-void Executable::plan_graphs() {
+void Executable::plan_graphs(const std::vector<bool>& inputs_on_device) {
   std::set<std::string> on_host;  // values expected on the host (names are unique across subgraphs)
-  model_->graph->for_each_graph([&](const Graph& g, int) {
+  model_->graph->for_each_graph([&](const Graph& g, int depth) {
     for (const auto& [name, t] : g.initializers) on_host.insert(name);
-    for (const auto& in : g.inputs) on_host.insert(in.name);
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const bool device_input = depth == 0 && i < inputs_on_device.size() && inputs_on_device[i];
+      if (!device_input) on_host.insert(g.inputs[i].name);
+    }
   });
   model_->graph->for_each_graph([&](const Graph& g, int) {
     auto plan = std::make_unique<GraphPlan>();

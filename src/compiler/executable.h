@@ -60,8 +60,11 @@ class Executable {
  public:
   // Places and plans every graph of the model for `device`. Fails, naming the node, when a node has
   // no kernel at all or its kernel cannot take the node's static dtypes; fails when the device is
-  // not available on this machine.
-  static std::shared_ptr<const Executable> build(std::shared_ptr<const Model> model, Device device);
+  // not available on this machine. `inputs_on_device[i]`: the model's input i will be given on the
+  // accelerator (compile(f) of device tensors); by default inputs are host values (Session's), and
+  // integer arithmetic on them runs on the host by design.
+  static std::shared_ptr<const Executable> build(std::shared_ptr<const Model> model, Device device,
+                                                 std::vector<bool> inputs_on_device = {});
 
   const Model& model() const { return *model_; }
   Device device() const { return device_; }
@@ -81,7 +84,7 @@ class Executable {
 
  private:
   Executable(std::shared_ptr<const Model> model, Device device) : model_(std::move(model)), device_(device) {}
-  void plan_graphs();
+  void plan_graphs(const std::vector<bool>& inputs_on_device);
 
   std::shared_ptr<const Model> model_;
   Device device_;

@@ -77,5 +77,30 @@ TEST(CudaAutograd, AnOpWithoutACudaKernelFallsBackInEagerCalls) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], 2 / std::sqrt(M_PI) * std::exp(-xv[i] * xv[i]), 1e-9);
 }
 
+// compile(grad(loss)) of device tensors: the step's graph runs on the GPU without a copy to the host
+// (integer labels included), so from the third call it replays as one CUDA graph, and it computes
+// what the eager step computes.
+TEST(CudaAutograd, ACompiledGradientStepReplaysACudaGraph) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  auto loss = [](const std::vector<Tensor>& a) {  // w, b, x, labels
+    Tensor logits = ops::add(ops::matmul(a[2], a[0]), a[1]);
+    return std::vector<Tensor>{ops::call("SoftmaxCrossEntropyLoss", {logits, a[3]}, {}, 1).at(0)};
+  };
+  std::vector<Tensor> args = {uniform({16, 5}, 9, 0.3).to(gpu), uniform({5}, 10, 0.1).to(gpu), uniform({8, 16}, 11, 1.0).to(gpu),
+                              Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 0, 1, 2}, {8}).to(gpu)};
+  Function step = grad(loss, {0, 1});
+  CompiledFunction compiled = compile(step);
+  std::vector<Tensor> eager = step(args), out;
+  for (int i = 0; i < 4; ++i) out = compiled(args);
+  EXPECT_NE(compiled.report(args).find("CUDA graph: replayed"), std::string::npos) << compiled.report(args);
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    std::vector<float> a = out[k].to_vector<float>(), e = eager[k].to_vector<float>();
+    ASSERT_EQ(a.size(), e.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-5 + 1e-4 * std::abs(e[i])) << k << "[" << i << "]";
+  }
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test

@@ -30,7 +30,7 @@ V nll_input_grad(G& b, const V& input, const V& target, const V& weight, const V
     valid = b.cast_like(b.call1("Not", {ignored}), input);
     safe = b.call1("Where", {ignored, b.int64s({0}), t});
   }
-  V coeff = b.mul(valid, b.equal_mask(safe, safe, input));  // per element of the target's shape
+  V coeff = b.mul(valid, b.expand_like(b.scalar(1.0, input), safe));  // per element of the target's shape
   if (weight.defined()) coeff = b.mul(coeff, b.call1("Gather", {weight, safe}, {{"axis", int64_t(0)}}));
   const std::string reduction = b.attr("reduction", AttrKind::String).s;
   V g = b.mul(dloss, coeff);
