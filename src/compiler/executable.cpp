@@ -78,6 +78,14 @@ NodeSignature node_signature(const Graph& g, const Node& n) {
 
 bool is_integral_or_bool(DType dt) { return dt != DType::Undefined && !is_floating(dt) && dt != DType::String; }
 
+// An op whose first output is not its first input's data (its type variable differs: Shape's T1
+// against T), as opposed to a view (Reshape's, Unsqueeze's output is T like the data).
+bool metadata_read(const OpDef& def) {
+  const OpSignature& sig = def.signature();
+  const ParamDef *in = sig.input(0), *out = sig.output(0);
+  return in && out && in->type != out->type;
+}
+
 // Placement of one node on an accelerator build: returns the kernel and device and says why.
 struct Choice {
   const KernelDef* kernel = nullptr;
@@ -189,9 +197,11 @@ void Executable::plan_graphs(const std::vector<bool>& inputs_on_device) {
       if (step.device.type == DeviceType::CPU && !step.kernel->any_device) {
         for (const auto& o : n.outputs) on_host.insert(o);
       } else if (step.kernel->any_device) {
-        // Views and metadata: Shape/Size results are host tensors; a view lives with its input.
+        // Views and metadata: Shape/Size results are new host tensors; a view (an integer one too:
+        // Unsqueeze of labels on the device) lives with its input.
         bool host = n.inputs.empty() || n.inputs[0].empty() || on_host.count(n.inputs[0]) ||
-                    (!n.outputs.empty() && is_integral_or_bool(static_dtype(g, n.outputs[0])));
+                    (!n.outputs.empty() && is_integral_or_bool(static_dtype(g, n.outputs[0])) &&
+                     step.def && metadata_read(*step.def));
         if (host) on_host.insert(n.outputs.begin(), n.outputs.end());
       }
       placement_.push_back({n.name.empty() ? fmt::format("#{}", plan->steps.size()) : n.name, n.op_type,
