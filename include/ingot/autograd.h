@@ -69,6 +69,14 @@ std::pair<std::vector<Tensor>, Function> vjp(const Function& f, const std::vecto
 std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const Function& f, const std::vector<Tensor>& primals,
                                                         const std::vector<Tensor>& tangents);
 
+// vmap(f, in_axes, out_axes): f mapped over axis in_axes[i] of argument i (-1: the argument is shared
+// by every element, not mapped; one entry applies to all), its outputs stacked along out_axes[k].
+// Every argument mapped must have the same size there. Composes with the other transforms
+// (vmap(grad(f)) gives per-example gradients). It runs f once per batch element and stacks the
+// results (reported once per process on stderr); batching rules that run each op once on the whole
+// batch are not written yet.
+Function vmap(Function f, std::vector<int64_t> in_axes = {0}, std::vector<int64_t> out_axes = {0});
+
 // compile(f): f traced once per input signature (dtypes, shapes, devices) into a graph, which goes
 // through the compile pipeline (fusions, memory plan; CUDA graph replay on a GPU) and then runs in
 // place of f. Tensors f reads without getting them as arguments are constants of the graph, read by

@@ -367,3 +367,45 @@ TEST(AutogradReference, LstmMatchesPyTorch) {
 
 }  // namespace
 }  // namespace ingot
+
+// ---- vmap
+
+namespace ingot {
+namespace {
+
+TEST(Vmap, EqualsTheStackOfPerElementCalls) {
+  auto f = [](const std::vector<Tensor>& a) {  // x [4], w [4, 3] shared
+    return std::vector<Tensor>{ops::tanh(ops::matmul(a[0], a[1])), ops::reduce_sum(ops::mul(a[0], a[0]), {0}, false)};
+  };
+  Tensor xs = random({5, 4}, 80), w = random({4, 3}, 81);
+  std::vector<Tensor> batched = vmap(f, {0, -1}, {0, 0})({xs, w});
+  ASSERT_EQ(batched[0].shape(), (Shape{5, 3}));
+  ASSERT_EQ(batched[1].shape(), (Shape{5}));
+  for (int64_t i = 0; i < 5; ++i) {
+    Tensor x = xs.slice_rows(i, i + 1).reshape({4});
+    std::vector<Tensor> one = f({x, w});
+    std::vector<double> a = one[0].to_vector<double>(), b = batched[0].slice_rows(i, i + 1).to_vector<double>();
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(one[1].item_double(), batched[1].to_vector<double>()[size_t(i)]);
+  }
+  // Mapped along axis 1 and stacked along axis 1.
+  std::vector<Tensor> t = vmap(f, {1, -1}, {1, 0})({ops::transpose(xs), w});
+  EXPECT_EQ(t[0].shape(), (Shape{3, 5}));
+  EXPECT_EQ(t[0].to_vector<double>(), ops::transpose(batched[0]).to_vector<double>());
+  EXPECT_THROW(vmap(f, {0, 0})({xs, w}), Error);  // 5 and 4 elements along the mapped axes
+}
+
+TEST(Vmap, PerExampleGradients) {
+  // vmap(grad(f)): each row's gradient of sum(tanh(x w)) with respect to w; their sum is the batch's.
+  Function loss = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum_all(ops::tanh(ops::matmul(a[0], a[1])))}; };
+  Tensor xs = random({6, 4}, 82), w = random({4, 2}, 83);
+  Tensor per_example = vmap(grad(loss, {1}), {0, -1})({xs, w})[0];  // [6, 4, 2]
+  ASSERT_EQ(per_example.shape(), (Shape{6, 4, 2}));
+  Tensor whole = grad(loss, {1})({xs, w})[0];
+  Tensor summed = ops::reduce_sum(per_example, {0}, false);
+  std::vector<double> a = summed.to_vector<double>(), b = whole.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12);
+}
+
+}  // namespace
+}  // namespace ingot
