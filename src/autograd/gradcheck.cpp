@@ -194,6 +194,19 @@ const std::map<std::string, CaseMaker>& cases() {
           {{s.r({2, 3, 2}), s.r({2, 8, 2}), s.r({2, 8, 2})}, {{"direction", "bidirectional"}}, 2},
           {{s.r({3, 1, 2}), s.r({1, 8, 2}), s.r({1, 8, 2}), s.r({1, 16})}, {{"direction", "reverse"}}, 1}};
     };
+    t["RNN"] = [](Sampler& s) {
+      return std::vector<Case>{
+          {{s.r({3, 2, 4}), s.r({1, 3, 4}), s.r({1, 3, 3}), s.r({1, 6}), Tensor(), s.r({1, 2, 3})}, {}, 2},
+          {{s.r({2, 3, 2}), s.r({2, 2, 2}), s.r({2, 2, 2})}, {{"direction", "bidirectional"}}, 2}};
+    };
+    t["GRU"] = [](Sampler& s) {
+      return std::vector<Case>{
+          {{s.r({3, 2, 4}), s.r({1, 9, 4}), s.r({1, 9, 3}), s.r({1, 18}), Tensor(), s.r({1, 2, 3})}, {}, 2},
+          {{s.r({3, 2, 4}), s.r({1, 9, 4}), s.r({1, 9, 3}), s.r({1, 18}), Tensor(), s.r({1, 2, 3})},
+           {{"linear_before_reset", int64_t(1)}}, 2},
+          {{s.r({2, 3, 2}), s.r({2, 6, 2}), s.r({2, 6, 2})}, {{"direction", "bidirectional"}}, 1},
+          {{s.r({3, 1, 2}), s.r({1, 6, 2}), s.r({1, 6, 2}), s.r({1, 12})}, {{"direction", "reverse"}, {"linear_before_reset", int64_t(1)}}, 2}};
+    };
     t["LayerNormalization"] = [](Sampler& s) {
       return std::vector<Case>{{{s.r({3, 5}), s.r({5}), s.r({5})}},
                                {{s.r({2, 3, 4}), s.r({3, 4}), s.r({3, 4})}, {{"axis", int64_t(1)}}}};

@@ -8,6 +8,7 @@
 #include <ingot/ops.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -250,6 +251,18 @@ TEST(Gradcheck, EveryRuleMatchesFiniteDifferences) {
 namespace ingot {
 namespace {
 
+// Each named tensor's gradient against the reference file d<name>.npy, to 1e-12 relative.
+void expect_reference_grads(std::map<std::string, Tensor>& p, const std::vector<std::string>& names,
+                            const std::function<Tensor(const std::string&)>& load) {
+  for (const std::string& name : names) {
+    Tensor expected = load("d" + name);
+    ASSERT_TRUE(p[name].grad().defined()) << name;
+    ASSERT_EQ(p[name].grad().shape(), expected.shape()) << name;
+    auto a = p[name].grad().span<double>(), e = expected.span<double>();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::abs(e[i]))) << name << "[" << i << "]";
+  }
+}
+
 TEST(AutogradReference, SmallCnnMatchesPyTorch) {
   const std::string dir = std::string(INGOT_SOURCE_DIR) + "/tests/data/autograd/cnn_";
   auto load = [&](const char* name) { return load_npy(dir + name + ".npy"); };
@@ -271,13 +284,31 @@ TEST(AutogradReference, SmallCnnMatchesPyTorch) {
   Tensor loss = ops::call("Neg", {ops::call("ReduceMean", {picked}, {{"keepdims", int64_t(0)}}, 1).at(0)}, {}, 1).at(0);
   EXPECT_NEAR(loss.item_double(), load("loss").item_double(), 1e-12);
   loss.backward();
-  for (const char* name : {"x", "w1", "b1", "w2", "b2", "w3", "b3"}) {
-    Tensor expected = load((std::string("d") + name).c_str());
-    ASSERT_TRUE(p[name].grad().defined()) << name;
-    ASSERT_EQ(p[name].grad().shape(), expected.shape()) << name;
-    auto a = p[name].grad().span<double>(), e = expected.span<double>();
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::abs(e[i]))) << name << "[" << i << "]";
+  expect_reference_grads(p, {"x", "w1", "b1", "w2", "b2", "w3", "b3"}, [&](const std::string& n) { return load(n.c_str()); });
+}
+
+}  // namespace
+}  // namespace ingot
+
+// ---- against PyTorch: a GRU's gradients (PyTorch's GRU is ONNX's linear_before_reset = 1)
+
+namespace ingot {
+namespace {
+
+TEST(AutogradReference, GruMatchesPyTorch) {
+  const std::string dir = std::string(INGOT_SOURCE_DIR) + "/tests/data/autograd/gru_";
+  auto load = [&](const std::string& name) { return load_npy(dir + name + ".npy"); };
+  std::map<std::string, Tensor> p;
+  for (const char* name : {"x", "W", "R", "B", "h0"}) {
+    p[name] = load(name);
+    p[name].set_requires_grad(true);
   }
+  std::vector<Tensor> out = ops::call("GRU", {p["x"], p["W"], p["R"], p["B"], Tensor(), p["h0"]},
+                                      {{"hidden_size", int64_t(3)}, {"linear_before_reset", int64_t(1)}}, 2);
+  Tensor loss = ops::add(sum_all(ops::mul(out[0], out[0])), sum_all(out[1]));
+  EXPECT_NEAR(loss.item_double(), load("loss").item_double(), 1e-12);
+  loss.backward();
+  expect_reference_grads(p, {"x", "W", "R", "B", "h0"}, load);
 }
 
 }  // namespace
@@ -356,13 +387,7 @@ TEST(AutogradReference, LstmMatchesPyTorch) {
   Tensor loss = ops::add(sum_all(ops::mul(out[0], out[0])), sum_all(out[2]));
   EXPECT_NEAR(loss.item_double(), load("loss").item_double(), 1e-12);
   loss.backward();
-  for (const char* name : {"x", "W", "R", "B", "h0", "c0"}) {
-    Tensor expected = load(std::string("d") + name);
-    ASSERT_TRUE(p[name].grad().defined()) << name;
-    ASSERT_EQ(p[name].grad().shape(), expected.shape()) << name;
-    auto a = p[name].grad().span<double>(), e = expected.span<double>();
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-12 * (1 + std::abs(e[i]))) << name << "[" << i << "]";
-  }
+  expect_reference_grads(p, {"x", "W", "R", "B", "h0", "c0"}, load);
 }
 
 }  // namespace

@@ -12,6 +12,9 @@ linear(6->3) -> log_softmax -> mean negative log-likelihood of the targets.
 And lstm_*.npy: an LSTM (input 4, hidden 3) over 5 steps of a batch of 2 with initial states, loss =
 sum(Y^2) + sum(Y_c); weights and gradients in ONNX's layout (gates i, o, f, c; W [1, 4H, I],
 R [1, 4H, H], B [1, 8H] = input bias then recurrent bias).
+
+And gru_*.npy: a GRU (input 4, hidden 3; PyTorch's is ONNX's linear_before_reset = 1) over 5 steps
+of a batch of 2 from an initial state, loss = sum(Y^2) + sum(Y_h); gates in ONNX's order z, r, h.
 """
 import os
 
@@ -85,3 +88,35 @@ save_lstm("dW", onnx_gates(lstm.weight_ih_l0.grad).unsqueeze(0))
 save_lstm("dR", onnx_gates(lstm.weight_hh_l0.grad).unsqueeze(0))
 save_lstm("dB", torch.cat([onnx_gates(lstm.bias_ih_l0.grad), onnx_gates(lstm.bias_hh_l0.grad)]).unsqueeze(0))
 print("lstm loss", lstm_loss.item())
+
+# ---- GRU
+torch.manual_seed(13)
+gru = torch.nn.GRU(4, 3).double()
+gx = torch.randn(5, 2, 4, dtype=torch.float64, requires_grad=True)
+gh0 = torch.randn(1, 2, 3, dtype=torch.float64, requires_grad=True)
+gy, gyh = gru(gx, gh0)
+gru_loss = (gy ** 2).sum() + gyh.sum()
+gru_loss.backward()
+
+
+def onnx_gru_gates(t):  # PyTorch's r, z, n -> ONNX's z, r, h along axis 0
+    r, z, n = t.chunk(3, 0)
+    return torch.cat([z, r, n], 0)
+
+
+def save_gru(name, t):
+    np.save(os.path.join(here, "gru_" + name + ".npy"), t.detach().numpy())
+
+
+save_gru("x", gx)
+save_gru("h0", gh0)
+save_gru("W", onnx_gru_gates(gru.weight_ih_l0).unsqueeze(0))
+save_gru("R", onnx_gru_gates(gru.weight_hh_l0).unsqueeze(0))
+save_gru("B", torch.cat([onnx_gru_gates(gru.bias_ih_l0), onnx_gru_gates(gru.bias_hh_l0)]).unsqueeze(0))
+save_gru("loss", gru_loss)
+save_gru("dx", gx.grad)
+save_gru("dh0", gh0.grad)
+save_gru("dW", onnx_gru_gates(gru.weight_ih_l0.grad).unsqueeze(0))
+save_gru("dR", onnx_gru_gates(gru.weight_hh_l0.grad).unsqueeze(0))
+save_gru("dB", torch.cat([onnx_gru_gates(gru.bias_ih_l0.grad), onnx_gru_gates(gru.bias_hh_l0.grad)]).unsqueeze(0))
+print("gru loss", gru_loss.item())
