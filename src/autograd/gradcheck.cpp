@@ -179,14 +179,17 @@ const std::map<std::string, CaseMaker>& cases() {
           {{s.r({1, 2, 7, 7}), s.r({3, 2, 3, 2})},
            {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}}},
           {{s.r({1, 2, 5, 6}), s.r({2, 2, 3, 3})}, {{"auto_pad", "SAME_UPPER"}, {"strides", Ints{2, 2}}}},
-          {{s.r({2, 2, 9}), s.r({3, 2, 4}), s.r({3})}, {{"strides", Ints{3}}}}};
+          {{s.r({2, 2, 9}), s.r({3, 2, 4}), s.r({3})}, {{"strides", Ints{3}}}},
+          {{s.r({1, 4, 5, 5}), s.r({6, 2, 3, 3}), s.r({6})}, {{"group", int64_t(2)}, {"pads", Ints{1, 1, 1, 1}}}},
+          {{s.r({2, 3, 6, 6}), s.r({3, 1, 3, 3})}, {{"group", int64_t(3)}, {"strides", Ints{2, 2}}}}};
     };
     t["ConvTranspose"] = [](Sampler& s) {
       return std::vector<Case>{
           {{s.r({2, 3, 4, 3}), s.r({3, 2, 3, 3}), s.r({2})}},
           {{s.r({1, 2, 4, 4}), s.r({2, 3, 3, 2})},
            {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}, {"output_padding", Ints{1, 0}}}},
-          {{s.r({2, 2, 5}), s.r({2, 3, 4}), s.r({3})}, {{"strides", Ints{3}}}}};
+          {{s.r({2, 2, 5}), s.r({2, 3, 4}), s.r({3})}, {{"strides", Ints{3}}}},
+          {{s.r({1, 4, 3, 3}), s.r({4, 1, 3, 3}), s.r({4})}, {{"group", int64_t(4)}, {"strides", Ints{2, 2}}}}};
     };
     t["LSTM"] = [](Sampler& s) {
       return std::vector<Case>{

@@ -143,16 +143,34 @@ V correlate_for_weight(G& b, const V& data, const V& taps, const std::vector<int
   w = b.call1("Slice", {w, b.int64s(starts), b.int64s(kernel), b.int64s(axes)});
   return b.transpose(w, swap);
 }
+// correlate_for_weight group by group: the channels of `data` and `taps` that group j connects, the
+// per-group weights stacked along axis 0 (a depthwise layer makes one per channel).
+V grouped_weight_grad(G& b, const V& data, const V& taps, int64_t groups, const std::vector<int64_t>& strides,
+                      const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
+                      const std::vector<int64_t>& kernel) {
+  if (groups == 1) return correlate_for_weight(b, data, taps, strides, dilations, pads, kernel);
+  const int64_t data_per = b.static_shape(data)[1] / groups, taps_per = b.static_shape(taps)[1] / groups;
+  std::vector<V> parts;
+  for (int64_t j = 0; j < groups; ++j) {
+    auto channels = [&](const V& v, int64_t per) {
+      return b.call1("Slice", {v, b.int64s({j * per}), b.int64s({(j + 1) * per}), b.int64s({1})});
+    };
+    parts.push_back(correlate_for_weight(b, channels(data, data_per), channels(taps, taps_per), strides, dilations,
+                                         pads, kernel));
+  }
+  return b.call1("Concat", parts, {{"axis", int64_t(0)}});
+}
 // A per-channel bias's gradient: dy summed over the batch and spatial axes.
 V bias_grad(G& b) {
   std::vector<int64_t> axes{0};
   for (int64_t a = 2; a < b.rank(b.dy()); ++a) axes.push_back(a);
   return b.reduce_sum(b.dy(), axes, false);
 }
-// dX is the transposed convolution of dy with W; dW the convolution of X with dy, batch and channels
-// swapped (the forward's strides become dilations and the other way round), cut to the kernel's size.
+// dX is the transposed convolution of dy with W (grouped like the forward); dW the convolution of X
+// with dy, batch and channels swapped (the forward's strides become dilations and the other way
+// round), cut to the kernel's size, per group (grouped_weight_grad).
 void conv_vjp(G& b) {
-  if (b.attr_int("group") != 1) b.unsupported("with group != 1 (grouped and depthwise convolutions)");
+  const int64_t groups = b.attr_int("group");
   const ConvGeometry c = conv_geometry(b);
   const Shape xs = b.static_shape(b.x(0)), gs = b.static_shape(b.dy());
   const size_t n = xs.size() - 2;
@@ -162,11 +180,14 @@ void conv_vjp(G& b) {
       int64_t natural = c.strides[i] * (gs[2 + i] - 1) + (c.kernel[i] - 1) * c.dilations[i] + 1 - c.pads[i] - c.pads[n + i];
       output_padding.push_back(xs[2 + i] - natural);
     }
+    // W [M, C/g, k...] is ConvTranspose's weight layout [C_in, C_out/g, k...] for the same groups.
     b.grad(0, b.call1("ConvTranspose", {b.dy(), b.x(1)},
                       {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads},
-                       {"output_padding", output_padding}}));
+                       {"output_padding", output_padding}, {"group", groups}}));
   }
-  if (b.wants(1)) b.grad(1, correlate_for_weight(b, b.x(0), b.dy(), c.strides, c.dilations, c.pads, c.kernel));
+  if (b.wants(1)) {
+    b.grad(1, grouped_weight_grad(b, b.x(0), b.dy(), groups, c.strides, c.dilations, c.pads, c.kernel));
+  }
   if (b.wants(2)) b.grad(2, bias_grad(b));
 }
 
@@ -174,7 +195,7 @@ void conv_vjp(G& b) {
 // dilations); dW the convolution of dy with X, batch and channels swapped (strides and dilations
 // exchanged), cut to the kernel's size.
 void conv_transpose_vjp(G& b) {
-  if (b.attr_int("group") != 1) b.unsupported("with group != 1");
+  const int64_t groups = b.attr_int("group");
   if (b.has_attr("output_shape") || b.attr("auto_pad", AttrKind::String).s != "NOTSET")
     b.unsupported("with output_shape or auto_pad (give pads and output_padding)");
   const Shape xs = b.static_shape(b.x(0)), ws = b.static_shape(b.x(1));
@@ -184,9 +205,10 @@ void conv_transpose_vjp(G& b) {
   std::vector<int64_t> dilations = b.has_attr("dilations") ? b.attr_ints("dilations") : std::vector<int64_t>(n, 1);
   std::vector<int64_t> pads = b.has_attr("pads") ? b.attr_ints("pads") : std::vector<int64_t>(2 * n, 0);
   if (b.wants(0)) {
-    b.grad(0, b.call1("Conv", {b.dy(), b.x(1)}, {{"strides", strides}, {"dilations", dilations}, {"pads", pads}}));
+    b.grad(0, b.call1("Conv", {b.dy(), b.x(1)},
+                      {{"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", groups}}));
   }
-  if (b.wants(1)) b.grad(1, correlate_for_weight(b, b.dy(), b.x(0), strides, dilations, pads, kernel));
+  if (b.wants(1)) b.grad(1, grouped_weight_grad(b, b.dy(), b.x(0), groups, strides, dilations, pads, kernel));
   if (b.wants(2)) b.grad(2, bias_grad(b));
 }
 
