@@ -214,6 +214,9 @@ const std::map<std::string, CaseMaker>& cases() {
       return std::vector<Case>{{{s.r({3, 5}), s.r({5}), s.r({5})}},
                                {{s.r({2, 3, 4}), s.r({3, 4}), s.r({3, 4})}, {{"axis", int64_t(1)}}}};
     };
+    t["InstanceNormalization"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({2, 3, 4, 5}), s.r({3}), s.r({3})}}, {{s.r({2, 2, 7}), s.r({2}), s.r({2})}, {{"epsilon", 1e-3f}}}};
+    };
     t["BatchNormalization"] = [](Sampler& s) {
       return std::vector<Case>{{{s.r({2, 3, 4, 2}), s.r({3}), s.r({3}), s.r({3}), s.positive({3})}},
                                {{s.r({4, 3}), s.r({3}), s.r({3}), s.r({3}), s.positive({3})}}};
@@ -352,7 +355,7 @@ std::vector<std::pair<const OpDef*, std::string>> non_differentiable_ops() {
 bool second_order_checked(const OpDef& def) {
   static const std::set<std::string> ops = {"Add", "Mul", "Div", "Sub", "Exp", "Log", "Tanh", "Sigmoid", "Sqrt",
                                             "Pow", "MatMul", "Gemm", "Conv", "ConvTranspose", "Softmax", "LogSoftmax",
-                                            "LayerNormalization", "BatchNormalization", "ReduceSum", "ReduceMean"};
+                                            "LayerNormalization", "InstanceNormalization", "BatchNormalization", "ReduceSum", "ReduceMean"};
   return def.domain.empty() && ops.count(def.name);
 }
 

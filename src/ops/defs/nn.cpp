@@ -212,29 +212,55 @@ void conv_transpose_vjp(G& b) {
   if (b.wants(2)) b.grad(2, bias_grad(b));
 }
 
-// LayerNormalization over axes [axis, rank): with x^ = (x - mean) * r (r = 1 / sqrt(var + eps)) and
-// g = dy * scale, dx = r * (g - mean(g) - x^ mean(g x^)); dscale and dB sum over the leading axes.
-void layer_norm_vjp(G& b) {
-  if (b.dy(1).defined() || b.dy(2).defined()) b.unsupported("through its Mean and InvStdDev outputs");
+// LayerNormalization over axes [axis, rank); dscale and dB sum over the leading axes.
+// Normalization over `axes` with a scale that broadcasts to x: x^ = (x - mean) r (r = 1 / sqrt(var +
+// eps)); for y = x^ scale + bias and g = dy scale, dx = r (g - mean(g) - x^ mean(g x^)).
+struct Normalized {
+  V xhat, dx;
+};
+Normalized normalized_backward(G& b, const std::vector<int64_t>& axes, const V& scale) {
   const V& x = b.x(0);
-  const int64_t rank = b.rank(x);
-  int64_t axis = b.attr_int("axis");
-  if (axis < 0) axis += rank;
-  std::vector<int64_t> axes;
-  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
   V mean = b.reduce_mean(x, axes, true);
   V centered = b.sub(x, mean);
   V var = b.reduce_mean(b.mul(centered, centered), axes, true);
   V r = b.call1("Reciprocal", {b.call1("Sqrt", {b.add(var, b.scalar(b.attr_float("epsilon"), var))})});
-  V xhat = b.mul(centered, r);
+  Normalized n{b.mul(centered, r), {}};
   if (b.wants(0)) {
-    V g = b.mul(b.dy(), b.x(1));
+    V g = b.mul(b.dy(), scale);
     V mean_g = b.reduce_mean(g, axes, true);
-    V mean_gx = b.reduce_mean(b.mul(g, xhat), axes, true);
-    b.grad(0, b.mul(r, b.sub(b.sub(g, mean_g), b.mul(xhat, mean_gx))));
+    V mean_gx = b.reduce_mean(b.mul(g, n.xhat), axes, true);
+    n.dx = b.mul(r, b.sub(b.sub(g, mean_g), b.mul(n.xhat, mean_gx)));
   }
-  if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), xhat), b.x(1)));
+  return n;
+}
+
+void layer_norm_vjp(G& b) {
+  if (b.dy(1).defined() || b.dy(2).defined()) b.unsupported("through its Mean and InvStdDev outputs");
+  const int64_t rank = b.rank(b.x(0));
+  int64_t axis = b.attr_int("axis");
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  Normalized n = normalized_backward(b, axes, b.x(1));
+  if (b.wants(0)) b.grad(0, n.dx);
+  if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), n.xhat), b.x(1)));
   if (b.wants(2)) b.grad(2, b.sum_to(b.dy(), b.x(2)));
+}
+
+// InstanceNormalization: each (n, c) plane normalized over the spatial axes, then per-channel scale
+// and bias.
+void instance_norm_vjp(G& b) {
+  const int64_t rank = b.rank(b.x(0));
+  std::vector<int64_t> spatial, reduce{0}, channel_axes;
+  for (int64_t a = 2; a < rank; ++a) {
+    spatial.push_back(a);
+    reduce.push_back(a);
+    channel_axes.push_back(a - 1);
+  }
+  Normalized n = normalized_backward(b, spatial, b.unsqueeze(b.x(1), channel_axes));
+  if (b.wants(0)) b.grad(0, n.dx);
+  if (b.wants(1)) b.grad(1, b.reduce_sum(b.mul(b.dy(), n.xhat), reduce, false));
+  if (b.wants(2)) b.grad(2, b.reduce_sum(b.dy(), reduce, false));
 }
 
 // BatchNormalization in inference form (the statistics are inputs): per channel, y = (x - mean) * r *
@@ -428,7 +454,8 @@ INGOT_OP(InstanceNormalization)
     .versions(6)
     .inputs(3)
     .attr("epsilon", 1e-5f)
-    .summary("Normalizes each (n, c) plane, then per-channel scale and bias.");
+    .summary("Normalizes each (n, c) plane, then per-channel scale and bias.")
+    .vjp(instance_norm_vjp);
 
 INGOT_OP(LayerNormalization)
     .versions(17)
