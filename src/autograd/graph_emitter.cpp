@@ -9,7 +9,7 @@
 namespace ingot {
 
 GraphEmitter::GraphEmitter(const Model& model, const Graph& graph, std::string prefix, std::vector<Node>& out)
-    : model_(model), graph_(graph), prefix_(std::move(prefix)), out_(out), onnx_opset_(int(model.opset(""))) {
+    : graph_(graph), prefix_(std::move(prefix)), out_(out), onnx_opset_(int(model.opset(""))) {
   for (const auto& [name, t] : graph.initializers) known_.emplace(name, t);
   for (const Node& n : graph.nodes) {
     if (n.op_type == "Constant" && n.outputs.size() == 1) {
@@ -56,23 +56,18 @@ std::vector<GradValue> GraphEmitter::emit(const OpDef& def, const std::vector<Gr
   }
   const bool onnx = def.domain.empty() || def.domain == "ai.onnx";
   std::vector<Tensor> out = ops::call(def.name, shadows, attrs, num_outputs, def.domain, onnx ? onnx_opset_ : 1);
-  Node n;
-  n.name = fmt::format("{}{}_{}", prefix_, def.name, counter_);
-  n.op_type = def.name;
-  n.domain = def.domain;
-  n.inputs = std::move(names);
-  n.attrs = attrs;
+  // A shape, or computed from known values only (axes, a reshaped shape): known as well.
+  const bool known = def.name == "Shape" || def.name == "Size" ||
+                     std::all_of(inputs.begin(), inputs.end(), [&](const GradValue& v) { return !v.defined() || known_.count(v.name); });
+  std::vector<std::string> outputs;
   std::vector<GradValue> result;
   for (Tensor& t : out) {
-    std::string name = fresh();
-    n.outputs.push_back(name);
-    // A shape, or computed from known values only (axes, a reshaped shape): known as well.
-    bool known = def.name == "Shape" || def.name == "Size" ||
-                 std::all_of(inputs.begin(), inputs.end(), [&](const GradValue& v) { return !v.defined() || known_.count(v.name); });
-    if (known) known_.emplace(name, t);
-    result.push_back({std::move(t), std::move(name)});
+    outputs.push_back(fresh());
+    if (known) known_.emplace(outputs.back(), t);
+    result.push_back({std::move(t), outputs.back()});
   }
-  out_.push_back(std::move(n));
+  add_node(def.name, std::move(names), std::move(outputs), attrs);
+  out_.back().domain = def.domain;
   return result;
 }
 

@@ -40,7 +40,6 @@ class GraphEmitter final : public GradEmitter {
   std::string fresh();
 
  private:
-  const Model& model_;
   const Graph& graph_;
   std::string prefix_;
   std::vector<Node>& out_;

@@ -50,25 +50,25 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     int kernel_opset = opset;
     const KernelDef* kernel = find(device.type, kernel_opset);
     const DType first = !inputs.empty() && inputs[0].defined() ? inputs[0].dtype() : DType::Undefined;
-    // Accelerator tensors an op has no kernel for there run on the CPU, as graphs do (reported once per op).
+    // Accelerator tensors an op has no kernel for there run on the CPU, as graphs do (reported once
+    // per op), their outputs copied back; views and shape reads (any_device) run on the host by
+    // design, with no copies.
     bool fallback = false;
+    const Device result_device = device;
     if (device.type != DeviceType::CPU && (!kernel || !kernel->supports(first))) {
       int cpu_opset = opset;
       if (const KernelDef* cpu = find(DeviceType::CPU, cpu_opset)) {
-        // Views and shape reads (any_device) run on the host by design, as in graphs: no copies.
-        if (!cpu->any_device)
+        fallback = !cpu->any_device;
+        if (fallback)
           report_fallback(op, kernel ? fmt::format("its {} kernel does not take {}", device.str(), dtype_name(first))
                                      : fmt::format("no {} kernel", device.str()));
         kernel = cpu;
         kernel_opset = cpu_opset;
-        fallback = !cpu->any_device;
-        if (cpu->any_device) device = Device::cpu();
+        device = Device::cpu();
       }
     }
-    if (!kernel) fail("no {} kernel for op {}", device.str(), op);
+    if (!kernel) fail("no {} kernel for op {}", result_device.str(), op);
     opset = kernel_opset;
-    const Device result_device = device;
-    if (fallback) device = Device::cpu();
     std::vector<Value> in_values;
     in_values.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -70,23 +70,28 @@ def onnx_gates(t):  # PyTorch's i, f, g, o -> ONNX's i, o, f, c along axis 0
     return torch.cat([i, o, f, g], 0)
 
 
-def save_lstm(name, t):
-    np.save(os.path.join(here, "lstm_" + name + ".npy"), t.detach().numpy())
+def save_recurrent(prefix, layer, gates, loss, states):
+    """The layer's ONNX-layout weights (W, R, B = input bias then recurrent bias) and their gradients,
+    the loss, and each (name, tensor) of `states` with its gradient, as prefix_*.npy."""
+    def save(name, t):
+        np.save(os.path.join(here, prefix + "_" + name + ".npy"), t.detach().numpy())
+
+    def weights(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        return {"W": gates(pick(layer.weight_ih_l0)).unsqueeze(0), "R": gates(pick(layer.weight_hh_l0)).unsqueeze(0),
+                "B": torch.cat([gates(pick(layer.bias_ih_l0)), gates(pick(layer.bias_hh_l0))]).unsqueeze(0)}
+
+    for name, t in states:
+        save(name, t)
+        save("d" + name, t.grad)
+    for name, t in weights(False).items():
+        save(name, t)
+    for name, t in weights(True).items():
+        save("d" + name, t)
+    save("loss", loss)
 
 
-save_lstm("x", xs)
-save_lstm("h0", h0)
-save_lstm("c0", c0)
-save_lstm("W", onnx_gates(lstm.weight_ih_l0).unsqueeze(0))
-save_lstm("R", onnx_gates(lstm.weight_hh_l0).unsqueeze(0))
-save_lstm("B", torch.cat([onnx_gates(lstm.bias_ih_l0), onnx_gates(lstm.bias_hh_l0)]).unsqueeze(0))
-save_lstm("loss", lstm_loss)
-save_lstm("dx", xs.grad)
-save_lstm("dh0", h0.grad)
-save_lstm("dc0", c0.grad)
-save_lstm("dW", onnx_gates(lstm.weight_ih_l0.grad).unsqueeze(0))
-save_lstm("dR", onnx_gates(lstm.weight_hh_l0.grad).unsqueeze(0))
-save_lstm("dB", torch.cat([onnx_gates(lstm.bias_ih_l0.grad), onnx_gates(lstm.bias_hh_l0.grad)]).unsqueeze(0))
+save_recurrent("lstm", lstm, onnx_gates, lstm_loss, [("x", xs), ("h0", h0), ("c0", c0)])
 print("lstm loss", lstm_loss.item())
 
 # ---- GRU
@@ -104,19 +109,5 @@ def onnx_gru_gates(t):  # PyTorch's r, z, n -> ONNX's z, r, h along axis 0
     return torch.cat([z, r, n], 0)
 
 
-def save_gru(name, t):
-    np.save(os.path.join(here, "gru_" + name + ".npy"), t.detach().numpy())
-
-
-save_gru("x", gx)
-save_gru("h0", gh0)
-save_gru("W", onnx_gru_gates(gru.weight_ih_l0).unsqueeze(0))
-save_gru("R", onnx_gru_gates(gru.weight_hh_l0).unsqueeze(0))
-save_gru("B", torch.cat([onnx_gru_gates(gru.bias_ih_l0), onnx_gru_gates(gru.bias_hh_l0)]).unsqueeze(0))
-save_gru("loss", gru_loss)
-save_gru("dx", gx.grad)
-save_gru("dh0", gh0.grad)
-save_gru("dW", onnx_gru_gates(gru.weight_ih_l0.grad).unsqueeze(0))
-save_gru("dR", onnx_gru_gates(gru.weight_hh_l0.grad).unsqueeze(0))
-save_gru("dB", torch.cat([onnx_gru_gates(gru.bias_ih_l0.grad), onnx_gru_gates(gru.bias_hh_l0.grad)]).unsqueeze(0))
+save_recurrent("gru", gru, onnx_gru_gates, gru_loss, [("x", gx), ("h0", gh0)])
 print("gru loss", gru_loss.item())
