@@ -13,8 +13,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "core/backend.h"
+#include "core/thread_pool.h"
 
 using namespace ingot;
 using Clock = std::chrono::steady_clock;
@@ -43,6 +45,25 @@ double per_call_ns(Fn fn, int calls, int samples) {
   return t[t.size() / 2];
 }
 
+// Host time per call of `fn`: `calls` back-to-back calls timed without waiting for the device (few
+// enough that a stream's launch queue never fills), the device drained between samples, in ns. On
+// the CPU this equals per_call_ns; on an accelerator per_call_ns is bounded below by the device's
+// own rate of tiny kernels, this by the host work alone.
+template <class Fn>
+double host_ns(Fn fn, int calls, int samples) {
+  for (int i = 0; i < calls; ++i) fn();
+  synchronize();
+  std::vector<double> t;
+  for (int s = 0; s < samples; ++s) {
+    auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    t.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / calls);
+    synchronize();
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 Tensor uniform(Shape shape, double scale, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> d(-float(scale), float(scale));
@@ -66,7 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", json);
   CLI11_PARSE(app, argc, argv);
   g_device = Device::parse(device);
-  nlohmann::json out = {{"device", device}};
+  nlohmann::json out = {{"device", device},
+                        {"threads", num_threads()},
+                        {"hardware_concurrency", std::thread::hardware_concurrency()}};
 
   Tensor a = uniform({1}, 1, 1), b = uniform({1}, 1, 2);
   out["op_ns"] = per_call_ns([&] { ops::add(a, b); }, 20000, 9);
@@ -75,6 +98,10 @@ int main(int argc, char** argv) {
   out["op_recorded_ns"] = per_call_ns([&] { ops::add(ag, b); }, 20000, 9);
   const double forward_backward = per_call_ns([&] { ops::add(ag, b).backward(); }, 5000, 9);
   out["backward_ns"] = forward_backward - out["op_recorded_ns"].get<double>();
+  out["op_host_ns"] = host_ns([&] { ops::add(a, b); }, 200, 15);
+  out["op_recorded_host_ns"] = host_ns([&] { ops::add(ag, b); }, 200, 15);
+  out["backward_host_ns"] =
+      host_ns([&] { ops::add(ag, b).backward(); }, 100, 15) - out["op_recorded_host_ns"].get<double>();
 
   // The MLP step: loss, gradients, p -= 0.01 g, as one function of (params, batch) -> new params.
   std::vector<Tensor> params = {uniform({784, 256}, 0.05, 3), uniform({256}, 0.01, 4), uniform({256, 10}, 0.05, 5),

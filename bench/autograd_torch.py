@@ -15,8 +15,11 @@ import time
 import torch
 
 
-def per_call_ns(fn, calls, samples, sync):
-    for _ in range(calls // 10 + 1):
+def per_call_ns(fn, calls, samples, sync, host_only=False):
+    """Median time per call over `samples` runs of `calls` back-to-back calls. host_only times the
+    calls without waiting for the device (drained between samples; bench/autograd_bench.cpp's
+    host_ns), else up to the device's completion (per_call_ns there)."""
+    for _ in range(calls if host_only else calls // 10 + 1):
         fn()
     sync()
     t = []
@@ -24,8 +27,10 @@ def per_call_ns(fn, calls, samples, sync):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
-        sync()
+        if not host_only:
+            sync()
         t.append((time.perf_counter() - start) * 1e9 / calls)
+        sync()
     t.sort()
     return t[len(t) // 2]
 
@@ -47,6 +52,10 @@ def main():
     out["op_recorded_ns"] = per_call_ns(lambda: torch.add(ag, b), 20000, 9, sync)
     fb = per_call_ns(lambda: torch.add(ag, b).backward(), 5000, 9, sync)
     out["backward_ns"] = fb - out["op_recorded_ns"]
+    with torch.no_grad():
+        out["op_host_ns"] = per_call_ns(lambda: torch.add(a, b), 200, 15, sync, host_only=True)
+    out["op_recorded_host_ns"] = per_call_ns(lambda: torch.add(ag, b), 200, 15, sync, host_only=True)
+    out["backward_host_ns"] = per_call_ns(lambda: torch.add(ag, b).backward(), 100, 15, sync, host_only=True) - out["op_recorded_host_ns"]
 
     params = [(torch.rand(s, generator=g) * 2 - 1).mul(sc).to(dev).requires_grad_(True)
               for s, sc in [((784, 256), 0.05), ((256,), 0.01), ((256, 10), 0.05), ((10,), 0.01)]]

@@ -221,6 +221,7 @@ run() {
       python3 "$ROOT/bench/autograd_torch.py" --device "$d" >"$out/autograd-torch-$d.json" 2>"$out/autograd-torch-$d.err" || true
     done
     summary+=("autograd costs: autograd-ingot-{cuda,cpu}.json, autograd-torch-{cuda,cpu}.json")
+    summary+=("CPUs: nproc $(nproc), online $(getconf _NPROCESSORS_ONLN), cgroup cpu.max '$(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)'")
   fi
   if want gradcheck; then
     # Every gradient rule's float32 gradient on the GPU against the CPU's float64 one.

@@ -71,10 +71,13 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const Function& f, const
 
 // vmap(f, in_axes, out_axes): f mapped over axis in_axes[i] of argument i (-1: the argument is shared
 // by every element, not mapped; one entry applies to all), its outputs stacked along out_axes[k].
-// Every argument mapped must have the same size there. Composes with the other transforms
-// (vmap(grad(f)) gives per-example gradients). It runs f once per batch element and stacks the
-// results (reported once per process on stderr); batching rules that run each op once on the whole
-// batch are not written yet.
+// Every argument mapped must have the same size there. f is traced once on one example (so, as for
+// compile, it must not branch on its arguments' values), and the traced ops then run once on the
+// whole batch through each op's batching rule (ops/batching.h): MatMul's batch dims, reductions and
+// softmaxes with their axes shifted, convolutions and pools with the batch folded into N, one shared
+// rule for elementwise ops. An op without a rule for its case runs once per batch element, reported
+// once per op on stderr. Composes with the other transforms (vmap(grad(f)) gives per-example
+// gradients, grad(vmap(f)) differentiates through the batched ops, vmap(vmap(f)) nests).
 Function vmap(Function f, std::vector<int64_t> in_axes = {0}, std::vector<int64_t> out_axes = {0});
 
 // compile(f): f traced once per input signature (dtypes, shapes, devices) into a graph, which goes

@@ -22,7 +22,7 @@ inline DType compute_dtype(Precision p) {
 
 struct SessionOptions {
   Device device = Device::cpu();
-  int threads = 0;       // CPU threads, 0: all hardware threads. Process-wide: the CPU pool is shared.
+  int threads = 0;       // CPU threads, 0: every CPU the process may use. Process-wide: the CPU pool is shared.
   bool optimize = true;  // run the graph passes (src/passes/pipeline.cpp) before building the executor
   // Print the one-line CPU-fallback report to stderr when the model loads (it is always available
   // from Session::fallbacks()).

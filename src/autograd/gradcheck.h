@@ -20,6 +20,7 @@ struct GradcheckResult {
   std::string op;
   std::string device;
   bool passed = false;
+  bool skipped = false;   // checked by another test (message says which and why)
   int cases = 0;
   double max_error = 0;   // the largest |analytic - numeric| / (atol + rtol |numeric|); <= 1 passes
   std::string message;    // the first failure, or why the op could not be checked

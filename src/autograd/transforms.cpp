@@ -1,10 +1,9 @@
-// grad, value_and_grad, vjp and jvp (include/ingot/autograd.h) on the eager tape.
+// grad, value_and_grad, vjp and jvp (include/ingot/autograd.h) on the eager tape; vmap is in vmap.cpp.
 #include <ingot/autograd.h>
 #include <ingot/ops.h>
 
 #include <fmt/format.h>
 
-#include <mutex>
 
 #include "autograd/tape.h"
 #include "ops/gradient.h"
@@ -144,58 +143,6 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const Function& f, const
   }
   fill_zeros(tangents_out, outs);
   return {outs, tangents_out};
-}
-
-Function vmap(Function f, std::vector<int64_t> in_axes, std::vector<int64_t> out_axes) {
-  return [f = std::move(f), in_axes = std::move(in_axes), out_axes = std::move(out_axes)](const std::vector<Tensor>& args) {
-    auto axis_of = [](const std::vector<int64_t>& axes, size_t i) { return axes.size() == 1 ? axes[0] : axes.at(i); };
-    if (in_axes.size() != 1 && in_axes.size() != args.size())
-      fail("vmap: {} in_axes for {} arguments", in_axes.size(), args.size());
-    int64_t batch = -1;
-    std::vector<int64_t> axes(args.size(), -1);
-    for (size_t i = 0; i < args.size(); ++i) {
-      int64_t a = axis_of(in_axes, i);
-      if (a == -1) continue;
-      const int64_t rank = args[i].rank();
-      if (a < 0 || a >= rank) fail("vmap: in_axes[{}] = {} is outside argument {}'s rank {}", i, a, i, rank);
-      const int64_t size = args[i].shape()[size_t(a)];
-      if (batch >= 0 && size != batch)
-        fail("vmap: argument {} has {} elements along axis {}, another mapped argument {}", i, size, a, batch);
-      batch = size;
-      axes[i] = a;
-    }
-    if (batch < 0) fail("vmap: no argument is mapped (every in_axes entry is -1)");
-    static std::once_flag reported;
-    std::call_once(reported, [] {
-      fmt::print(stderr, "ingot: vmap runs the function once per batch element (no batching rules yet)\n");
-    });
-    std::vector<std::vector<Tensor>> per_output;
-    for (int64_t b = 0; b < batch; ++b) {
-      std::vector<Tensor> slice = args;
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (axes[i] < 0) continue;
-        Tensor piece = ops::call("Slice", {args[i], Tensor::from_vector<int64_t>({b}, {1}), Tensor::from_vector<int64_t>({b + 1}, {1}),
-                                           Tensor::from_vector<int64_t>({axes[i]}, {1})}, {}, 1).at(0);
-        slice[i] = ops::call("Squeeze", {piece, Tensor::from_vector<int64_t>({axes[i]}, {1})}, {}, 1).at(0);
-      }
-      std::vector<Tensor> outs = f(slice);
-      if (per_output.empty()) per_output.resize(outs.size());
-      if (outs.size() != per_output.size()) fail("vmap: the function returned {} outputs, then {}", per_output.size(), outs.size());
-      for (size_t k = 0; k < outs.size(); ++k) per_output[k].push_back(outs[k]);
-    }
-    if (out_axes.size() != 1 && out_axes.size() != per_output.size())
-      fail("vmap: {} out_axes for {} outputs", out_axes.size(), per_output.size());
-    std::vector<Tensor> results;
-    for (size_t k = 0; k < per_output.size(); ++k) {
-      const int64_t rank = per_output[k][0].rank();
-      const int64_t a = axis_of(out_axes, k);
-      if (a < 0 || a > rank) fail("vmap: out_axes[{}] = {} is outside output {}'s rank {} + 1", k, a, k, rank);
-      std::vector<Tensor> rows;
-      for (const Tensor& t : per_output[k]) rows.push_back(ops::call("Unsqueeze", {t, Tensor::from_vector<int64_t>({a}, {1})}, {}, 1).at(0));
-      results.push_back(rows.size() == 1 ? rows[0] : ops::concat(rows, a));
-    }
-    return results;
-  };
 }
 
 }  // namespace ingot

@@ -1,9 +1,12 @@
 #include "core/thread_pool.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -36,7 +39,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
 
 namespace {
 struct PoolState {
-  int configured = -1;  // -1: not set up yet; 0: all hardware threads
+  int configured = -1;  // -1: not set up yet; 0: available_cpus()
   ThreadPool pool{1};
 };
 PoolState& state() {
@@ -45,9 +48,27 @@ PoolState& state() {
 }
 }  // namespace
 
+// The CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota. In a
+// container hardware_concurrency() counts the host's CPUs, and OpenMP teams sized for them on a
+// smaller allowance spin against each other.
+int available_cpus() {
+  int cpus = int(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = std::max(1, CPU_COUNT(&set));
+  std::ifstream quota_file("/sys/fs/cgroup/cpu.max");  // "max 100000" or "QUOTA PERIOD"
+  std::string quota;
+  double period = 0;
+  if (quota_file >> quota >> period && quota != "max" && period > 0) {
+    const double allowed = std::stod(quota) / period;
+    if (allowed >= 1) cpus = std::min(cpus, int(std::ceil(allowed)));
+  }
+  return cpus;
+}
+
 int num_threads() {
   int t = state().configured;
-  return t > 0 ? t : int(std::max(1u, std::thread::hardware_concurrency()));
+  return t > 0 ? t : available_cpus();
 }
 
 void set_num_threads(int threads) {

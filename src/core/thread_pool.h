@@ -20,12 +20,14 @@ class ThreadPool {
   int threads_;
 };
 
-// The process-wide pool used by CPU kernels. set_num_threads(0) means all hardware threads; it also
+// The process-wide pool used by CPU kernels. set_num_threads(0) means every CPU the process may use (available_cpus()); it also
 // sets oneDNN's (OpenMP) thread count so that library calls agree with our loops, and keeps
 // OpenBLAS on the calling thread (cpu::gemm shares large products across this pool itself).
 const ThreadPool& cpu_pool();
 void set_num_threads(int threads);
 int num_threads();
+// CPUs this process may use (affinity mask and cgroup CPU quota); the default thread count.
+int available_cpus();
 
 inline void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   cpu_pool().parallel_for(n, grain, fn);

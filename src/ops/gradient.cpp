@@ -67,6 +67,39 @@ std::vector<int64_t> GradBuilder::reduction_axes(bool axes_input) const {
   return has_attr("axes") ? attr_ints("axes") : std::vector<int64_t>{};
 }
 
+std::vector<GradValue> GradBuilder::vjp_of(std::string_view op, const std::vector<GradValue>& inputs,
+                                           const Attributes& attrs, const std::vector<GradValue>& outputs,
+                                           const std::vector<GradValue>& cotangents, std::string_view domain) {
+  const OpDef* def = OpCatalogue::instance().find(domain, op);
+  if (!def || !def->vjp) fail("gradient of {}: {} has no gradient rule", def_.name, op);
+  std::vector<bool> wanted;
+  for (const GradValue& v : inputs) wanted.push_back(v.defined() && differentiable_dtype(dtype(v)));
+  const bool onnx = domain.empty() || domain == "ai.onnx";
+  GradBuilder inner(emitter_, *def, attrs, onnx ? emitter_.onnx_opset() : 1, inputs, outputs, cotangents, wanted);
+  def->vjp(inner);
+  return inner.grads();
+}
+
+GradValue GradBuilder::selection_grad() {
+  const Shape shape = static_shape(x(0));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  Tensor numbers = Tensor::empty(DType::Float64, shape);  // exact up to 2^53 elements
+  double k = 0;
+  for (double& v : numbers.span<double>()) v = k++;
+  std::vector<GradValue> in = inputs_;
+  in[0] = emitter_.constant(numbers);
+  for (size_t i = 1; i < in.size(); ++i) {  // operands of the data's dtype (a pad value) follow it to float64
+    if (in[i].defined() && dtype(in[i]) == dtype(x(0))) in[i] = call1("Cast", {in[i]}, {{"to", int64_t(DType::Float64)}});
+  }
+  GradValue from = call(def_.name, in, attrs_, 1, def_.domain).at(0);
+  GradValue index = call1("Cast", {reshape(from, int64s({-1}))}, {{"to", int64_t(DType::Int64)}});
+  GradValue flat = reshape(x(0), int64s({n}));
+  GradValue g = call1("ScatterElements", {zeros_like(flat), index, reshape(dy(), int64s({-1}))},
+                      {{"axis", int64_t(0)}, {"reduction", "add"}});
+  return reshape(g, int64s(std::vector<int64_t>(shape.begin(), shape.end())));
+}
+
 GradValue GradBuilder::sum_to(const GradValue& g, const GradValue& like) {
   const Shape gs = static_shape(g), ls = static_shape(like);
   if (gs == ls) return g;

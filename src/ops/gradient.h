@@ -122,6 +122,18 @@ class GradBuilder {
     return call1("Cast", {v}, {{"to", int64_t(dtype(like))}});
   }
 
+  // The input gradients of a node of another op (its inputs, outputs and output cotangents) by that
+  // op's own rule, on this builder's emitter: fused ops differentiate through the ops they fuse.
+  // Undefined entries for inputs without a gradient.
+  std::vector<GradValue> vjp_of(std::string_view op, const std::vector<GradValue>& inputs, const Attributes& attrs,
+                                const std::vector<GradValue>& outputs, const std::vector<GradValue>& cotangents,
+                                std::string_view domain = "");
+
+  // The gradient of input 0 of an op that only selects its elements (each output element a copy of
+  // one input element: strided slices, reflect/edge/wrap pads, nearest resizes): the op itself run
+  // on input 0's element numbers says where each output element came from, and dy is added there.
+  GradValue selection_grad();
+
   DType dtype(const GradValue& v) const { return emitter_.dtype(v); }
   std::optional<Shape> shape(const GradValue& v) const { return emitter_.shape(v); }
   int64_t rank(const GradValue& v) const { return emitter_.rank(v); }

@@ -83,6 +83,11 @@ class GradBuilder;  // ops/gradient.h
 // An op's vector-Jacobian product (ops/gradient.h), written beside its definition.
 using VjpRule = void (*)(GradBuilder& b);
 
+class BatchBuilder;  // ops/batching.h
+// An op's batching rule for vmap (ops/batching.h), written beside its definition; false: it cannot
+// batch this case (the node then runs once per batch element).
+using BatchRule = bool (*)(BatchBuilder& b);
+
 // An output dtype that an attribute decides where no input does (Constant's value): declared with the op.
 using DTypeRule = DType (*)(const Attributes& attrs, size_t output);
 
@@ -104,6 +109,8 @@ struct OpDef {
   // The gradient rule; null for ops without one (integer and bool results need none). Eager tapes,
   // the Gradient lowering and gradcheck all read it.
   VjpRule vjp = nullptr;
+  // The batching rule (vmap); null: ops tagged Elementwise share one, the rest run per element.
+  BatchRule batch = nullptr;
 
   const AttrDef* find_attr(std::string_view attr) const;
   // The attribute as set in `attrs`, else the catalogue default; a required attribute that is
@@ -233,6 +240,10 @@ class OpBuilder {
   }
   OpBuilder& vjp(VjpRule rule) {
     def_.vjp = rule;
+    return *this;
+  }
+  OpBuilder& batch(BatchRule rule) {
+    def_.batch = rule;
     return *this;
   }
   OpBuilder& tag(OpTag t) {

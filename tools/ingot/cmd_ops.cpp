@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "core/strings.h"
+#include "ops/batching.h"
 #include "ops/kernel.h"
 
 namespace ingot::cli {
@@ -51,15 +52,19 @@ Runner add_ops_command(CLI::App& app) {
         << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
         << "with the opset range and the dtypes of the first input each accepts (or, as `T1 uint8, int8 / T2 ...`,\n"
         << "the dtypes it takes for each type variable of the op's signature). Gradient: whether the op has a\n"
-        << "gradient rule (checked by `ingot gradcheck`).\n\n"
-        << "| op | domain | opsets | CPU | CUDA | gradient |\n|---|---|---|---|---|---|\n";
+        << "gradient rule (checked by `ingot gradcheck`). vmap: the op's batching rule (`rule`), the one shared by\n"
+        << "elementwise ops (`elementwise`), or none (the op runs once per batch element under vmap).\n\n"
+        << "| op | domain | opsets | CPU | CUDA | gradient | vmap |\n|---|---|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "
                 << versions(d->since_version, d->until_version) << " | " << kernel_summary(*d, DeviceType::CPU) << " | "
-                << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : "") << " |\n";
+                << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : "") << " | "
+                << (d->batch ? "rule" : batch_rule_of(*d) ? "elementwise" : "") << " |\n";
     }
     size_t differentiable = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return d->vjp != nullptr; });
-    std::cout << "\n" << defs.size() << " operators, " << differentiable << " with a gradient rule.\n";
+    size_t batched = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return batch_rule_of(*d) != nullptr; });
+    std::cout << "\n" << defs.size() << " operators, " << differentiable << " with a gradient rule, " << batched
+              << " with a batching rule.\n";
     return 0;
   };
 }

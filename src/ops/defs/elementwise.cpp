@@ -3,6 +3,7 @@
 // gives only a dtype) carry OpTag::Elementwise.
 #include <cfloat>
 
+#include "ops/batching.h"
 #include "ops/gradient.h"
 #include "ops/op_def.h"
 
@@ -435,7 +436,8 @@ INGOT_OP(Clip)
     .summary("Limits X to [min, max] (attributes before opset 11, optional inputs from it).")
     .tag(OpTag::Elementwise)
     .tag(OpTag::AutocastFollow)
-    .vjp(clip_vjp);
+    .vjp(clip_vjp)
+    .batch(batching::first_input_only);  // scalar bounds: batched ones run per element
 
 INGOT_OP(Cast)
     .versions(6)
@@ -447,6 +449,7 @@ INGOT_OP(Cast)
     .tag(OpTag::Elementwise)
     .vjp(cast_vjp);
 INGOT_OP(CastLike).versions(15).inputs(2).attr("saturate", 1).summary("Converts input 0 to the dtype of input 1.")
-    .vjp(cast_vjp);
+    .vjp(cast_vjp)
+    .batch(batching::first_input_only);
 
 }  // namespace ingot

@@ -2,14 +2,150 @@
 // importers of ordinary ONNX files.
 #include "ops/gradient.h"
 #include "ops/op_def.h"
+#include "ops/semantics/fused_elementwise.h"
 
 namespace ingot {
 namespace {
+using G = GradBuilder;
+using V = GradValue;
+
 void layer_norm_vjp_fused(GradBuilder& b) {
   // Ingot's LayerNormalization is ONNX's: its rule is ONNX's.
   OpCatalogue::instance().find("", "LayerNormalization")->vjp(b);
 }
 void hard_swish_vjp_fused(GradBuilder& b) { OpCatalogue::instance().find("", "HardSwish")->vjp(b); }
+
+// The fused ops differentiate through the ops they fuse: the unfused forward is recomputed where a
+// rule needs an intermediate, and each part's own rule (GradBuilder::vjp_of) runs in reverse.
+
+// dz of y = activation(z) (activation "" is the identity), z recomputed by `pre` when needed.
+V activation_backward(G& b, const std::string& activation, const V& z, const V& y, const V& dy) {
+  if (activation.empty()) return dy;
+  if (activation != "Relu" && activation != "HardSwish") b.unsupported("with activation " + activation);
+  return b.vjp_of(activation, {z}, {}, {y}, {dy}).at(0);
+}
+
+// Y = activation(Conv(X, W, B) + R).
+void fused_conv_vjp(G& b) {
+  if (b.attr("layout", AttrKind::String).s != "NCHW") b.unsupported("in layout NHWC");
+  const std::string activation = b.attr("activation", AttrKind::String).s;
+  Attributes conv = b.attrs();
+  conv.erase("activation");
+  conv.erase("layout");
+  std::vector<V> conv_in{b.x(0), b.x(1)};
+  if (b.has_input(2)) conv_in.push_back(b.x(2));
+  V c = b.call1("Conv", conv_in, conv);
+  V z = b.has_input(3) ? b.add(c, b.x(3)) : c;
+  V dz = activation_backward(b, activation, z, b.y(), b.dy());
+  std::vector<V> g = b.vjp_of("Conv", conv_in, conv, {c}, {dz});
+  for (size_t i = 0; i < g.size(); ++i) b.grad(i, g[i]);
+  if (b.has_input(3)) b.grad(3, b.sum_to(dz, b.x(3)));
+}
+
+// Y = activation(alpha * MatMul(A, B or B^T) + bias + R).
+void fused_matmul_vjp(G& b) {
+  const std::string activation = b.attr("activation", AttrKind::String).s;
+  const bool trans_b = b.attr_int("transB") != 0;
+  const double alpha = b.attr_float("alpha");
+  V w = trans_b ? b.transpose(b.x(1), [&] {
+    std::vector<int64_t> perm;
+    for (int64_t a = 0; a < b.rank(b.x(1)); ++a) perm.push_back(a);
+    std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+    return perm;
+  }()) : b.x(1);
+  V product = b.matmul(b.x(0), w);
+  V z = alpha == 1.0 ? product : b.mul(product, b.scalar(alpha, product));
+  if (b.has_input(2)) z = b.add(z, b.x(2));
+  if (b.has_input(3)) z = b.add(z, b.x(3));
+  V dz = activation_backward(b, activation, z, b.y(), b.dy());
+  V dproduct = alpha == 1.0 ? dz : b.mul(dz, b.scalar(alpha, dz));
+  std::vector<V> g = b.vjp_of("MatMul", {b.x(0), w}, {}, {product}, {dproduct});
+  b.grad(0, g[0]);
+  if (b.wants(1) && g[1].defined()) {
+    if (trans_b) {
+      std::vector<int64_t> perm;
+      for (int64_t a = 0; a < b.rank(g[1]); ++a) perm.push_back(a);
+      std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+      b.grad(1, b.transpose(g[1], perm));
+    } else {
+      b.grad(1, g[1]);
+    }
+  }
+  if (b.has_input(2)) b.grad(2, b.sum_to(dz, b.x(2)));
+  if (b.has_input(3)) b.grad(3, b.sum_to(dz, b.x(3)));
+}
+
+// Y = Softmax(scale Q K^T + mask) V, with operands flagged `transposed` given as [B, T, H, D].
+void attention_vjp(G& b) {
+  std::vector<int64_t> flags = b.attr_ints("transposed");
+  flags.resize(4, 0);
+  const std::vector<int64_t> bthd{0, 2, 1, 3};  // [B, T, H, D] <-> [B, H, T, D]; its own inverse
+  auto untransposed = [&](const V& v, size_t i) { return flags[i] ? b.transpose(v, bthd) : v; };
+  V q = untransposed(b.x(0), 0), k = untransposed(b.x(1), 1), v = untransposed(b.x(2), 2);
+  V dy = untransposed(b.dy(), 3);
+  std::vector<int64_t> swap;
+  for (int64_t a = 0; a < b.rank(k); ++a) swap.push_back(a);
+  std::swap(swap[swap.size() - 2], swap[swap.size() - 1]);
+  V kt = b.transpose(k, swap);
+  V scores = b.matmul(q, kt);
+  const double scale = b.attr_float("scale");
+  V scaled = b.mul(scores, b.scalar(scale, scores));
+  V logits = b.has_input(3) ? b.add(scaled, b.x(3)) : scaled;
+  V p = b.call1("Softmax", {logits}, {{"axis", int64_t(-1)}});
+  V y = b.matmul(p, v);
+  std::vector<V> gpv = b.vjp_of("MatMul", {p, v}, {}, {y}, {dy});
+  V dlogits = b.vjp_of("Softmax", {logits}, {{"axis", int64_t(-1)}}, {p}, {gpv[0]}).at(0);
+  V dscores = b.mul(dlogits, b.scalar(scale, dlogits));
+  std::vector<V> gqk = b.vjp_of("MatMul", {q, kt}, {}, {scores}, {dscores});
+  b.grad(0, untransposed(gqk[0], 0));
+  if (b.wants(1)) b.grad(1, untransposed(b.transpose(gqk[1], swap), 1));
+  b.grad(2, untransposed(gpv[1], 2));
+  if (b.has_input(3)) b.grad(3, b.sum_to(dlogits, b.x(3)));
+}
+
+// The program recomputed instruction by instruction as the ONNX ops it names, then each one's rule
+// in reverse, the cotangents of reused values added up.
+void fused_elementwise_vjp(G& b) {
+  const fused::Program program = fused::Program::parse(b.attr("program", AttrKind::String).s, int(b.num_inputs()));
+  std::vector<V> temps;
+  std::vector<std::vector<V>> operands;
+  auto value = [&](const fused::Operand& o) -> V {
+    switch (o.kind) {
+      case fused::Operand::Kind::Input: return b.x(size_t(o.index));
+      case fused::Operand::Kind::Temp: return temps.at(size_t(o.index));
+      default: return b.scalar(o.value, b.x(0));
+    }
+  };
+  auto attrs_of = [&](const fused::Instr& in) {
+    Attributes a;
+    if (in.op == fused::Op::LeakyRelu) a["alpha"] = in.b.value;
+    return a;
+  };
+  for (const fused::Instr& in : program.instrs) {
+    const std::string op(fused::op_name(in.op));
+    std::vector<V> args{value(in.a)};
+    if (fused::arity(in.op) == 2 && in.op != fused::Op::LeakyRelu) args.push_back(value(in.b));
+    temps.push_back(b.call1(op, args, attrs_of(in)));
+    operands.push_back(args);
+  }
+  std::vector<V> dtemp(temps.size()), dinput(b.num_inputs());
+  auto accumulate = [&](V& into, const V& g) { into = into.defined() ? b.add(into, g) : g; };
+  if (!temps.empty()) dtemp.back() = b.dy();
+  for (size_t k = program.instrs.size(); k-- > 0;) {
+    if (!dtemp[k].defined()) continue;
+    const fused::Instr& in = program.instrs[k];
+    std::vector<V> g = b.vjp_of(fused::op_name(in.op), operands[k], attrs_of(in), {temps[k]}, {dtemp[k]});
+    const fused::Operand* refs[2] = {&in.a, &in.b};
+    for (size_t j = 0; j < operands[k].size(); ++j) {
+      if (j >= g.size() || !g[j].defined()) continue;
+      if (refs[j]->kind == fused::Operand::Kind::Temp) accumulate(dtemp[size_t(refs[j]->index)], g[j]);
+      if (refs[j]->kind == fused::Operand::Kind::Input) accumulate(dinput[size_t(refs[j]->index)], g[j]);
+    }
+  }
+  for (size_t i = 0; i < dinput.size(); ++i) {
+    if (dinput[i].defined()) b.grad(i, dinput[i]);
+  }
+}
 }  // namespace
 
 namespace {
@@ -33,7 +169,8 @@ INGOT_OP(FusedConv)
     .conv_attrs()
     .summary("Conv plus an optional residual R (same shape as the output) and activation ('Relu', 'HardSwish' or ''); "
              "layout 'NHWC' puts channels last in X, W, R and Y.")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(fused_conv_vjp);
 
 // Written by fuse_matmul_bias_act: Y = activation(alpha * MatMul(A, transB ? B^T : B) + bias + R),
 // MatMul's numpy semantics (batch broadcasting, 1-D A); transB swaps B's last two axes; bias has N
@@ -52,7 +189,8 @@ INGOT_OP(FusedMatMul)
     .attr("alpha", 1.0f)
     .summary("alpha * MatMul (B transposed when transB) plus an optional bias of N elements and residual (the "
              "product's shape), then activation ('Relu' or '').")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(fused_matmul_vjp);
 
 // Written by fuse_attention: Y = Softmax(scale * Q K^T + mask) V over the last axis, without the
 // score matrix in memory where a backend can avoid it. Q [..., Tq, D], K [..., Tk, D], V [..., Tk, Dv]
@@ -74,7 +212,8 @@ INGOT_OP(Attention)
     .summary("Scaled dot-product attention: Softmax(scale * Q K^T + mask) V over the last axis; the leading dims "
              "broadcast; the additive mask (optional) broadcasts to [..., Tq, Tk]; `transposed` flags Q, K, V, Y "
              "given as [B, T, H, D].")
-    .tag(OpTag::AutocastLowPrecision);
+    .tag(OpTag::AutocastLowPrecision)
+    .vjp(attention_vjp);
 
 // Written by fuse_layer_norm and fuse_hard_swish for models below the opset that has the op: the
 // same semantics and kernels as ONNX's LayerNormalization (opset 17) and HardSwish (opset 14).
@@ -119,6 +258,7 @@ INGOT_OP(FusedElementwise)
     .inputs(1, 8)
     .required_attr("program", AttrKind::String)
     .summary("A chain of elementwise float ops in one kernel; `program` lists them (x0.. inputs, t0.. results).")
-    .tag(OpTag::Elementwise);
+    .tag(OpTag::Elementwise)
+    .vjp(fused_elementwise_vjp);
 
 }  // namespace ingot

@@ -3,7 +3,11 @@
 // default are optional here; kernels derive them from the weight/input shape when absent.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include <ingot/ops.h>
+
+#include "ops/batching.h"
 #include "ops/gradient.h"
 #include "ops/op_def.h"
 
@@ -214,19 +218,17 @@ void conv_transpose_vjp(G& b) {
 
 // LayerNormalization over axes [axis, rank); dscale and dB sum over the leading axes.
 // Normalization over `axes` with a scale that broadcasts to x: x^ = (x - mean) r (r = 1 / sqrt(var +
-// eps)); for y = x^ scale + bias and g = dy scale, dx = r (g - mean(g) - x^ mean(g x^)).
+// eps)); for y = x^ scale + bias and g = dy scale (given), dx = r (g - mean(g) - x^ mean(g x^)).
 struct Normalized {
   V xhat, dx;
 };
-Normalized normalized_backward(G& b, const std::vector<int64_t>& axes, const V& scale) {
-  const V& x = b.x(0);
+Normalized normalized_backward(G& b, const V& x, const std::vector<int64_t>& axes, const V& g) {
   V mean = b.reduce_mean(x, axes, true);
   V centered = b.sub(x, mean);
   V var = b.reduce_mean(b.mul(centered, centered), axes, true);
   V r = b.call1("Reciprocal", {b.call1("Sqrt", {b.add(var, b.scalar(b.attr_float("epsilon"), var))})});
   Normalized n{b.mul(centered, r), {}};
   if (b.wants(0)) {
-    V g = b.mul(b.dy(), scale);
     V mean_g = b.reduce_mean(g, axes, true);
     V mean_gx = b.reduce_mean(b.mul(g, n.xhat), axes, true);
     n.dx = b.mul(r, b.sub(b.sub(g, mean_g), b.mul(n.xhat, mean_gx)));
@@ -241,7 +243,7 @@ void layer_norm_vjp(G& b) {
   if (axis < 0) axis += rank;
   std::vector<int64_t> axes;
   for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
-  Normalized n = normalized_backward(b, axes, b.x(1));
+  Normalized n = normalized_backward(b, b.x(0), axes, b.mul(b.dy(), b.x(1)));
   if (b.wants(0)) b.grad(0, n.dx);
   if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), n.xhat), b.x(1)));
   if (b.wants(2)) b.grad(2, b.sum_to(b.dy(), b.x(2)));
@@ -257,22 +259,68 @@ void instance_norm_vjp(G& b) {
     reduce.push_back(a);
     channel_axes.push_back(a - 1);
   }
-  Normalized n = normalized_backward(b, spatial, b.unsqueeze(b.x(1), channel_axes));
+  Normalized n = normalized_backward(b, b.x(0), spatial, b.mul(b.dy(), b.unsqueeze(b.x(1), channel_axes)));
   if (b.wants(0)) b.grad(0, n.dx);
   if (b.wants(1)) b.grad(1, b.reduce_sum(b.mul(b.dy(), n.xhat), reduce, false));
   if (b.wants(2)) b.grad(2, b.reduce_sum(b.dy(), reduce, false));
 }
 
+// GroupNormalization: x [N, C, ...] normalized over each group of C / num_groups channels (as
+// [N, G, rest]); scale and bias per channel (opset 21) or per group (opset 18).
+void group_norm_vjp(G& b) {
+  const Shape xs = b.static_shape(b.x(0));
+  const int64_t rank = int64_t(xs.size()), groups = b.attr_int("num_groups"), channels = xs.at(1);
+  if (groups <= 0 || channels % groups != 0) b.unsupported("with num_groups not dividing the channels");
+  const bool per_group = b.static_shape(b.x(1)) == Shape{groups} && groups != channels;
+  auto to_channels = [&](const V& v) {  // a per-group [G] vector as per-channel [C]
+    if (!per_group) return v;
+    V grid = b.call1("Expand", {b.unsqueeze(v, {1}), b.int64s({groups, channels / groups})});
+    return b.reshape(grid, b.int64s({channels}));
+  };
+  std::vector<int64_t> spatial, reduce{0};
+  for (int64_t a = 2; a < rank; ++a) {
+    spatial.push_back(a - 1);
+    reduce.push_back(a);
+  }
+  V scale = b.unsqueeze(to_channels(b.x(1)), spatial);  // [C, 1, ...]
+  const V grouped_shape = b.int64s({xs[0], groups, -1});
+  const V x_shape = b.int64s(std::vector<int64_t>(xs.begin(), xs.end()));
+  Normalized n = normalized_backward(b, b.reshape(b.x(0), grouped_shape), {2},
+                                     b.reshape(b.mul(b.dy(), scale), grouped_shape));
+  if (b.wants(0)) b.grad(0, b.reshape(n.dx, x_shape));
+  auto per_param = [&](const V& per_channel) {  // [C] -> the parameter's shape
+    if (!per_group) return per_channel;
+    return b.reduce_sum(b.reshape(per_channel, b.int64s({groups, channels / groups})), {1}, false);
+  };
+  if (b.wants(1)) b.grad(1, per_param(b.reduce_sum(b.mul(b.dy(), b.reshape(n.xhat, x_shape)), reduce, false)));
+  if (b.wants(2)) b.grad(2, per_param(b.reduce_sum(b.dy(), reduce, false)));
+}
+
 // BatchNormalization in inference form (the statistics are inputs): per channel, y = (x - mean) * r *
 // scale + B with r = 1 / sqrt(var + eps).
+// In training mode (opset 14's training_mode, or the extra outputs before) x is normalized with the
+// batch's own statistics, over N and the spatial axes: the normalized backward; the running
+// statistics it also outputs are state, not differentiated.
 void batch_norm_vjp(G& b) {
-  if (b.attr_int("training_mode") != 0) b.unsupported("in training mode (batch statistics)");
   if (b.opset() < 9 && b.attr_int("spatial") == 0) b.unsupported("with spatial = 0");
   const V& x = b.x(0);
   const int64_t rank = b.rank(x);
   std::vector<int64_t> channel_axes;  // [C] -> [C, 1, ...]
   for (int64_t a = 1; a + 1 < rank; ++a) channel_axes.push_back(a);
   auto per_channel = [&](const V& v) { return channel_axes.empty() ? v : b.unsqueeze(v, channel_axes); };
+  const bool training = b.opset() >= 14 ? b.attr_int("training_mode") != 0 : b.num_outputs() > 1;
+  if (training) {
+    for (size_t k = 1; k < b.num_outputs(); ++k) {
+      if (b.dy(k).defined()) b.unsupported("through its running statistics");
+    }
+    std::vector<int64_t> axes{0};
+    for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
+    Normalized n = normalized_backward(b, x, axes, b.mul(b.dy(), per_channel(b.x(1))));
+    if (b.wants(0)) b.grad(0, n.dx);
+    if (b.wants(1)) b.grad(1, b.reduce_sum(b.mul(b.dy(), n.xhat), axes, false));
+    if (b.wants(2)) b.grad(2, b.reduce_sum(b.dy(), axes, false));
+    return;  // the input statistics do not reach Y
+  }
   V var_eps = b.add(b.x(4), b.scalar(b.attr_float("epsilon"), b.x(4)));
   V r = b.call1("Reciprocal", {b.call1("Sqrt", {var_eps})});
   V centered = b.sub(x, per_channel(b.x(3)));
@@ -347,13 +395,171 @@ void average_pool_vjp(G& b) {
   b.grad(0, window_transpose(b, c, share));
 }
 
+
+// Resize is separable: along each axis a it changes, y = M_a x with M_a [m_a, n_a] that axis's
+// interpolation weights (nearest: a 0/1 selection; linear and cubic: weights; antialias included).
+// M_a is Resize itself applied to an identity (the n_a basis vectors of axis a laid along a second
+// axis whose scale stays 1), with the forward's coordinate mode, scale and roi on axis a; dx is dy
+// contracted with each M_a^T in turn. (tf_crop_and_resize's extrapolated values are constants:
+// extrapolation_value 0 in the basis leaves them out.)
+void resize_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const Shape xs = b.static_shape(b.x(0)), ys = b.static_shape(b.y());
+  const int64_t rank = int64_t(xs.size());
+  // The forward's inputs: (X, scales) at opset 10, (X, roi, scales, sizes) from 11; `axes` from 18.
+  const size_t scales_input = b.opset() >= 11 ? 2 : 1;
+  std::vector<int64_t> axes;
+  if (b.has_attr("axes")) {
+    for (int64_t a : b.attr_ints("axes")) axes.push_back(a < 0 ? a + rank : a);
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  std::vector<double> scale(size_t(rank), 1.0), roi;
+  bool from_scales = false;
+  if (b.has_input(scales_input)) {
+    std::optional<Tensor> t = b.emitter().value(b.x(scales_input));
+    if (!t) b.unsupported("with scales that are not constant");
+    if (t->numel() > 0) {
+      from_scales = true;
+      std::vector<double> v = t->cast(DType::Float64).to_vector<double>();
+      for (size_t k = 0; k < axes.size(); ++k) scale[size_t(axes[k])] = v.at(k);
+    }
+  }
+  if (!from_scales && b.attr("keep_aspect_ratio_policy", AttrKind::String).s != "stretch")
+    b.unsupported("with keep_aspect_ratio_policy other than stretch");
+  const bool crop = b.attr("coordinate_transformation_mode", AttrKind::String).s == "tf_crop_and_resize";
+  if (crop && b.has_input(1)) {
+    std::optional<Tensor> t = b.emitter().value(b.x(1));
+    if (!t) b.unsupported("with a roi that is not constant");
+    roi = t->cast(DType::Float64).to_vector<double>();
+  }
+  if (rank < 2) b.unsupported("of a rank-1 input");
+  Attributes attrs = b.attrs();
+  attrs.erase("axes");
+  attrs["keep_aspect_ratio_policy"] = std::string("stretch");
+  attrs["extrapolation_value"] = 0.0f;
+  GradValue g = b.dy();
+  for (int64_t a = 0; a < rank; ++a) {
+    const int64_t n = xs[size_t(a)], m = ys[size_t(a)];
+    if (n == m && scale[size_t(a)] == 1.0 && !crop) continue;
+    const int64_t c = a == 0 ? 1 : 0;  // the carrier axis of the basis vectors
+    Shape basis_shape(size_t(rank), 1);
+    basis_shape[size_t(a)] = n;
+    basis_shape[size_t(c)] = n;
+    Tensor basis = Tensor::zeros(DType::Float64, basis_shape);
+    for (int64_t j = 0; j < n; ++j) basis.span<double>()[size_t(j * (n + 1))] = 1.0;
+    std::vector<GradValue> in{b.emitter().constant(basis.cast(b.dtype(b.x(0))))};
+    if (b.opset() >= 11) {
+      std::vector<double> r;
+      for (int64_t k = 0; k < rank; ++k) r.push_back(0.0);
+      for (int64_t k = 0; k < rank; ++k) r.push_back(1.0);
+      for (size_t k = 0; k < axes.size() && !roi.empty(); ++k) {
+        r[size_t(axes[k])] = roi.at(k);
+        r[size_t(rank + axes[k])] = roi.at(k + axes.size());
+      }
+      in.push_back(b.emitter().constant(Tensor::from_vector<float>(std::vector<float>(r.begin(), r.end()), {2 * rank})));
+    }
+    if (from_scales) {
+      std::vector<float> sc(size_t(rank), 1.0f);
+      sc[size_t(a)] = float(scale[size_t(a)]);
+      in.push_back(b.emitter().constant(Tensor::from_vector<float>(sc, {rank})));
+    } else {
+      std::vector<int64_t> sizes(basis_shape.begin(), basis_shape.end());
+      sizes[size_t(a)] = m;
+      in.push_back(GradValue{});
+      in.push_back(b.int64s(sizes));
+    }
+    GradValue weights = b.call("Resize", in, attrs).at(0);  // [.., m at a, n at c, ..]: M_a or its transpose
+    GradValue matrix = b.reshape(weights, b.int64s(a < c ? std::vector<int64_t>{m, n} : std::vector<int64_t>{n, m}));
+    if (c < a) matrix = transpose_last_two(b, matrix);
+    // g's axis a (size m) contracted with M_a: move it last, multiply by M_a [m, n], move it back.
+    std::vector<int64_t> perm;
+    for (int64_t k = 0; k < rank; ++k) {
+      if (k != a) perm.push_back(k);
+    }
+    perm.push_back(a);
+    std::vector<int64_t> back(static_cast<size_t>(rank));
+    for (int64_t k = 0; k < rank; ++k) back[size_t(perm[size_t(k)])] = k;
+    g = b.transpose(b.matmul(b.transpose(g, perm), matrix), back);
+  }
+  b.grad(0, g);
+}
+
+// ---- Batching rules (ops/batching.h). Batched inputs carry the batch at axis 0.
+
+// MatMul: vectors become matrices as in the product itself, each batched operand gets size-1 axes
+// after the batch so that its example axes line up with the other's, and MatMul's own batch
+// broadcasting does the rest; the vectors' axes are dropped again.
+bool matmul_batch(BatchBuilder& b) {
+  const bool a_vector = b.example_rank(0) == 1, w_vector = b.example_rank(1) == 1;
+  Tensor a = b.x(0), w = b.x(1);
+  if (a_vector) a = BatchBuilder::unsqueeze(a, {b.batched(0) ? 1 : 0});
+  if (w_vector) w = BatchBuilder::unsqueeze(w, {int64_t(w.rank())});
+  const int64_t ra = a.rank() - b.batched(0), rw = w.rank() - b.batched(1), rank = std::max(ra, rw);
+  auto line_up = [&](Tensor t, bool batched, int64_t r) {
+    std::vector<int64_t> axes;
+    for (int64_t k = 0; batched && k < rank - r; ++k) axes.push_back(1 + k);
+    return BatchBuilder::unsqueeze(t, axes);
+  };
+  Tensor y = b.call1("MatMul", {line_up(a, b.batched(0), ra), line_up(w, b.batched(1), rw)});
+  if (w_vector) y = BatchBuilder::squeeze(y, {y.rank() - 1});
+  if (a_vector) y = BatchBuilder::squeeze(y, {y.rank() - (w_vector ? 1 : 2)});
+  b.output(0, y, true);
+  return true;
+}
+
+// Gemm on batched operands: the same product through batched MatMul, scaled, plus beta C.
+bool gemm_batch(BatchBuilder& b) {
+  Tensor a = b.x(0), w = b.x(1);
+  auto swap = [](const Tensor& t) { return ops::transpose(t, swap_last_two(t.rank())); };
+  if (b.attr_int("transA")) a = swap(a);
+  if (b.attr_int("transB")) w = swap(w);
+  Tensor y = b.call1("MatMul", {a, w});
+  const float alpha = b.attr(("alpha"), AttrKind::Float).f, beta = b.attr("beta", AttrKind::Float).f;
+  if (alpha != 1) y = b.call1("Mul", {y, Tensor::scalar<double>(alpha).cast(y.dtype())});
+  if (b.has_input(2) && beta != 0) {
+    Tensor c = b.batched(2) ? b.aligned(2, 2) : b.x(2);
+    if (beta != 1) c = b.call1("Mul", {c, Tensor::scalar<double>(beta).cast(c.dtype())});
+    y = b.call1("Add", {y, c});
+  }
+  b.output(0, y, true);
+  return true;
+}
+
+// MaxPool's Indices are offsets into the whole input, so folding the batch would change them.
+bool max_pool_batch(BatchBuilder& b) { return b.num_outputs() == 1 && batching::fold_batch(b); }
+
+// BatchNormalization's statistics span N: only inference mode (running statistics) folds.
+bool batch_norm_batch(BatchBuilder& b) {
+  return b.num_outputs() == 1 && b.attr_int("training_mode") == 0 && batching::fold_batch(b);
+}
+
+// Softmax's default axis depends on the opset (1 before 13, then -1).
+bool softmax_batch(BatchBuilder& b) {
+  if (b.any_batched(1)) return false;
+  const int64_t axis = b.has_attr("axis") ? b.attr_int("axis") : b.opset() >= 13 ? -1 : 1;
+  b.outputs(b.run({b.x(0)}, b.attrs_with("axis", b.batched_axis(0, axis))));
+  return true;
+}
+
+// LayerNormalization normalizes [axis, rank): a shifted axis keeps the same trailing axes; scale and
+// bias broadcast over them unbatched.
+bool layer_norm_batch(BatchBuilder& b) {
+  if (b.any_batched(1)) return false;
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < b.num_inputs(); ++i) in.push_back(b.x(i));
+  b.outputs(b.run(in, b.attrs_with("axis", b.batched_axis(0, b.attr_int("axis")))));
+  return true;
+}
+
 }  // namespace
 
 
 INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
     "N-D convolution of X [N,C,D...] with W [M,C/group,k...] plus optional bias B [M].")
     .tag(OpTag::AutocastLowPrecision)
-    .vjp(conv_vjp);
+    .vjp(conv_vjp)
+    .batch(batching::fold_batch);
 
 INGOT_OP(ConvTranspose)
     .versions(1)
@@ -363,7 +569,8 @@ INGOT_OP(ConvTranspose)
     .optional_attr("output_shape", AttrKind::Ints)
     .summary("Transposed convolution of X [N,C,D...] with W [C,M/group,k...] plus optional bias B [M].")
     .tag(OpTag::AutocastLowPrecision)
-    .vjp(conv_transpose_vjp);
+    .vjp(conv_transpose_vjp)
+    .batch(batching::fold_batch);
 
 INGOT_OP(MaxPool)
     .versions(1)
@@ -378,7 +585,8 @@ INGOT_OP(MaxPool)
     .optional_attr("strides", AttrKind::Ints)
     .summary("Max over sliding windows; optional Indices output (flat offsets into X).")
     .tag(OpTag::AutocastFollow)
-    .vjp(max_pool_vjp);
+    .vjp(max_pool_vjp)
+    .batch(max_pool_batch);
 
 INGOT_OP(AveragePool)
     .versions(1)
@@ -392,7 +600,8 @@ INGOT_OP(AveragePool)
     .optional_attr("strides", AttrKind::Ints)
     .summary("Mean over sliding windows (padding counted only with count_include_pad).")
     .tag(OpTag::AutocastFollow)
-    .vjp(average_pool_vjp);
+    .vjp(average_pool_vjp)
+    .batch(batching::fold_batch);
 
 INGOT_OP(LpPool)
     .versions(2)
@@ -408,10 +617,12 @@ INGOT_OP(LpPool)
 
 INGOT_OP(GlobalAveragePool).versions(1).inputs(1).summary("Mean over all spatial axes (kept as size 1).")
     .tag(OpTag::AutocastFollow)
-    .vjp(global_average_pool_vjp);
+    .vjp(global_average_pool_vjp)
+    .batch(batching::fold_batch);
 INGOT_OP(GlobalMaxPool).versions(1).inputs(1).summary("Max over all spatial axes (kept as size 1).")
     .tag(OpTag::AutocastFollow)
-    .vjp(global_max_pool_vjp);
+    .vjp(global_max_pool_vjp)
+    .batch(batching::fold_batch);
 INGOT_OP(GlobalLpPool).versions(2).inputs(1).attr("p", 2).summary("p-norm over all spatial axes.");
 
 INGOT_OP(MaxUnpool)
@@ -424,7 +635,8 @@ INGOT_OP(MaxUnpool)
 
 INGOT_OP(MatMul).versions(1).inputs(2).summary("Matrix product with numpy batch broadcasting and 1-D operands.")
     .tag(OpTag::AutocastLowPrecision)
-    .vjp(matmul_vjp);
+    .vjp(matmul_vjp)
+    .batch(matmul_batch);
 
 INGOT_OP(Gemm)
     .versions(1)
@@ -436,7 +648,8 @@ INGOT_OP(Gemm)
     .attr("transB", 0)
     .summary("alpha * A' * B' + beta * C (C unidirectionally broadcast to [M,N]).")
     .tag(OpTag::AutocastLowPrecision)
-    .vjp(gemm_vjp);
+    .vjp(gemm_vjp)
+    .batch(gemm_batch);
 
 INGOT_OP(BatchNormalization)
     .versions(6)
@@ -448,14 +661,16 @@ INGOT_OP(BatchNormalization)
     .attr("spatial", 1)
     .attr("training_mode", 0)
     .summary("Per-channel normalization; training_mode (opset 14+) also outputs running mean/var.")
-    .vjp(batch_norm_vjp);
+    .vjp(batch_norm_vjp)
+    .batch(batch_norm_batch);
 
 INGOT_OP(InstanceNormalization)
     .versions(6)
     .inputs(3)
     .attr("epsilon", 1e-5f)
     .summary("Normalizes each (n, c) plane, then per-channel scale and bias.")
-    .vjp(instance_norm_vjp);
+    .vjp(instance_norm_vjp)
+    .batch(batching::fold_batch);
 
 INGOT_OP(LayerNormalization)
     .versions(17)
@@ -466,7 +681,8 @@ INGOT_OP(LayerNormalization)
     .attr("stash_type", 1)
     .summary("Normalizes over axes [axis, rank); optional Mean and InvStdDev outputs.")
     .tag(OpTag::Float32Inside)
-    .vjp(layer_norm_vjp);
+    .vjp(layer_norm_vjp)
+    .batch(layer_norm_batch);
 
 INGOT_OP(GroupNormalization)
     .versions(18)
@@ -474,7 +690,9 @@ INGOT_OP(GroupNormalization)
     .attr("epsilon", 1e-5f)
     .required_attr("num_groups", AttrKind::Int)
     .attr("stash_type", 1)
-    .summary("Normalizes channel groups; scale/bias per group (opset 18) or per channel (opset 21).");
+    .summary("Normalizes channel groups; scale/bias per group (opset 18) or per channel (opset 21).")
+    .vjp(group_norm_vjp)
+    .batch(batching::fold_batch);
 
 INGOT_OP(LRN)
     .versions(1)
@@ -483,7 +701,8 @@ INGOT_OP(LRN)
     .attr("beta", 0.75f)
     .attr("bias", 1.0f)
     .required_attr("size", AttrKind::Int)
-    .summary("Local response normalization across channels.");
+    .summary("Local response normalization across channels.")
+    .batch(batching::fold_batch);
 
 INGOT_OP(MeanVarianceNormalization)
     .versions(9)
@@ -501,10 +720,12 @@ INGOT_OP(MeanVarianceNormalization)
                " Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13 on it works " \
                "along the single axis `axis` (default -1).")
 INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).").tag(OpTag::Float32Inside)
-    .vjp(softmax_vjp);
+    .vjp(softmax_vjp)
+    .batch(softmax_batch);
 INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside)
-    .vjp(log_softmax_vjp);
-INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.");
+    .vjp(log_softmax_vjp)
+    .batch(softmax_batch);
+INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.").batch(softmax_batch);
 #undef INGOT_SOFTMAX_OP
 
 INGOT_OP(Resize)
@@ -520,7 +741,8 @@ INGOT_OP(Resize)
     .attr("mode", "nearest")
     .attr("nearest_mode", "round_prefer_floor")
     .summary("Nearest/linear/cubic resampling; inputs (X, scales) at opset 10, (X, roi, scales, sizes) from 11.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(resize_vjp);
 
 INGOT_OP(Upsample)
     .versions(7, 9)

@@ -1,6 +1,8 @@
 // Reductions (ReduceX, ArgMax/ArgMin), losses, Einsum and Det.
 #include <algorithm>
+#include <map>
 
+#include "ops/batching.h"
 #include "ops/gradient.h"
 #include "ops/op_def.h"
 
@@ -59,6 +61,9 @@ void softmax_cross_entropy_vjp(G& b) {
   b.grad(0, b.sub(g, b.mul(b.call1("Exp", {log_prob}), total)));
 }
 
+// ReduceSum's axes became an input at opset 13, the other reductions' at 18.
+int axes_input_since_of(const OpDef& def) { return def.name == "ReduceSum" ? 13 : 18; }
+
 }  // namespace
 
 namespace {
@@ -74,7 +79,7 @@ struct Reduced {
   bool identity = false;
 };
 Reduced reduced_axes(G& b) {
-  const int axes_input_since = b.def().name == "ReduceSum" ? 13 : 18;
+  const int axes_input_since = axes_input_since_of(b.def());
   std::vector<int64_t> axes = b.reduction_axes(b.opset() >= axes_input_since);
   const int64_t rank = b.rank(b.x(0));
   Reduced r;
@@ -142,6 +147,161 @@ void reduce_sum_square_vjp(G& b) {
   reduction_vjp(b, [&](const Reduced&) { return b.mul(b.x(0), b.scalar(2.0, b.x(0))); });
 }
 
+
+// Reductions under vmap: the example's axes (all of them when none are given) shifted past the batch.
+bool reduce_batch(BatchBuilder& b) {
+  if (b.any_batched(1)) return false;
+  const bool axes_input = b.opset() >= axes_input_since_of(b.def());
+  std::vector<int64_t> axes = axes_input ? (b.has_input(1) ? b.int64_values(1) : std::vector<int64_t>{})
+                                         : (b.has_attr("axes") ? b.attr_ints("axes") : std::vector<int64_t>{});
+  if (axes.empty()) {
+    if (axes_input && b.attr_int("noop_with_empty_axes")) {
+      b.output(0, b.x(0), true);
+      return true;
+    }
+    for (int64_t a = 0; a < b.example_rank(0); ++a) axes.push_back(a);
+    if (axes.empty()) {  // a scalar example reduces to itself
+      b.output(0, b.x(0), true);
+      return true;
+    }
+  }
+  for (int64_t& a : axes) a = b.batched_axis(0, a);
+  if (axes_input) {
+    b.output(0, b.run({b.x(0), BatchBuilder::int64s(axes)})[0], true);
+  } else {
+    b.output(0, b.run({b.x(0)}, b.attrs_with("axes", axes))[0], true);
+  }
+  return true;
+}
+
+// ---- Einsum: the equation's terms, its gradient and its batching rule.
+
+// An equation's input terms and output term (computed in implicit mode: '...' first, then the
+// letters that appear once, in alphabetical order), spaces removed.
+struct EinsumTerms {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string equation() const {
+    std::string e;
+    for (size_t i = 0; i < inputs.size(); ++i) e += (i ? "," : "") + inputs[i];
+    return e + "->" + output;
+  }
+  bool uses(char c) const {
+    for (const std::string& t : inputs) {
+      if (t.find(c) != std::string::npos) return true;
+    }
+    return output.find(c) != std::string::npos;
+  }
+};
+
+EinsumTerms einsum_terms(std::string eq) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  EinsumTerms t;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    t.inputs.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (arrow != std::string::npos) {
+    t.output = eq.substr(arrow + 2);
+  } else {
+    std::map<char, int> count;
+    bool ellipsis = false;
+    for (const std::string& term : t.inputs) {
+      ellipsis |= term.find("...") != std::string::npos;
+      for (char c : term) {
+        if (c != '.') ++count[c];
+      }
+    }
+    if (ellipsis) t.output = "...";
+    for (auto [c, n] : count) {
+      if (n == 1) t.output += c;
+    }
+  }
+  return t;
+}
+
+// The gradient of operand i: dy contracted with the other operands into operand i's term. Letters
+// only operand i has (summed away in the forward) come back by broadcasting, and '...' axes that
+// were broadcast are summed down (sum_to).
+void einsum_vjp(G& b) {
+  const EinsumTerms t = einsum_terms(b.attr("equation", AttrKind::String).s);
+  for (size_t i = 0; i < t.inputs.size(); ++i) {
+    if (!b.wants(i)) continue;
+    const std::string& term = t.inputs[i];
+    std::string letters;  // operand i's letters the others or the output have
+    for (size_t k = 0; k < term.size(); ++k) {
+      const char c = term[k];
+      if (c == '.') continue;
+      if (term.find(c) != k) b.unsupported("with a repeated subscript (a diagonal)");
+    }
+    if (term.find("...") != std::string::npos && term.rfind("...", 0) != 0) b.unsupported("with '...' not leading");
+    std::vector<GradValue> ins{b.dy()};
+    std::vector<std::string> terms{t.output};
+    for (size_t j = 0; j < t.inputs.size(); ++j) {
+      if (j == i) continue;
+      ins.push_back(b.x(j));
+      terms.push_back(t.inputs[j]);
+    }
+    std::string kept;
+    std::vector<int64_t> missing;  // axes of operand i (after its '...') whose letter nobody else has
+    const std::string body = term.rfind("...", 0) == 0 ? term.substr(3) : term;
+    for (size_t k = 0; k < body.size(); ++k) {
+      bool elsewhere = false;
+      for (const std::string& other : terms) elsewhere |= other.find(body[k]) != std::string::npos;
+      if (elsewhere) {
+        kept += body[k];
+      } else {
+        missing.push_back(int64_t(k));
+      }
+    }
+    const bool ellipsis = body.size() != term.size();
+    std::string eq;
+    for (size_t k = 0; k < terms.size(); ++k) eq += (k ? "," : "") + terms[k];
+    eq += "->" + std::string(ellipsis ? "..." : "") + kept;
+    GradValue g = b.call1("Einsum", ins, {{"equation", eq}});
+    if (!missing.empty()) {
+      const int64_t lead = b.rank(g) - int64_t(kept.size());  // the '...' axes
+      for (int64_t& a : missing) a += lead;
+      g = b.unsqueeze(g, missing);
+    }
+    const Shape xs = b.static_shape(b.x(i));
+    const Shape gs = b.static_shape(g);
+    if (!missing.empty()) {
+      // Broadcast the restored axes to operand i's sizes (the rest of g's shape stays).
+      std::vector<int64_t> target(gs.begin(), gs.end());
+      const size_t off = gs.size() - body.size();
+      for (size_t k = 0; k < body.size(); ++k) target[off + k] = xs[xs.size() - body.size() + k];
+      g = b.call1("Expand", {g, b.int64s(target)});
+    }
+    b.grad(i, b.sum_to(g, b.x(i)));
+  }
+}
+
+// A letter the equation does not use, for the vmap batch.
+bool einsum_batch(BatchBuilder& b) {
+  EinsumTerms t = einsum_terms(b.attr("equation", AttrKind::String).s);
+  char batch = 0;
+  for (char c : std::string("zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA")) {
+    if (!t.uses(c)) {
+      batch = c;
+      break;
+    }
+  }
+  if (!batch) return false;
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < t.inputs.size(); ++i) {
+    if (b.batched(i)) t.inputs[i] = batch + t.inputs[i];
+    in.push_back(b.x(i));
+  }
+  t.output = batch + t.output;
+  b.output(0, b.run(in, b.attrs_with("equation", t.equation()))[0], true);
+  return true;
+}
+
 }  // namespace
 
 
@@ -155,7 +315,8 @@ void reduce_sum_square_vjp(G& b) {
       .attr("keepdims", 1)                                                                         \
       .attr("noop_with_empty_axes", 0)                                                             \
       .summary(text " over `axes` (all axes when empty; attribute before opset " #axes_input_since \
-                    ", input from it).")
+                    ", input from it).")                                                           \
+      .batch(reduce_batch)
 
 INGOT_REDUCE_OP(ReduceSum, 13, "Sum")
     .vjp(reduce_sum_vjp);
@@ -186,7 +347,8 @@ INGOT_OP(ArgMax)
     .attr("keepdims", 1)
     .attr("select_last_index", 0)
     .summary("Index (int64) of the largest element along `axis`; the first NaN counts as largest.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .batch(batching::axis_attr);
 INGOT_OP(ArgMin)
     .versions(1)
     .inputs(1)
@@ -194,7 +356,8 @@ INGOT_OP(ArgMin)
     .attr("keepdims", 1)
     .attr("select_last_index", 0)
     .summary("Index (int64) of the smallest element along `axis`; the first NaN counts as smallest.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .batch(batching::axis_attr);
 
 INGOT_OP(NegativeLogLikelihoodLoss)
     .versions(12)
@@ -216,7 +379,9 @@ INGOT_OP(Einsum)
     .versions(12)
     .inputs(1, -1)
     .required_attr("equation", AttrKind::String)
-    .summary("Einstein summation (explicit/implicit output, diagonals, broadcasting '...').");
+    .summary("Einstein summation (explicit/implicit output, diagonals, broadcasting '...').")
+    .vjp(einsum_vjp)
+    .batch(einsum_batch);
 
 INGOT_OP(Det).versions(11).inputs(1).summary("Determinant of square matrices [..., M, M] -> [...].");
 

@@ -1,8 +1,12 @@
 // Tensor, shape and data-movement ops: reshaping views, layout changes (Transpose, Concat, Slice,
 // Pad...), indexing (Gather/Scatter families), constants and generators, and a few ops that sort
 // or scan along an axis (TopK, Unique, CumSum).
-#include <algorithm>
+#include <ingot/ops.h>
 
+#include <algorithm>
+#include <numeric>
+
+#include "ops/batching.h"
 #include "ops/gradient.h"
 #include "ops/op_def.h"
 
@@ -69,9 +73,12 @@ void slice_vjp(G& b) {
   if (axes.empty()) {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
   }
+  if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; })) {
+    b.grad(0, b.selection_grad());  // a strided or reversed slice
+    return;
+  }
   std::vector<int64_t> pads(size_t(2 * rank), 0);
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (!steps.empty() && steps[i] != 1) b.unsupported("with steps other than 1");
     const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i], dim = shape[size_t(axis)];
     auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
     const int64_t begin = clamp(starts[i]), end = std::max(begin, clamp(ends[i]));
@@ -100,7 +107,10 @@ void tile_vjp(G& b) {
 // constant's is the sum of dy over the padding.
 void pad_vjp(G& b) {
   if (!b.wants(0) && !b.wants(2)) return;
-  if (b.attr("mode", AttrKind::String).s != "constant") b.unsupported("in modes other than constant");
+  if (b.attr("mode", AttrKind::String).s != "constant") {
+    if (b.wants(0)) b.grad(0, b.selection_grad());  // reflect/edge/wrap copy input elements outward
+    return;
+  }
   const Shape shape = b.static_shape(b.x(0));
   const int64_t rank = int64_t(shape.size());
   std::vector<int64_t> pads = b.opset() >= 11 ? b.int64_values(b.x(1), "pads") : b.attr_ints("pads");
@@ -163,6 +173,25 @@ void gather_vjp(G& b) {
   V idx = b.call1("Expand", {b.reshape(b.x(1), b.int64s(index_shape)), b.int64s(updates)});
   b.grad(0, b.call1("ScatterElements", {b.zeros_like(b.x(0)), idx, dy}, {{"axis", axis}, {"reduction", "add"}}));
 }
+// GatherND: dy's slices added back at their indices.
+void gather_nd_vjp(G& b) {
+  if (!b.wants(0)) return;
+  if (b.attr_int("batch_dims") != 0) b.unsupported("with batch_dims other than 0");
+  b.grad(0, b.call1("ScatterND", {b.zeros_like(b.x(0)), b.x(1), b.dy()}, {{"reduction", "add"}}));
+}
+// ScatterND / ScatterElements: replaced positions take no gradient from data (added ones keep
+// it), and each update gets dy at the position it went to.
+void scatter_vjp(G& b, const char* gather, const Attributes& axis) {
+  const std::string reduction = b.attr("reduction", AttrKind::String).s;
+  if (reduction != "none" && reduction != "add") b.unsupported("with reduction " + reduction);
+  Attributes scatter = axis;
+  if (b.wants(0)) {
+    b.grad(0, reduction == "add" ? b.dy() : b.call1(b.def().name, {b.dy(), b.x(1), b.zeros_like(b.x(2))}, scatter));
+  }
+  if (b.wants(2)) b.grad(2, b.call1(gather, {b.dy(), b.x(1)}, axis));
+}
+void scatter_nd_vjp(G& b) { scatter_vjp(b, "GatherND", {}); }
+void scatter_elements_vjp(G& b) { scatter_vjp(b, "GatherElements", {{"axis", b.attr_int("axis")}}); }
 void depth_to_space_vjp(G& b) {
   if (!b.wants(0)) return;
   if (b.attr("mode", AttrKind::String).s != "DCR") b.unsupported("in CRD mode");
@@ -173,6 +202,190 @@ void space_to_depth_vjp(G& b) {
   b.grad(0, b.call1("DepthToSpace", {b.dy()}, {{"blocksize", b.attr_int("blocksize")}, {"mode", "DCR"}}));
 }
 
+
+// ---- Batching rules (ops/batching.h). Batched inputs carry the batch at axis 0; the shape-like
+// inputs (shapes, axes, starts, pads, repeats) must be shared by every element, else the node runs
+// per element.
+using BB = BatchBuilder;
+
+std::vector<int64_t> example_shape(const BB& b, size_t i) {
+  const Shape& s = b.x(i).shape();
+  return {s.begin() + (b.batched(i) ? 1 : 0), s.end()};
+}
+
+// Axes of an example of rank `rank` (negative ones normalized) as axes of the batched tensor.
+std::vector<int64_t> shifted(std::vector<int64_t> axes, int64_t rank) {
+  for (int64_t& a : axes) a = (a < 0 ? a + rank : a) + 1;
+  return axes;
+}
+
+bool reshape_batch(BB& b) {
+  if (b.any_batched(1) || !b.has_input(1)) return false;  // the attribute form (opset < 5) runs per element
+  std::vector<int64_t> shape = b.int64_values(1);
+  shape.insert(shape.begin(), b.batch_size());  // a 0 entry still copies the dim at its (shifted) place
+  b.output(0, b.run({b.x(0), BB::int64s(shape)})[0], true);
+  return true;
+}
+
+bool flatten_batch(BB& b) {
+  const std::vector<int64_t> s = example_shape(b, 0);
+  int64_t axis = b.attr_int("axis");
+  if (axis < 0) axis += int64_t(s.size());
+  const int64_t outer = std::accumulate(s.begin(), s.begin() + axis, int64_t(1), std::multiplies<>());
+  const int64_t inner = std::accumulate(s.begin() + axis, s.end(), int64_t(1), std::multiplies<>());
+  b.output(0, BB::reshape(b.x(0), {b.batch_size(), outer, inner}), true);
+  return true;
+}
+
+// Squeeze and Unsqueeze with axes as an input (opset 13 on); the attribute form runs per element.
+bool squeeze_batch(BB& b) {
+  if (b.any_batched(1) || b.has_attr("axes")) return false;
+  std::vector<int64_t> axes;
+  if (b.has_input(1)) {
+    axes = shifted(b.int64_values(1), b.example_rank(0));
+  } else {
+    const std::vector<int64_t> s = example_shape(b, 0);  // every size-1 axis of the example, never the batch
+    for (size_t a = 0; a < s.size(); ++a) {
+      if (s[a] == 1) axes.push_back(int64_t(a) + 1);
+    }
+  }
+  b.output(0, BB::squeeze(b.x(0), axes), true);
+  return true;
+}
+
+bool unsqueeze_batch(BB& b) {
+  if (b.any_batched(1) || !b.has_input(1)) return false;
+  std::vector<int64_t> axes = b.int64_values(1);
+  b.output(0, BB::unsqueeze(b.x(0), shifted(axes, b.example_rank(0) + int64_t(axes.size()))), true);
+  return true;
+}
+
+bool identity_batch(BB& b) {
+  b.output(0, b.x(0), true);
+  return true;
+}
+
+bool transpose_batch(BB& b) {
+  const int64_t rank = b.example_rank(0);
+  std::vector<int64_t> perm = b.has_attr("perm") ? b.attr_ints("perm") : std::vector<int64_t>{};
+  if (perm.empty()) {
+    for (int64_t a = rank - 1; a >= 0; --a) perm.push_back(a);
+  }
+  std::vector<int64_t> batched{0};
+  for (int64_t a : perm) batched.push_back(a + 1);
+  b.output(0, b.run({b.x(0)}, b.attrs_with("perm", batched))[0], true);
+  return true;
+}
+
+bool concat_batch(BB& b) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < b.num_inputs(); ++i) in.push_back(b.materialized(i));
+  b.output(0, b.run(in, b.attrs_with("axis", b.batched_axis(0, b.attr_int("axis"))))[0], true);
+  return true;
+}
+
+bool split_batch(BB& b) {
+  if (b.any_batched(1)) return false;
+  std::vector<Tensor> in{b.x(0)};
+  if (b.num_inputs() > 1) in.push_back(b.x(1));
+  b.outputs(b.run(in, b.attrs_with("axis", b.batched_axis(0, b.attr_int("axis")))));
+  return true;
+}
+
+bool slice_batch(BB& b) {
+  if (b.any_batched(1) || !b.has_input(1)) return false;  // opset < 10's attributes run per element
+  std::vector<int64_t> axes;
+  if (b.has_input(3)) {
+    axes = b.int64_values(3);
+  } else {
+    axes.resize(b.x(1).numel());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  std::vector<Tensor> in{b.x(0), b.x(1), b.x(2), BB::int64s(shifted(axes, b.example_rank(0)))};
+  if (b.has_input(4)) in.push_back(b.x(4));
+  b.output(0, b.run(in)[0], true);
+  return true;
+}
+
+bool expand_batch(BB& b) {
+  if (b.any_batched(1)) return false;
+  std::vector<int64_t> shape = b.int64_values(1);
+  const int64_t rank = std::max<int64_t>(b.example_rank(0), int64_t(shape.size()));
+  shape.insert(shape.begin(), size_t(rank) - shape.size(), 1);
+  shape.insert(shape.begin(), b.batch_size());
+  b.output(0, b.run({b.aligned(0, rank), BB::int64s(shape)})[0], true);
+  return true;
+}
+
+bool tile_batch(BB& b) {
+  if (b.any_batched(1)) return false;
+  std::vector<int64_t> repeats = b.int64_values(1);
+  repeats.insert(repeats.begin(), 1);
+  b.output(0, b.run({b.x(0), BB::int64s(repeats)})[0], true);
+  return true;
+}
+
+// Pad with pads (and axes, opset 18) as inputs: the batch axis is not padded.
+bool pad_batch(BB& b) {
+  if (b.any_batched(1) || !b.has_input(1)) return false;
+  std::vector<Tensor> in{b.x(0)};
+  std::vector<int64_t> pads = b.int64_values(1);
+  if (b.has_input(3)) {
+    in.push_back(b.x(1));
+    in.push_back(b.x(2));
+    in.push_back(BB::int64s(shifted(b.int64_values(3), b.example_rank(0))));
+  } else {
+    const size_t half = pads.size() / 2;
+    pads.insert(pads.begin() + int64_t(half), 0);
+    pads.insert(pads.begin(), 0);
+    in.push_back(BB::int64s(pads));
+    if (b.num_inputs() > 2) in.push_back(b.x(2));
+  }
+  b.output(0, b.run(in)[0], true);
+  return true;
+}
+
+// Gather: batched data gathers along the shifted axis; batched indices put the batch where the
+// indices' axes land (at `axis`), from where it moves to the front.
+bool gather_batch(BB& b) {
+  if (b.batched(0) && b.batched(1)) return false;
+  if (b.batched(0)) {
+    b.output(0, b.run({b.x(0), b.x(1)}, b.attrs_with("axis", b.batched_axis(0, b.attr_int("axis"))))[0], true);
+    return true;
+  }
+  int64_t axis = b.attr_int("axis");
+  if (axis < 0) axis += b.x(0).rank();
+  Tensor y = b.run({b.x(0), b.x(1)})[0];
+  std::vector<int64_t> perm{axis};
+  for (int64_t a = 0; a < y.rank(); ++a) {
+    if (a != axis) perm.push_back(a);
+  }
+  b.output(0, ops::transpose(y, perm), true);
+  return true;
+}
+
+// Shape and Size describe one example: host constants shared by every element.
+bool shape_batch(BB& b) {
+  const std::vector<int64_t> s = example_shape(b, 0);
+  const int64_t rank = int64_t(s.size());
+  auto clamp = [&](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank); };
+  const int64_t start = clamp(b.attr_int("start"));
+  const int64_t end = b.has_attr("end") ? clamp(b.attr_int("end")) : rank;
+  b.output(0, BB::int64s(std::vector<int64_t>(s.begin() + start, s.begin() + std::max(start, end))), false);
+  return true;
+}
+bool size_batch(BB& b) {
+  const std::vector<int64_t> s = example_shape(b, 0);
+  b.output(0, Tensor::scalar<int64_t>(std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>())), false);
+  return true;
+}
+
+bool cum_sum_batch(BB& b) {
+  if (b.any_batched(1)) return false;
+  const int64_t axis = b.batched_axis(0, b.x(1).to_int64_vector().at(0));
+  b.output(0, b.run({b.x(0), Tensor::scalar<int64_t>(axis).cast(b.x(1).dtype())})[0], true);
+  return true;
+}
 }  // namespace
 
 namespace {
@@ -204,18 +417,21 @@ INGOT_OP(Reshape)
         "New shape from the `shape` input (attribute before opset 5); 0 copies the input dim unless "
         "allowzero, -1 is inferred. Zero-copy.")
     .tag(OpTag::AutocastFollow)
-    .vjp(reshape_vjp);
+    .vjp(reshape_vjp)
+    .batch(reshape_batch);
 INGOT_OP(Flatten).versions(1).inputs(1).attr("axis", 1).summary(
     "2-D view [prod(dims[:axis]), prod(dims[axis:])]. Zero-copy.")
     .tag(OpTag::AutocastFollow)
-    .vjp(reshape_vjp);
+    .vjp(reshape_vjp)
+    .batch(flatten_batch);
 INGOT_OP(Squeeze)
     .versions(1)
     .inputs(1, 2)
     .optional_attr("axes", AttrKind::Ints)
     .summary("Removes size-1 axes (`axes` attribute before opset 13, input from it; all when absent). Zero-copy.")
     .tag(OpTag::AutocastFollow)
-    .vjp(reshape_vjp);
+    .vjp(reshape_vjp)
+    .batch(squeeze_batch);
 INGOT_OP(Unsqueeze)
     .versions(1)
     .inputs(1, 2)
@@ -224,10 +440,12 @@ INGOT_OP(Unsqueeze)
         "Inserts size-1 axes at output positions `axes` (attribute before opset 13, input from it). "
         "Zero-copy.")
     .tag(OpTag::AutocastFollow)
-    .vjp(reshape_vjp);
+    .vjp(reshape_vjp)
+    .batch(unsqueeze_batch);
 INGOT_OP(Identity).versions(1).inputs(1).summary("Passes its input (tensor, sequence or optional) through.")
     .tag(OpTag::AutocastFollow)
-    .vjp(identity_vjp);
+    .vjp(identity_vjp)
+    .batch(identity_batch);
 
 // ---- Layout.
 INGOT_OP(Transpose)
@@ -236,10 +454,12 @@ INGOT_OP(Transpose)
     .optional_attr("perm", AttrKind::Ints)
     .summary("Permutes axes (reverses them when `perm` is absent).")
     .tag(OpTag::AutocastFollow)
-    .vjp(transpose_vjp);
+    .vjp(transpose_vjp)
+    .batch(transpose_batch);
 INGOT_OP(Concat).versions(4).inputs(1, -1).required_attr("axis", AttrKind::Int).summary("Joins inputs along `axis`.")
     .tag(OpTag::AutocastFollow)
-    .vjp(concat_vjp);
+    .vjp(concat_vjp)
+    .batch(concat_batch);
 INGOT_OP(Split)
     .versions(2)
     .inputs(1, 2)
@@ -251,7 +471,8 @@ INGOT_OP(Split)
         "Splits along `axis` by `split` sizes (attribute before opset 13, input from it), else into "
         "equal parts (num_outputs from opset 18: the last part may be smaller).")
     .tag(OpTag::AutocastFollow)
-    .vjp(split_vjp);
+    .vjp(split_vjp)
+    .batch(split_batch);
 INGOT_OP(Slice)
     .versions(1)
     .inputs(1, 5)
@@ -262,13 +483,16 @@ INGOT_OP(Slice)
         "Strided slice (attributes before opset 10; inputs starts, ends, axes, steps from it). Bounds "
         "are clamped; negative steps walk backwards.")
     .tag(OpTag::AutocastFollow)
-    .vjp(slice_vjp);
+    .vjp(slice_vjp)
+    .batch(slice_batch);
 INGOT_OP(Expand).versions(8).inputs(2).summary("Broadcasts the input to the `shape` input (numpy rules).")
     .tag(OpTag::AutocastFollow)
-    .vjp(expand_vjp);
+    .vjp(expand_vjp)
+    .batch(expand_batch);
 INGOT_OP(Tile).versions(6).inputs(2).summary("Repeats the input `repeats[i]` times along each axis i.")
     .tag(OpTag::AutocastFollow)
-    .vjp(tile_vjp);
+    .vjp(tile_vjp)
+    .batch(tile_batch);
 INGOT_OP(Pad)
     .versions(2)
     .inputs(1, 4)
@@ -279,7 +503,8 @@ INGOT_OP(Pad)
         "Pads with mode constant/reflect/edge/wrap; pads/value are attributes before opset 11, inputs "
         "(pads, constant_value, axes from 18) from it. Negative pads crop.")
     .tag(OpTag::AutocastFollow)
-    .vjp(pad_vjp);
+    .vjp(pad_vjp)
+    .batch(pad_batch);
 INGOT_OP(DepthToSpace)
     .versions(1)
     .inputs(1)
@@ -312,7 +537,8 @@ INGOT_OP(ReverseSequence)
 INGOT_OP(Gather).versions(1).inputs(2).attr("axis", 0).summary(
     "Takes entries along `axis` at `indices` (int32/int64, negative counts from the end).")
     .tag(OpTag::AutocastFollow)
-    .vjp(gather_vjp);
+    .vjp(gather_vjp)
+    .batch(gather_batch);
 INGOT_OP(GatherElements)
     .versions(11)
     .inputs(2)
@@ -325,20 +551,23 @@ INGOT_OP(GatherND)
     .inputs(2)
     .attr("batch_dims", 0)
     .summary("Gathers slices addressed by the last axis of `indices` (after `batch_dims` shared leading axes).")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(gather_nd_vjp);
 INGOT_OP(ScatterND)
     .versions(11)
     .inputs(3)
     .attr("reduction", "none")
     .summary("Copy of data with slices at `indices` replaced (or combined: add/mul/max/min) by updates.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(scatter_nd_vjp);
 INGOT_OP(ScatterElements)
     .versions(11)
     .inputs(3)
     .attr("axis", 0)
     .attr("reduction", "none")
     .summary("Copy of data with data[indices[i][j]][j] = updates[i][j] (axis 0), or combined by reduction.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(scatter_elements_vjp);
 INGOT_OP(Scatter).versions(9, 10).inputs(3).attr("axis", 0).summary(
     "Deprecated alias of ScatterElements without reduction.");
 INGOT_OP(OneHot)
@@ -363,9 +592,11 @@ INGOT_OP(Shape)
     .attr("start", 0)
     .optional_attr("end", AttrKind::Int)
     .summary("int64 dims of the input, dims[start:end] (clamped) from opset 15.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .batch(shape_batch);
 INGOT_OP(Size).versions(1).inputs(1).summary("int64 scalar: element count of the input.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .batch(size_batch);
 INGOT_OP(ConstantOfShape)
     .versions(9)
     .inputs(1)
@@ -404,7 +635,8 @@ INGOT_OP(Dropout)
         "Identity at inference; with training_mode (opset 12+) zeros elements with probability ratio "
         "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.")
     .tag(OpTag::AutocastFollow)
-    .vjp(dropout_vjp);
+    .vjp(dropout_vjp)
+    .batch(batching::first_input_only);
 
 // ---- Sorting and scans along an axis.
 INGOT_OP(TopK)
@@ -434,6 +666,7 @@ INGOT_OP(CumSum)
     .attr("exclusive", 0)
     .attr("reverse", 0)
     .summary("Cumulative sum along the `axis` input; exclusive and/or reverse.")
-    .vjp(cum_sum_vjp);
+    .vjp(cum_sum_vjp)
+    .batch(cum_sum_batch);
 
 }  // namespace ingot
