@@ -36,6 +36,13 @@ std::vector<GradValue> GradBuilder::call(std::string_view op, const std::vector<
   return emitter_.emit(*def, inputs, attrs, num_outputs);
 }
 
+GradValue GradBuilder::transpose_last_two(const GradValue& v) {
+  std::vector<int64_t> perm;
+  for (int64_t a = 0; a < rank(v); ++a) perm.push_back(a);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return transpose(v, perm);
+}
+
 GradValue GradBuilder::scalar(double value, const GradValue& like) {
   return emitter_.constant(Tensor::scalar<double>(value).cast(dtype(like)));
 }

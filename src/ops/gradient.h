@@ -107,6 +107,8 @@ class GradBuilder {
   GradValue transpose(const GradValue& v, const std::vector<int64_t>& perm) {
     return call1("Transpose", {v}, {{"perm", perm}});
   }
+  // v with its last two axes swapped (a batch of matrices transposed).
+  GradValue transpose_last_two(const GradValue& v);
   // `g` summed over the axes along which `like` was broadcast to g's shape (numpy rules), then shaped
   // like `like`: the gradient of a broadcasting operand. The identity when the shapes are equal.
   GradValue sum_to(const GradValue& g, const GradValue& like);

@@ -47,12 +47,7 @@ void fused_matmul_vjp(G& b) {
   const std::string activation = b.attr("activation", AttrKind::String).s;
   const bool trans_b = b.attr_int("transB") != 0;
   const double alpha = b.attr_float("alpha");
-  V w = trans_b ? b.transpose(b.x(1), [&] {
-    std::vector<int64_t> perm;
-    for (int64_t a = 0; a < b.rank(b.x(1)); ++a) perm.push_back(a);
-    std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-    return perm;
-  }()) : b.x(1);
+  V w = trans_b ? b.transpose_last_two(b.x(1)) : b.x(1);
   V product = b.matmul(b.x(0), w);
   V z = alpha == 1.0 ? product : b.mul(product, b.scalar(alpha, product));
   if (b.has_input(2)) z = b.add(z, b.x(2));
@@ -61,16 +56,7 @@ void fused_matmul_vjp(G& b) {
   V dproduct = alpha == 1.0 ? dz : b.mul(dz, b.scalar(alpha, dz));
   std::vector<V> g = b.vjp_of("MatMul", {b.x(0), w}, {}, {product}, {dproduct});
   b.grad(0, g[0]);
-  if (b.wants(1) && g[1].defined()) {
-    if (trans_b) {
-      std::vector<int64_t> perm;
-      for (int64_t a = 0; a < b.rank(g[1]); ++a) perm.push_back(a);
-      std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-      b.grad(1, b.transpose(g[1], perm));
-    } else {
-      b.grad(1, g[1]);
-    }
-  }
+  if (g[1].defined()) b.grad(1, trans_b ? b.transpose_last_two(g[1]) : g[1]);
   if (b.has_input(2)) b.grad(2, b.sum_to(dz, b.x(2)));
   if (b.has_input(3)) b.grad(3, b.sum_to(dz, b.x(3)));
 }
@@ -83,10 +69,7 @@ void attention_vjp(G& b) {
   auto untransposed = [&](const V& v, size_t i) { return flags[i] ? b.transpose(v, bthd) : v; };
   V q = untransposed(b.x(0), 0), k = untransposed(b.x(1), 1), v = untransposed(b.x(2), 2);
   V dy = untransposed(b.dy(), 3);
-  std::vector<int64_t> swap;
-  for (int64_t a = 0; a < b.rank(k); ++a) swap.push_back(a);
-  std::swap(swap[swap.size() - 2], swap[swap.size() - 1]);
-  V kt = b.transpose(k, swap);
+  V kt = b.transpose_last_two(k);
   V scores = b.matmul(q, kt);
   const double scale = b.attr_float("scale");
   V scaled = b.mul(scores, b.scalar(scale, scores));
@@ -98,7 +81,7 @@ void attention_vjp(G& b) {
   V dscores = b.mul(dlogits, b.scalar(scale, dlogits));
   std::vector<V> gqk = b.vjp_of("MatMul", {q, kt}, {}, {scores}, {dscores});
   b.grad(0, untransposed(gqk[0], 0));
-  if (b.wants(1)) b.grad(1, untransposed(b.transpose(gqk[1], swap), 1));
+  if (gqk[1].defined()) b.grad(1, untransposed(b.transpose_last_two(gqk[1]), 1));
   b.grad(2, untransposed(gpv[1], 2));
   if (b.has_input(3)) b.grad(3, b.sum_to(dlogits, b.x(3)));
 }

@@ -25,7 +25,6 @@ std::vector<int64_t> swap_last_two(int64_t r) {
   std::swap(perm[size_t(r - 2)], perm[size_t(r - 1)]);
   return perm;
 }
-V transpose_last_two(G& b, const V& v) { return b.transpose(v, swap_last_two(b.rank(v))); }
 
 // MatMul with numpy semantics: 1-D operands become matrices ([k] -> [1, k] for A, [k, 1] for B), the
 // products run batched, and the batch axes A or B was broadcast along are summed away.
@@ -37,8 +36,8 @@ void matmul_vjp(G& b) {
   V g = b.dy();
   if (a_vector) g = b.unsqueeze(g, {b.rank(g) - (w_vector ? 0 : 1)});
   if (w_vector) g = b.unsqueeze(g, {b.rank(g)});
-  if (b.wants(0)) b.grad(0, b.reshape_like(b.sum_to(b.matmul(g, transpose_last_two(b, w2)), a2), a));
-  if (b.wants(1)) b.grad(1, b.reshape_like(b.sum_to(b.matmul(transpose_last_two(b, a2), g), w2), w));
+  if (b.wants(0)) b.grad(0, b.reshape_like(b.sum_to(b.matmul(g, b.transpose_last_two(w2)), a2), a));
+  if (b.wants(1)) b.grad(1, b.reshape_like(b.sum_to(b.matmul(b.transpose_last_two(a2), g), w2), w));
 }
 
 // Y = alpha A' B' + beta C with A' = transA ? A^T : A (and B' likewise).
@@ -471,7 +470,7 @@ void resize_vjp(G& b) {
     }
     GradValue weights = b.call("Resize", in, attrs).at(0);  // [.., m at a, n at c, ..]: M_a or its transpose
     GradValue matrix = b.reshape(weights, b.int64s(a < c ? std::vector<int64_t>{m, n} : std::vector<int64_t>{n, m}));
-    if (c < a) matrix = transpose_last_two(b, matrix);
+    if (c < a) matrix = b.transpose_last_two(matrix);
     // g's axis a (size m) contracted with M_a: move it last, multiply by M_a [m, n], move it back.
     std::vector<int64_t> perm;
     for (int64_t k = 0; k < rank; ++k) {
