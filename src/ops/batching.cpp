@@ -72,10 +72,13 @@ Tensor BatchBuilder::materialized(size_t i) const {
 }
 
 Tensor BatchBuilder::aligned(size_t i, int64_t rank) const {
-  if (!batched(i)) return x(i);
-  std::vector<int64_t> axes(size_t(std::max<int64_t>(0, rank - example_rank(i))));
+  return batched(i) ? line_up(x(i), example_rank(i), rank) : x(i);
+}
+
+Tensor BatchBuilder::line_up(const Tensor& t, int64_t example_rank, int64_t rank) {
+  std::vector<int64_t> axes(size_t(std::max<int64_t>(0, rank - example_rank)));
   std::iota(axes.begin(), axes.end(), 1);
-  return unsqueeze(x(i), axes);
+  return unsqueeze(t, axes);
 }
 
 Tensor BatchBuilder::fold(const Tensor& t) const {
@@ -110,16 +113,9 @@ bool elementwise(BatchBuilder& b) {
     if (b.has_input(i)) rank = std::max(rank, b.example_rank(i));
   }
   std::vector<Tensor> in;
-  for (size_t i = 0; i < b.num_inputs(); ++i) {
-    // Input 0 carries the batch so that ops broadcasting only into it (PRelu) still see it there.
-    in.push_back(!b.has_input(i) ? Tensor() : i == 0 && !b.batched(0) ? b.materialized(0) : b.aligned(i, rank));
-  }
-  if (!b.batched(0)) {
-    // materialized(0) has the example rank of input 0; line it up with the others as aligned() does.
-    std::vector<int64_t> axes(size_t(rank - b.example_rank(0)));
-    std::iota(axes.begin(), axes.end(), 1);
-    in[0] = BatchBuilder::unsqueeze(in[0], axes);
-  }
+  for (size_t i = 0; i < b.num_inputs(); ++i) in.push_back(b.has_input(i) ? b.aligned(i, rank) : Tensor());
+  // Input 0 carries the batch, so that ops broadcasting only into it (PRelu) still see it there.
+  if (!b.batched(0)) in[0] = BatchBuilder::line_up(b.materialized(0), b.example_rank(0), rank);
   b.outputs(b.run(in));
   return true;
 }

@@ -65,6 +65,8 @@ class BatchBuilder {
   // input), so that numpy broadcasting lines its example axes up with those of rank-`rank` operands;
   // an unbatched input as it is (broadcasting aligns it from the right already).
   Tensor aligned(size_t i, int64_t rank) const;
+  // The same for any tensor t holding the batch at axis 0, whose examples have rank `example_rank`.
+  static Tensor line_up(const Tensor& t, int64_t example_rank, int64_t rank);
   // [B, N, ...] -> [B*N, ...] and back: ops that treat axis 0 as a batch of their own (convolutions,
   // pools, norms) take the vmap batch folded into it.
   Tensor fold(const Tensor& t) const;

@@ -495,12 +495,9 @@ bool matmul_batch(BatchBuilder& b) {
   if (a_vector) a = BatchBuilder::unsqueeze(a, {b.batched(0) ? 1 : 0});
   if (w_vector) w = BatchBuilder::unsqueeze(w, {int64_t(w.rank())});
   const int64_t ra = a.rank() - b.batched(0), rw = w.rank() - b.batched(1), rank = std::max(ra, rw);
-  auto line_up = [&](Tensor t, bool batched, int64_t r) {
-    std::vector<int64_t> axes;
-    for (int64_t k = 0; batched && k < rank - r; ++k) axes.push_back(1 + k);
-    return BatchBuilder::unsqueeze(t, axes);
-  };
-  Tensor y = b.call1("MatMul", {line_up(a, b.batched(0), ra), line_up(w, b.batched(1), rw)});
+  if (b.batched(0)) a = BatchBuilder::line_up(a, ra, rank);
+  if (b.batched(1)) w = BatchBuilder::line_up(w, rw, rank);
+  Tensor y = b.call1("MatMul", {a, w});
   if (w_vector) y = BatchBuilder::squeeze(y, {y.rank() - 1});
   if (a_vector) y = BatchBuilder::squeeze(y, {y.rank() - (w_vector ? 1 : 2)});
   b.output(0, y, true);
