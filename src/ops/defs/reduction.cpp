@@ -1,6 +1,8 @@
 // Reductions (ReduceX, ArgMax/ArgMin), losses, Einsum and Det.
 #include <algorithm>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "ops/batching.h"
 #include "ops/gradient.h"
@@ -61,8 +63,9 @@ void softmax_cross_entropy_vjp(G& b) {
   b.grad(0, b.sub(g, b.mul(b.call1("Exp", {log_prob}), total)));
 }
 
-// ReduceSum's axes became an input at opset 13, the other reductions' at 18.
-int axes_input_since_of(const OpDef& def) { return def.name == "ReduceSum" ? 13 : 18; }
+// ReduceSum's axes became an input at opset 13, the other reductions' at 18 (the definitions'
+// summaries, the gradient and the batching rule all read it here).
+int axes_input_since_of(std::string_view op) { return op == "ReduceSum" ? 13 : 18; }
 
 }  // namespace
 
@@ -79,7 +82,7 @@ struct Reduced {
   bool identity = false;
 };
 Reduced reduced_axes(G& b) {
-  const int axes_input_since = axes_input_since_of(b.def());
+  const int axes_input_since = axes_input_since_of(b.def().name);
   std::vector<int64_t> axes = b.reduction_axes(b.opset() >= axes_input_since);
   const int64_t rank = b.rank(b.x(0));
   Reduced r;
@@ -151,7 +154,7 @@ void reduce_sum_square_vjp(G& b) {
 // Reductions under vmap: the example's axes (all of them when none are given) shifted past the batch.
 bool reduce_batch(BatchBuilder& b) {
   if (b.any_batched(1)) return false;
-  const bool axes_input = b.opset() >= axes_input_since_of(b.def());
+  const bool axes_input = b.opset() >= axes_input_since_of(b.def().name);
   std::vector<int64_t> axes = axes_input ? (b.has_input(1) ? b.int64_values(1) : std::vector<int64_t>{})
                                          : (b.has_attr("axes") ? b.attr_ints("axes") : std::vector<int64_t>{});
   if (axes.empty()) {
@@ -305,38 +308,38 @@ bool einsum_batch(BatchBuilder& b) {
 }  // namespace
 
 
-// ReduceX: `axes` is an attribute before opset 13 (ReduceSum) / 18 (the others) and an optional
-// second input from then on; noop_with_empty_axes arrived together with the axes input.
-#define INGOT_REDUCE_OP(name, axes_input_since, text)                                              \
+// ReduceX: `axes` is an attribute before axes_input_since_of(op) and an optional second input from
+// then on; noop_with_empty_axes arrived together with the axes input.
+#define INGOT_REDUCE_OP(name, text)                                                                \
   INGOT_OP(name)                                                                                   \
       .versions(1)                                                                                 \
       .inputs(1, 2)                                                                                \
       .optional_attr("axes", AttrKind::Ints)                                                       \
       .attr("keepdims", 1)                                                                         \
       .attr("noop_with_empty_axes", 0)                                                             \
-      .summary(text " over `axes` (all axes when empty; attribute before opset " #axes_input_since \
-                    ", input from it).")                                                           \
+      .summary(text " over `axes` (all axes when empty; attribute before opset " +                \
+               std::to_string(axes_input_since_of(#name)) + ", input from it).")                 \
       .batch(reduce_batch)
 
-INGOT_REDUCE_OP(ReduceSum, 13, "Sum")
+INGOT_REDUCE_OP(ReduceSum, "Sum")
     .vjp(reduce_sum_vjp);
-INGOT_REDUCE_OP(ReduceMean, 18, "Arithmetic mean")
+INGOT_REDUCE_OP(ReduceMean, "Arithmetic mean")
     .vjp(reduce_mean_vjp);
-INGOT_REDUCE_OP(ReduceMax, 18, "Maximum (NaN propagates)")
+INGOT_REDUCE_OP(ReduceMax, "Maximum (NaN propagates)")
     .vjp(reduce_extremum_vjp);
-INGOT_REDUCE_OP(ReduceMin, 18, "Minimum (NaN propagates)")
+INGOT_REDUCE_OP(ReduceMin, "Minimum (NaN propagates)")
     .vjp(reduce_extremum_vjp);
-INGOT_REDUCE_OP(ReduceProd, 18, "Product")
+INGOT_REDUCE_OP(ReduceProd, "Product")
     .vjp(reduce_prod_vjp);
-INGOT_REDUCE_OP(ReduceL1, 18, "Sum of absolute values")
+INGOT_REDUCE_OP(ReduceL1, "Sum of absolute values")
     .vjp(reduce_l1_vjp);
-INGOT_REDUCE_OP(ReduceL2, 18, "Euclidean norm")
+INGOT_REDUCE_OP(ReduceL2, "Euclidean norm")
     .vjp(reduce_l2_vjp);
-INGOT_REDUCE_OP(ReduceLogSum, 18, "Log of the sum")
+INGOT_REDUCE_OP(ReduceLogSum, "Log of the sum")
     .vjp(reduce_log_sum_vjp);
-INGOT_REDUCE_OP(ReduceLogSumExp, 18, "Log of the sum of exponentials")
+INGOT_REDUCE_OP(ReduceLogSumExp, "Log of the sum of exponentials")
     .vjp(reduce_log_sum_exp_vjp);
-INGOT_REDUCE_OP(ReduceSumSquare, 18, "Sum of squares")
+INGOT_REDUCE_OP(ReduceSumSquare, "Sum of squares")
     .vjp(reduce_sum_square_vjp);
 #undef INGOT_REDUCE_OP
 
