@@ -2,7 +2,7 @@
 // the tape and of its backward, and an MLP training step (784-256-10, batch 32, cross-entropy, SGD)
 // eager against compile(step). bench/autograd_torch.py measures the same with PyTorch.
 //
-//   ingot-bench-autograd [--device cpu|cuda] [--json FILE]
+//   ingot-bench-autograd [--device cpu|cuda] [--threads N] [--json FILE]
 #include <ingot/autograd.h>
 #include <ingot/ops.h>
 
@@ -17,6 +17,8 @@
 
 #include "core/backend.h"
 #include "core/thread_pool.h"
+#include "ops/kernel.h"
+#include "ops/op_def.h"
 
 using namespace ingot;
 using Clock = std::chrono::steady_clock;
@@ -85,7 +87,10 @@ int main(int argc, char** argv) {
   std::string device = "cpu", json;
   app.add_option("--device", device);
   app.add_option("--json", json);
+  int threads = 0;
+  app.add_option("--threads", threads, "CPU threads (default: the CPUs this process may use)");
   CLI11_PARSE(app, argc, argv);
+  if (threads > 0) set_num_threads(threads);
   g_device = Device::parse(device);
   nlohmann::json out = {{"device", device},
                         {"threads", num_threads()},
@@ -99,6 +104,31 @@ int main(int argc, char** argv) {
   const double forward_backward = per_call_ns([&] { ops::add(ag, b).backward(); }, 5000, 9);
   out["backward_ns"] = forward_backward - out["op_recorded_ns"].get<double>();
   out["op_host_ns"] = host_ns([&] { ops::add(a, b); }, 200, 15);
+  // Where a tiny op's host time goes: the kernel alone (its output's allocation and the launch, with
+  // the catalogue and registry lookups, the opset choice and the tape check left out), a bare
+  // allocation, and a minimal asynchronous device call (a 4-byte memset) as the driver's floor.
+  {
+    const OpDef& def = *OpCatalogue::instance().find("", "Add");
+    int opset = 21;
+    const KernelDef& kernel = *KernelRegistry::instance().find("", "Add", g_device.type, opset);
+    const Attributes no_attrs;
+    const Value va(a), vb(b);
+    out["kernel_host_ns"] = host_ns(
+        [&] {
+          std::vector<Value> outputs(1);
+          NodeState state;
+          KernelContext ctx(def, no_attrs, opset, {&va, &vb}, outputs, nullptr, &state, g_device);
+          kernel.fn(ctx);
+        },
+        200, 15);
+    out["alloc_host_ns"] = host_ns([&] { (void)Tensor::empty(DType::Float32, {1}, g_device); }, 200, 15);
+    Tensor scratch = Tensor::empty(DType::Float32, {1}, g_device);
+    DeviceMemory* memory = g_device.type == DeviceType::CPU ? nullptr : &backend_for(g_device).memory();
+    if (memory) {
+      out["memset_host_ns"] =
+          host_ns([&] { memory->fill_zero(scratch.raw_data(), sizeof(float), g_device.index); }, 200, 15);
+    }
+  }
   out["op_recorded_host_ns"] = host_ns([&] { ops::add(ag, b); }, 200, 15);
   out["backward_host_ns"] =
       host_ns([&] { ops::add(ag, b).backward(); }, 100, 15) - out["op_recorded_host_ns"].get<double>();

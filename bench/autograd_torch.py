@@ -38,14 +38,15 @@ def per_call_ns(fn, calls, samples, sync, host_only=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
     args = ap.parse_args()
     dev = torch.device(args.device)
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads if args.threads > 0 else max(1, torch.get_num_threads()))
     g = torch.Generator().manual_seed(1)
     a = torch.rand(1, generator=g).to(dev)
     b = torch.rand(1, generator=g).to(dev)
-    out = {"device": args.device, "torch": torch.__version__}
+    out = {"device": args.device, "torch": torch.__version__, "threads": torch.get_num_threads()}
     with torch.no_grad():
         out["op_ns"] = per_call_ns(lambda: torch.add(a, b), 20000, 9, sync)
     ag = a.clone().requires_grad_(True)

@@ -220,7 +220,12 @@ run() {
       "$dir/bin/ingot-bench-autograd" --device "$d" --json "$out/autograd-ingot-$d.json" >/dev/null 2>"$out/autograd-ingot-$d.err" || true
       python3 "$ROOT/bench/autograd_torch.py" --device "$d" >"$out/autograd-torch-$d.json" 2>"$out/autograd-torch-$d.err" || true
     done
-    summary+=("autograd costs: autograd-ingot-{cuda,cpu}.json, autograd-torch-{cuda,cpu}.json")
+    # The CPU step with fewer threads: how the MLP's small products scale on this host's cores.
+    for t in 1 4; do
+      "$dir/bin/ingot-bench-autograd" --device cpu --threads "$t" --json "$out/autograd-ingot-cpu-t$t.json" >/dev/null 2>&1 || true
+      python3 "$ROOT/bench/autograd_torch.py" --device cpu --threads "$t" >"$out/autograd-torch-cpu-t$t.json" 2>/dev/null || true
+    done
+    summary+=("autograd costs: autograd-ingot-{cuda,cpu,cpu-t1,cpu-t4}.json, autograd-torch-{cuda,cpu,cpu-t1,cpu-t4}.json")
     summary+=("CPUs: nproc $(nproc), online $(getconf _NPROCESSORS_ONLN), cgroup cpu.max '$(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)'")
   fi
   if want gradcheck; then

@@ -327,6 +327,90 @@ const std::map<std::string, CaseMaker>& cases() {
     };
     t["DepthToSpace"] = [](Sampler& s) { return std::vector<Case>{{{s.r({1, 8, 2, 3})}, {{"blocksize", int64_t(2)}}}}; };
     t["SpaceToDepth"] = [](Sampler& s) { return std::vector<Case>{{{s.r({1, 2, 4, 6})}, {{"blocksize", int64_t(2)}}}}; };
+    t["TopK"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.distinct({3, 5}), Sampler::ints({2})}, {{"axis", int64_t(1)}}, 2},
+                               {{s.distinct({4, 3}), Sampler::ints({3})}, {{"axis", int64_t(0)}, {"largest", int64_t(0)}}, 2}};
+    };
+    t["Trilu"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({3, 4})}}, {{s.r({2, 4, 3}), Sampler::ints({1})}, {{"upper", int64_t(0)}}}};
+    };
+    t["ReverseSequence"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({4, 3, 2}), Sampler::ints({4, 2, 1})}},
+                               {{s.r({2, 5}), Sampler::ints({3, 5})}, {{"batch_axis", int64_t(0)}, {"time_axis", int64_t(1)}}}};
+    };
+    t["Compress"] = [](Sampler& s) {
+      Tensor keep = Tensor::from_vector<bool>({true, false, true, true}, {4});
+      return std::vector<Case>{{{s.r({3, 4}), keep}, {{"axis", int64_t(1)}}}, {{s.r({2, 3}), keep}}};
+    };
+    t["Scatter"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({3, 4}), Sampler::ints({1, 0, 2, 1}, {1, 4}), s.r({1, 4})}, {{"axis", int64_t(0)}}, 1, 10}};
+    };
+    t["OneHot"] = [](Sampler& s) {
+      return std::vector<Case>{{{Sampler::ints({1, 0, 2, -1}, {2, 2}), Sampler::ints({3}), s.r({2})}}};
+    };
+    t["Mod"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({3, 4}, -3, 3), s.positive({3, 4})}, {{"fmod", int64_t(1)}}},
+                               {{s.r({2, 3}, -3, 3), s.positive({3})}, {{"fmod", int64_t(1)}}}};
+    };
+    t["Det"] = [](Sampler& s) { return std::vector<Case>{{{s.r({3, 3})}}, {{s.r({2, 4, 4})}}, {{s.r({2, 1, 1})}}}; };
+    t["LpPool"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({1, 2, 5, 5})}, {{"kernel_shape", Ints{2, 2}}}},
+                               {{s.r({1, 2, 7})}, {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}, {"p", int64_t(3)}}},
+                               {{s.r({1, 1, 4, 4})}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"p", int64_t(1)}}}};
+    };
+    t["GlobalLpPool"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({2, 3, 4})}}, {{s.r({1, 2, 3, 3})}, {{"p", int64_t(3)}}}};
+    };
+    t["MaxUnpool"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({1, 1, 2, 2}), Sampler::ints({5, 3, 10, 15}, {1, 1, 2, 2})},
+                                {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}}};
+    };
+    t["LRN"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({2, 5, 3, 2})}, {{"size", int64_t(3)}, {"alpha", 0.5f}}},
+                               {{s.r({1, 4, 3})}, {{"size", int64_t(2)}, {"alpha", 0.1f}, {"beta", 0.6f}, {"bias", 2.0f}}}};
+    };
+    t["MeanVarianceNormalization"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({2, 3, 4, 2})}}, {{s.r({3, 4, 5})}, {{"axes", Ints{0, 2}}}}};
+    };
+    t["Upsample"] = [](Sampler& s) {
+      Tensor scales = Tensor::from_vector<float>({1, 1, 2, 1.5f}, {4});
+      return std::vector<Case>{{{s.r({1, 2, 2, 3}), scales}, {{"mode", "nearest"}}, 1, 9},
+                               {{s.r({1, 2, 2, 3}), scales}, {{"mode", "linear"}}, 1, 9},
+                               {{s.r({1, 1, 3, 2})}, {{"mode", "linear"}, {"scales", Floats{1, 1, 2, 2}}}, 1, 7}};
+    };
+    t["Hardmax"] = [](Sampler& s) { return std::vector<Case>{{{s.distinct({3, 4})}}}; };
+    t["GridSample"] = [](Sampler& s) {
+      std::vector<Case> c;
+      for (const char* padding : {"zeros", "border", "reflection"}) {
+        for (int64_t align : {0, 1}) {
+          c.push_back({{s.r({1, 2, 3, 4}), s.r({1, 2, 3, 2}, -1.3, 1.3)}, {{"padding_mode", padding}, {"align_corners", align}}});
+        }
+      }
+      c.push_back({{s.r({2, 1, 3, 3}), s.r({2, 2, 2, 2}, -1.2, 1.2)}, {{"mode", "nearest"}}});
+      return c;
+    };
+    t["RoiAlign"] = [](Sampler& s) {
+      Tensor rois = Tensor::from_vector<double>({0.5, 0.5, 3.2, 4.1, 1, 0, 4.5, 3, 0, 1, 2, 4}, {3, 4});
+      return std::vector<Case>{
+          {{s.r({2, 2, 5, 6}), rois, Sampler::ints({0, 1, 1})},
+           {{"output_height", int64_t(2)}, {"output_width", int64_t(3)}, {"sampling_ratio", int64_t(2)}}, 1, 0, {1}},
+          {{s.r({1, 1, 6, 6}), rois, Sampler::ints({0, 0, 0})},
+           {{"output_height", int64_t(2)}, {"output_width", int64_t(2)}, {"spatial_scale", 0.8f}}, 1, 0, {1}}};
+    };
+    t["DFT"] = [](Sampler& s) {
+      Tensor axis1 = Tensor::scalar<int64_t>(1);
+      return std::vector<Case>{{{s.r({2, 5, 1}), Tensor(), axis1}},
+                               {{s.r({1, 4, 2}), Tensor(), axis1}, {{"inverse", int64_t(1)}}},
+                               {{s.r({2, 6, 1}), Tensor(), axis1}, {{"onesided", int64_t(1)}}},
+                               {{s.r({1, 6, 2}), Tensor::scalar<int64_t>(8), axis1}},
+                               {{s.r({3, 6, 1}), Tensor::scalar<int64_t>(4), Tensor::scalar<int64_t>(-2)}, {{"onesided", int64_t(1)}}},
+                               {{s.r({2, 3, 5, 2})}, {{"axis", int64_t(2)}}, 1, 17}};
+    };
+    t["STFT"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({2, 9, 1}), Sampler::ints({3}), s.r({4})}},
+                               {{s.r({1, 8, 2}), Sampler::ints({2}), s.r({4}), Sampler::ints({4})}, {{"onesided", int64_t(0)}}},
+                               {{s.r({1, 10, 1}), Sampler::ints({4}), Tensor(), Sampler::ints({5})}}};
+    };
     // Ingot's own LayerNormalization and HardSwish are ONNX's for older models.
     t["ai.ingot.LayerNormalization"] = t["LayerNormalization"];
     t["ai.ingot.HardSwish"] = t["HardSwish"];
@@ -404,7 +488,7 @@ std::vector<std::pair<const OpDef*, std::string>> non_differentiable_ops() {
     const ParamDef* o = sig.output(0);
     const TypeVar* var = o ? sig.type_var(o->type) : nullptr;
     bool float_output = var && std::any_of(var->allowed.begin(), var->allowed.end(), differentiable_dtype);
-    if (float_output) out.emplace_back(d, "no gradient rule yet");
+    if (float_output) out.emplace_back(d, d->no_gradient.empty() ? "no gradient rule yet" : "none by design: " + d->no_gradient);
   }
   return out;
 }

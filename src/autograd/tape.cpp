@@ -110,14 +110,14 @@ void autograd::detail::record(const OpDef& def, const Attributes& attrs, int ops
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
     node->outputs.push_back(out.detach());
-    if (out.defined() && differentiable_dtype(out.dtype())) {
+    if (out.defined() && differentiable_dtype(out.dtype()) && def.no_gradient.empty()) {
       auto meta = std::make_shared<AutogradMeta>();
       meta->requires_grad = true;
       meta->grad_fn = node;
       meta->output_index = int(k);
       out.set_autograd_meta(std::move(meta));
     } else {
-      out.set_autograd_meta(nullptr);  // integer and bool results carry no gradient
+      out.set_autograd_meta(nullptr);  // integer and bool results (and constants by design) carry no gradient
     }
   }
 }

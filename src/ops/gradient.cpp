@@ -91,8 +91,10 @@ GradValue GradBuilder::selection_grad() {
   const Shape shape = static_shape(x(0));
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  Tensor numbers = Tensor::empty(DType::Float64, shape);  // exact up to 2^53 elements
-  double k = 0;
+  // Element numbers from 1 (exact up to 2^53 elements): an output element the op fills instead of
+  // copying (a constant pad, a sample outside the input) comes out 0 and takes no gradient.
+  Tensor numbers = Tensor::empty(DType::Float64, shape);
+  double k = 1;
   for (double& v : numbers.span<double>()) v = k++;
   std::vector<GradValue> in = inputs_;
   in[0] = emitter_.constant(numbers);
@@ -101,9 +103,10 @@ GradValue GradBuilder::selection_grad() {
   }
   GradValue from = call(def_.name, in, attrs_, 1, def_.domain).at(0);
   GradValue index = call1("Cast", {reshape(from, int64s({-1}))}, {{"to", int64_t(DType::Int64)}});
-  GradValue flat = reshape(x(0), int64s({n}));
-  GradValue g = call1("ScatterElements", {zeros_like(flat), index, reshape(dy(), int64s({-1}))},
+  GradValue slots = call1("Concat", {unsqueeze(scalar(0.0, x(0)), {0}), reshape(x(0), int64s({n}))}, {{"axis", int64_t(0)}});
+  GradValue g = call1("ScatterElements", {zeros_like(slots), index, reshape(dy(), int64s({-1}))},
                       {{"axis", int64_t(0)}, {"reduction", "add"}});
+  g = call1("Slice", {g, int64s({1}), int64s({n + 1})});
   return reshape(g, int64s(std::vector<int64_t>(shape.begin(), shape.end())));
 }
 

@@ -132,8 +132,9 @@ class GradBuilder {
                                 std::string_view domain = "");
 
   // The gradient of input 0 of an op that only selects its elements (each output element a copy of
-  // one input element: strided slices, reflect/edge/wrap pads, nearest resizes): the op itself run
-  // on input 0's element numbers says where each output element came from, and dy is added there.
+  // one input element, or a value the op fills in: strided slices, pads, nearest resizes,
+  // Compress): the op itself run on input 0's element numbers (from 1) says where each output
+  // element came from (0: nowhere), and dy is added there.
   GradValue selection_grad();
 
   DType dtype(const GradValue& v) const { return emitter_.dtype(v); }

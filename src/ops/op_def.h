@@ -109,6 +109,11 @@ struct OpDef {
   // The gradient rule; null for ops without one (integer and bool results need none). Eager tapes,
   // the Gradient lowering and gradcheck all read it.
   VjpRule vjp = nullptr;
+  // Why the op has no gradient by design: its float results do not vary with its float inputs
+  // (random draws, generated constants, optimizer updates, a gradient itself). Autograd treats them
+  // as constants, as it does integer results. Empty: the op has a rule, or lacks one (an error
+  // naming it when a gradient has to pass through).
+  std::string no_gradient;
   // The batching rule (vmap); null: ops tagged Elementwise share one, the rest run per element.
   BatchRule batch = nullptr;
 
@@ -240,6 +245,10 @@ class OpBuilder {
   }
   OpBuilder& vjp(VjpRule rule) {
     def_.vjp = rule;
+    return *this;
+  }
+  OpBuilder& no_gradient(std::string why) {
+    def_.no_gradient = std::move(why);
     return *this;
   }
   OpBuilder& batch(BatchRule rule) {

@@ -33,6 +33,8 @@ class Lowering {
       const Node& n = g_.nodes[i];
       bool uses = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) { return depends_.count(v) && !stop.count(v); });
       if (!uses) continue;
+      const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+      if (def && !def->no_gradient.empty()) continue;  // its results are constants (RandomNormalLike)
       forward.push_back(&n);
       depends_.insert(n.outputs.begin(), n.outputs.end());
     }

@@ -123,13 +123,26 @@ TEST(Autograd, IntegerResultsAndInputsCarryNoGradient) {
 TEST(Autograd, AnOpWithoutARuleIsNamed) {
   Tensor x = random({2, 3}, 7);
   x.set_requires_grad(true);
-  Tensor h = ops::call("Hardmax", {x}, {}, 1).at(0);
+  Tensor u = ops::call("Unique", {x}, {}, 1).at(0);  // its values: a selection, but no rule yet
   try {
-    sum_all(ops::mul(h, x)).backward();
-    FAIL() << "backward through Hardmax worked";
+    sum_all(ops::mul(u, u)).backward();
+    FAIL() << "backward through Unique worked";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no gradient rule for Hardmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no gradient rule for Unique"), std::string::npos) << e.what();
   }
+}
+
+// Ops without a gradient by design (OpDef::no_gradient) give constants: a random draw shaped like x
+// multiplies x, so d/dx sum(r x) is r itself.
+TEST(Autograd, OpsWithoutAGradientByDesignGiveConstants) {
+  Tensor x = random({3, 4}, 9);
+  x.set_requires_grad(true);
+  Tensor r = ops::call("RandomUniformLike", {x}, {{"seed", 3.0f}}, 1).at(0);
+  EXPECT_FALSE(r.requires_grad());
+  sum_all(ops::mul(r, x)).backward();
+  const auto g = x.grad().to_vector<double>(), want = r.to_vector<double>();
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], want[i]);
 }
 
 TEST(Autograd, OnlyLeavesCanBeSet) {

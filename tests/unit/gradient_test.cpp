@@ -163,8 +163,14 @@ TEST(Gradient, BatchedMatMulSoftmaxAndNormsMatchFiniteDifferences) {
 TEST(Gradient, UnsupportedOpIsNamed) {
   onnx::GraphProto g;
   g.set_name("f");
-  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {2});
-  *g.add_node() = make_node("Hardmax", {"x"}, {"y"});
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {});
+  onnx::NodeProto cast = make_node("Cast", {"x"}, {"q"});
+  auto* to = cast.add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::INT8);
+  *g.add_node() = cast;
+  *g.add_node() = make_node("DequantizeLinear", {"q", "x"}, {"y"});  // x as the scale: no rule yet
   onnx::NodeProto grad = make_node("Gradient", {"x"}, {"dx"});
   grad.set_domain("ai.onnx.preview.training");
   auto* xs = grad.add_attribute();
@@ -176,12 +182,12 @@ TEST(Gradient, UnsupportedOpIsNamed) {
   y->set_type(onnx::AttributeProto::STRING);
   y->set_s("y");
   *g.add_node() = grad;
-  *g.add_output() = static_tensor_info("dx", onnx::TensorProto::FLOAT, {2});
+  *g.add_output() = static_tensor_info("dx", onnx::TensorProto::FLOAT, {});
   try {
-    Session::load(save_model(with_training_domain(g), "hardmax_grad.onnx"));
+    Session::load(save_model(with_training_domain(g), "dequantize_grad.onnx"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no gradient rule for Hardmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no gradient rule for DequantizeLinear"), std::string::npos) << e.what();
   }
 }
 

@@ -52,13 +52,14 @@ Runner add_ops_command(CLI::App& app) {
         << "file is stale. Opsets: the versions the definition covers. Backend columns: the kernels registered,\n"
         << "with the opset range and the dtypes of the first input each accepts (or, as `T1 uint8, int8 / T2 ...`,\n"
         << "the dtypes it takes for each type variable of the op's signature). Gradient: whether the op has a\n"
-        << "gradient rule (checked by `ingot gradcheck`). vmap: the op's batching rule (`rule`), the one shared by\n"
+        << "gradient rule (checked by `ingot gradcheck`), or none by design (`none`: its results do not vary with\n"
+        << "its float inputs; `ingot gradcheck --list` says why). vmap: the op's batching rule (`rule`), the one shared by\n"
         << "elementwise ops (`elementwise`), or none (the op runs once per batch element under vmap).\n\n"
         << "| op | domain | opsets | CPU | CUDA | gradient | vmap |\n|---|---|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "
                 << versions(d->since_version, d->until_version) << " | " << kernel_summary(*d, DeviceType::CPU) << " | "
-                << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : "") << " | "
+                << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : d->no_gradient.empty() ? "" : "none") << " | "
                 << (d->batch ? "rule" : batch_rule_of(*d) ? "elementwise" : "") << " |\n";
     }
     size_t differentiable = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return d->vjp != nullptr; });

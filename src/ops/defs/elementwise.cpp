@@ -43,6 +43,16 @@ void div_vjp(G& b) {
   if (b.wants(0)) b.grad(0, b.sum_to(b.div(b.dy(), b.x(1)), b.x(0)));
   if (b.wants(1)) b.grad(1, b.sum_to(b.neg(b.div(b.mul(b.dy(), b.y()), b.x(1))), b.x(1)));
 }
+// y = a - q b with q = trunc(a / b) (fmod = 1) or floor(a / b) (fmod = 0), constant almost
+// everywhere: da = dy, db = -q dy, and q = (a - y) / b.
+void mod_vjp(G& b) {
+  check_numpy_broadcast(b);
+  if (b.wants(0)) b.grad(0, b.sum_to(b.dy(), b.x(0)));
+  if (b.wants(1)) {
+    V q = b.div(b.sub(b.x(0), b.y()), b.x(1));
+    b.grad(1, b.sum_to(b.neg(b.mul(b.dy(), q)), b.x(1)));
+  }
+}
 void pow_vjp(G& b) {
   check_numpy_broadcast(b);
   const V& a = b.x(0);
@@ -249,7 +259,8 @@ INGOT_OP(LessOrEqual).versions(12).inputs(2).summary("A <= B (bool output).")
     .tag(OpTag::AutocastFollow);
 INGOT_OP(Mod).versions(10).inputs(2).attr("fmod", 0).summary(
     "Remainder: with fmod = 0 its sign follows the divisor (Python %), with fmod = 1 the dividend (C fmod).")
-    .tag(OpTag::Elementwise);
+    .tag(OpTag::Elementwise)
+    .vjp(mod_vjp);
 INGOT_OP(BitShift)
     .versions(11)
     .inputs(2)

@@ -395,6 +395,88 @@ void average_pool_vjp(G& b) {
 }
 
 
+// LpPool: y = (sum over the window of |x|^p)^(1/p), so dx = |x|^(p-1) sign(x) times the transposed
+// window sum of dy y^(1-p) (zero where a window is all zeros and y = 0).
+V lp_share(G& b, int64_t p) {
+  V share = b.mul(b.dy(), b.call1("Pow", {b.y(), b.scalar(double(1 - p), b.y())}));
+  V zero = b.call1("Equal", {b.y(), b.scalar(0.0, b.y())});
+  return b.call1("Where", {zero, b.zeros_like(share), share});
+}
+V lp_factor(G& b, int64_t p) {  // |x|^(p-1) sign(x)
+  const V& x = b.x(0);
+  if (p == 1) return b.call1("Sign", {x});
+  if (p == 2) return x;
+  return b.mul(b.call1("Pow", {b.call1("Abs", {x}), b.scalar(double(p - 1), x)}), b.call1("Sign", {x}));
+}
+void lp_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const int64_t p = b.attr_int("p");
+  if (p < 1) b.unsupported("with p < 1");
+  const ConvGeometry c = conv_geometry(b, b.attr_ints("kernel_shape"));
+  b.grad(0, b.mul(window_transpose(b, c, lp_share(b, p)), lp_factor(b, p)));
+}
+void global_lp_pool_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const int64_t p = b.attr_int("p");
+  if (p < 1) b.unsupported("with p < 1");
+  b.grad(0, b.mul(lp_share(b, p), lp_factor(b, p)));  // [N, C, 1, ...] broadcasts over the plane
+}
+
+// MaxUnpool puts each element of X somewhere in zeros: a selection.
+void max_unpool_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.selection_grad());
+}
+
+// LRN: y = x d^-beta with d = bias + alpha / size * S and S_c the sum of x^2 over the channel window
+// [c - lo, c + hi] (lo = (size - 1) / 2, hi = size - 1 - lo). Then
+//   dx_k = dy_k d_k^-beta - 2 alpha beta / size * x_k * sum over the c whose window holds k of
+//          dy_c x_c d_c^(-beta-1),
+// and the c whose window holds k are [k - hi, k + lo]: the same window sum with lo and hi swapped.
+// Window sums run as AveragePool over the channels of x viewed as [N, 1, C, rest].
+void lrn_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const V& x = b.x(0);
+  const Shape xs = b.static_shape(x);
+  const int64_t size = b.attr_int("size"), lo = (size - 1) / 2, hi = size - 1 - lo;
+  const double alpha = b.attr_float("alpha"), beta = b.attr_float("beta"), bias = b.attr_float("bias");
+  int64_t rest = 1;
+  for (size_t a = 2; a < xs.size(); ++a) rest *= xs[a];
+  const V planes = b.int64s({xs.at(0), 1, xs.at(1), rest});
+  auto window_sum = [&](const V& v, int64_t before, int64_t after) {
+    V mean = b.call1("AveragePool", {b.reshape(v, planes)},
+                     {{"kernel_shape", Ints{size, 1}}, {"pads", Ints{before, 0, after, 0}}, {"count_include_pad", int64_t(1)}});
+    return b.reshape_like(b.mul(mean, b.scalar(double(size), mean)), x);
+  };
+  V d = b.add(b.mul(window_sum(b.mul(x, x), lo, hi), b.scalar(alpha / double(size), x)), b.scalar(bias, x));
+  V d_beta = b.call1("Pow", {d, b.scalar(-beta, d)});  // d^-beta
+  V inner = b.div(b.mul(b.mul(b.dy(), x), d_beta), d);  // dy x d^(-beta-1)
+  V spread = b.mul(b.mul(window_sum(inner, hi, lo), x), b.scalar(2.0 * alpha * beta / double(size), x));
+  b.grad(0, b.sub(b.mul(b.dy(), d_beta), spread));
+}
+
+// MeanVarianceNormalization: y = c / (s + 1e-9) over `axes`, c = x - mean, s = sqrt(mean(c^2)) (ONNX's
+// function body). With D = s + 1e-9: dx = (dy - mean(dy)) / D - c mean(dy c) / (D^2 s).
+void mvn_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const int64_t rank = b.rank(b.x(0));
+  std::vector<int64_t> axes;
+  for (int64_t a : b.attr_ints("axes")) axes.push_back(a < 0 ? a + rank : a);
+  std::sort(axes.begin(), axes.end());
+  const V& g = b.dy();
+  V c = b.sub(b.x(0), b.reduce_mean(b.x(0), axes, true));
+  V s = b.call1("Sqrt", {b.reduce_mean(b.mul(c, c), axes, true)});
+  V d = b.add(s, b.scalar(1e-9, s));
+  V first = b.div(b.sub(g, b.reduce_mean(g, axes, true)), d);
+  V second = b.div(b.mul(c, b.reduce_mean(b.mul(g, c), axes, true)), b.mul(b.mul(d, d), s));
+  b.grad(0, b.sub(first, second));
+}
+
+// Hardmax is piecewise constant: zero almost everywhere.
+void hardmax_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.zeros_like(b.x(0)));
+}
+
+
 // Resize is separable: along each axis a it changes, y = M_a x with M_a [m_a, n_a] that axis's
 // interpolation weights (nearest: a 0/1 selection; linear and cubic: weights; antialias included).
 // M_a is Resize itself applied to an identity (the n_a basis vectors of axis a laid along a second
@@ -482,6 +564,32 @@ void resize_vjp(G& b) {
     g = b.transpose(b.matmul(b.transpose(g, perm), matrix), back);
   }
   b.grad(0, g);
+}
+
+// Upsample is Resize with asymmetric coordinates (nearest rounding down) and constant scales: its
+// gradient is Resize's, in the form of the emitter's opset (from 10).
+void upsample_vjp(G& b) {
+  if (!b.wants(0)) return;
+  std::vector<float> scales;
+  if (b.opset() < 9) {
+    for (float v : b.attr("scales", AttrKind::Floats).floats) scales.push_back(v);
+  } else {
+    std::optional<Tensor> t = b.emitter().value(b.x(1));
+    if (!t) b.unsupported("with scales that are not constant");
+    scales = t->cast(DType::Float32).to_vector<float>();
+  }
+  const int opset = b.emitter().onnx_opset();
+  if (opset < 10) b.unsupported("in a graph of opset " + std::to_string(opset) + " (its gradient is a Resize, opset 10)");
+  V scale = b.emitter().constant(Tensor::from_vector<float>(scales, {int64_t(scales.size())}));
+  std::vector<V> in{b.x(0)};
+  if (opset >= 11) in.push_back(V{});  // roi
+  in.push_back(scale);
+  Attributes attrs{{"mode", b.attr("mode", AttrKind::String).s}};
+  if (opset >= 11) {
+    attrs["coordinate_transformation_mode"] = std::string("asymmetric");
+    attrs["nearest_mode"] = std::string("floor");
+  }
+  b.grad(0, b.vjp_of("Resize", in, attrs, {b.y()}, {b.dy()}).at(0));
 }
 
 // ---- Batching rules (ops/batching.h). Batched inputs carry the batch at axis 0.
@@ -609,7 +717,8 @@ INGOT_OP(LpPool)
     .attr("p", 2)
     .optional_attr("pads", AttrKind::Ints)
     .optional_attr("strides", AttrKind::Ints)
-    .summary("p-norm over sliding windows.");
+    .summary("p-norm over sliding windows.")
+    .vjp(lp_pool_vjp);
 
 INGOT_OP(GlobalAveragePool).versions(1).inputs(1).summary("Mean over all spatial axes (kept as size 1).")
     .tag(OpTag::AutocastFollow)
@@ -619,7 +728,8 @@ INGOT_OP(GlobalMaxPool).versions(1).inputs(1).summary("Max over all spatial axes
     .tag(OpTag::AutocastFollow)
     .vjp(global_max_pool_vjp)
     .batch(batching::fold_batch);
-INGOT_OP(GlobalLpPool).versions(2).inputs(1).attr("p", 2).summary("p-norm over all spatial axes.");
+INGOT_OP(GlobalLpPool).versions(2).inputs(1).attr("p", 2).summary("p-norm over all spatial axes.")
+    .vjp(global_lp_pool_vjp);
 
 INGOT_OP(MaxUnpool)
     .versions(9)
@@ -627,7 +737,8 @@ INGOT_OP(MaxUnpool)
     .required_attr("kernel_shape", AttrKind::Ints)
     .optional_attr("pads", AttrKind::Ints)
     .optional_attr("strides", AttrKind::Ints)
-    .summary("Scatters X to the positions in I (MaxPool's Indices) in a zero tensor.");
+    .summary("Scatters X to the positions in I (MaxPool's Indices) in a zero tensor.")
+    .vjp(max_unpool_vjp);
 
 INGOT_OP(MatMul).versions(1).inputs(2).summary("Matrix product with numpy batch broadcasting and 1-D operands.")
     .tag(OpTag::AutocastLowPrecision)
@@ -698,13 +809,15 @@ INGOT_OP(LRN)
     .attr("bias", 1.0f)
     .required_attr("size", AttrKind::Int)
     .summary("Local response normalization across channels.")
-    .batch(batching::fold_batch);
+    .batch(batching::fold_batch)
+    .vjp(lrn_vjp);
 
 INGOT_OP(MeanVarianceNormalization)
     .versions(9)
     .inputs(1)
     .attr("axes", Ints{0, 2, 3})
-    .summary("(X - mean) / (std + 1e-9) over `axes`.");
+    .summary("(X - mean) / (std + 1e-9) over `axes`.")
+    .vjp(mvn_vjp);
 
 // The default axis changed with opset 13 (1 -> -1), so it is computed by the kernel.
 #define INGOT_SOFTMAX_OP(name, text)                                                                      \
@@ -721,7 +834,8 @@ INGOT_SOFTMAX_OP(Softmax, "exp(x) / sum(exp(x)).").tag(OpTag::Float32Inside)
 INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside)
     .vjp(log_softmax_vjp)
     .batch(softmax_batch);
-INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.").batch(softmax_batch);
+INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.").batch(softmax_batch)
+    .vjp(hardmax_vjp);
 #undef INGOT_SOFTMAX_OP
 
 INGOT_OP(Resize)
@@ -746,6 +860,7 @@ INGOT_OP(Upsample)
     .attr("mode", "nearest")
     .optional_attr("scales", AttrKind::Floats)
     .summary("Resize with asymmetric coordinates; scales are an attribute at opset 7, an input at 9.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(upsample_vjp);
 
 }  // namespace ingot

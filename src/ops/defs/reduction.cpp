@@ -305,6 +305,39 @@ bool einsum_batch(BatchBuilder& b) {
   return true;
 }
 
+// Det: d det(A) / dA is A's cofactor matrix, C_ij = (-1)^(i+j) det(A without row i and column j),
+// which holds for singular A too. The n^2 minors come from two Gathers (rows, then columns, each
+// index row leaving one out) and one batched Det.
+void det_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const Shape shape = b.static_shape(b.x(0));
+  const int64_t rank = int64_t(shape.size()), n = shape.back();
+  V dy = b.unsqueeze(b.dy(), {rank - 2, rank - 1});  // [..., 1, 1]
+  if (n == 1) {
+    b.grad(0, b.expand_like(dy, b.x(0)));
+    return;
+  }
+  std::vector<int64_t> others;  // [n, n - 1]: row i lists every index but i
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (k != i) others.push_back(k);
+    }
+  }
+  V index = b.reshape(b.int64s(others), b.int64s({n, n - 1}));
+  V rows = b.call1("Gather", {b.x(0), index}, {{"axis", rank - 2}});  // [..., i, n-1, n]
+  V minors = b.call1("Gather", {rows, index}, {{"axis", rank}});      // [..., i, n-1, j, n-1]
+  std::vector<int64_t> perm;
+  for (int64_t a = 0; a < rank - 2; ++a) perm.push_back(a);
+  for (int64_t a : {rank - 2, rank, rank - 1, rank + 1}) perm.push_back(a);
+  V cofactor_dets = b.call1("Det", {b.transpose(minors, perm)});  // [..., i, j]
+  Tensor signs = Tensor::empty(DType::Float64, {n, n});
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) signs.span<double>()[size_t(i * n + j)] = (i + j) % 2 ? -1.0 : 1.0;
+  }
+  V cofactors = b.mul(cofactor_dets, b.emitter().constant(signs.cast(b.dtype(b.x(0)))));
+  b.grad(0, b.mul(cofactors, dy));
+}
+
 }  // namespace
 
 
@@ -386,6 +419,6 @@ INGOT_OP(Einsum)
     .vjp(einsum_vjp)
     .batch(einsum_batch);
 
-INGOT_OP(Det).versions(11).inputs(1).summary("Determinant of square matrices [..., M, M] -> [...].");
+INGOT_OP(Det).versions(11).inputs(1).summary("Determinant of square matrices [..., M, M] -> [...].").vjp(det_vjp);
 
 }  // namespace ingot

@@ -192,6 +192,36 @@ void scatter_vjp(G& b, const char* gather, const Attributes& axis) {
 }
 void scatter_nd_vjp(G& b) { scatter_vjp(b, "GatherND", {}); }
 void scatter_elements_vjp(G& b) { scatter_vjp(b, "GatherElements", {{"axis", b.attr_int("axis")}}); }
+// Scatter (opsets 9-10) is ScatterElements without a reduction.
+void scatter_legacy_vjp(G& b) {
+  const Attributes axis{{"axis", b.attr_int("axis")}};
+  if (b.wants(0)) b.grad(0, b.call1("ScatterElements", {b.dy(), b.x(1), b.zeros_like(b.x(2))}, axis));
+  if (b.wants(2)) b.grad(2, b.call1("GatherElements", {b.dy(), b.x(1)}, axis));
+}
+// TopK's values: dy goes back to the elements picked (its Indices, distinct along the axis).
+void top_k_vjp(G& b) {
+  if (!b.wants(0) || !b.dy(0).defined()) return;
+  b.grad(0, b.call1("ScatterElements", {b.zeros_like(b.x(0)), b.y(1), b.dy(0)}, {{"axis", b.attr_int("axis")}}));
+}
+// Trilu keeps a triangle: a projection, its own adjoint.
+void trilu_vjp(G& b) {
+  if (!b.wants(0)) return;
+  std::vector<V> in{b.dy()};
+  if (b.has_input(1)) in.push_back(b.x(1));
+  b.grad(0, b.call1("Trilu", in, {{"upper", b.attr_int("upper")}}));
+}
+// ReverseSequence and Compress copy elements (a permutation, a selection).
+void selection_vjp(G& b) {
+  if (b.wants(0)) b.grad(0, b.selection_grad());
+}
+// OneHot: each output element is values[0] (off) or values[1] (on); dvalues sums dy over each.
+void one_hot_vjp(G& b) {
+  if (!b.wants(2)) return;
+  V on = b.call1("OneHot", {b.x(0), b.x(1), b.cast_like(b.int64s({0, 1}), b.x(2))}, {{"axis", b.attr_int("axis")}});
+  V on_sum = b.call1("ReduceSum", {b.mul(b.dy(), on)}, {{"keepdims", int64_t(0)}});
+  V all = b.call1("ReduceSum", {b.dy()}, {{"keepdims", int64_t(0)}});
+  b.grad(2, b.call1("Concat", {b.unsqueeze(b.sub(all, on_sum), {0}), b.unsqueeze(on_sum, {0})}, {{"axis", int64_t(0)}}));
+}
 void depth_to_space_vjp(G& b) {
   if (!b.wants(0)) return;
   if (b.attr("mode", AttrKind::String).s != "DCR") b.unsupported("in CRD mode");
@@ -525,13 +555,15 @@ INGOT_OP(Trilu)
     .inputs(1, 2)
     .attr("upper", 1)
     .summary("Keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes; zeros the rest.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(trilu_vjp);
 INGOT_OP(ReverseSequence)
     .versions(10)
     .inputs(2)
     .attr("batch_axis", 1)
     .attr("time_axis", 0)
-    .summary("Reverses the first sequence_lens[b] steps along time_axis for each batch entry b.");
+    .summary("Reverses the first sequence_lens[b] steps along time_axis for each batch entry b.")
+    .vjp(selection_vjp);
 
 // ---- Indexing.
 INGOT_OP(Gather).versions(1).inputs(2).attr("axis", 0).summary(
@@ -569,21 +601,24 @@ INGOT_OP(ScatterElements)
     .tag(OpTag::AutocastFollow)
     .vjp(scatter_elements_vjp);
 INGOT_OP(Scatter).versions(9, 10).inputs(3).attr("axis", 0).summary(
-    "Deprecated alias of ScatterElements without reduction.");
+    "Deprecated alias of ScatterElements without reduction.")
+    .vjp(scatter_legacy_vjp);
 INGOT_OP(OneHot)
     .versions(9)
     .inputs(3)
     .attr("axis", -1)
     .summary(
         "values[1] where the inserted `axis` position equals the index (negative indices count from depth), "
-        "else values[0].");
+        "else values[0].")
+    .vjp(one_hot_vjp);
 INGOT_OP(NonZero).versions(9).inputs(1).summary("int64 [rank, count] coordinates of the non-zero elements.")
     .tag(OpTag::AutocastFollow);
 INGOT_OP(Compress)
     .versions(9)
     .inputs(2)
     .optional_attr("axis", AttrKind::Int)
-    .summary("Keeps the slices along `axis` (of the flattened input when absent) where condition is true.");
+    .summary("Keeps the slices along `axis` (of the flattened input when absent) where condition is true.")
+    .vjp(selection_vjp);
 
 // ---- Shapes, constants and generators.
 INGOT_OP(Shape)
@@ -598,12 +633,14 @@ INGOT_OP(Size).versions(1).inputs(1).summary("int64 scalar: element count of the
     .tag(OpTag::AutocastFollow)
     .batch(size_batch);
 INGOT_OP(ConstantOfShape)
+    .no_gradient("its input is a shape")
     .versions(9)
     .inputs(1)
     .optional_attr("value", AttrKind::Tensor)
     .dtype_rule(constant_of_shape_dtype)
     .summary("Tensor of shape `input` filled with the one-element `value` (float32 0 when absent).");
 INGOT_OP(Constant)
+    .no_gradient("a constant")
     .versions(1)
     .inputs(0, 0)
     .optional_attr("value", AttrKind::Tensor)
@@ -616,8 +653,9 @@ INGOT_OP(Constant)
     .optional_attr("value_strings", AttrKind::Strings)
     .dtype_rule(constant_dtype)
     .summary("The tensor given by exactly one of its attributes.");
-INGOT_OP(Range).versions(11).inputs(3).summary("start, start + delta, ... while before `limit`.");
+INGOT_OP(Range).no_gradient("a generated sequence (as PyTorch's arange)").versions(11).inputs(3).summary("start, start + delta, ... while before `limit`.");
 INGOT_OP(EyeLike)
+    .no_gradient("the input gives only a shape and dtype")
     .versions(9)
     .inputs(1)
     .optional_attr("dtype", AttrKind::Int)
@@ -650,7 +688,8 @@ INGOT_OP(TopK)
     .summary(
         "The k largest (or smallest) values along `axis` and their int64 indices; ties keep the lower "
         "index first. k is an attribute before opset 10, an input from it.")
-    .tag(OpTag::AutocastFollow);
+    .tag(OpTag::AutocastFollow)
+    .vjp(top_k_vjp);
 INGOT_OP(Unique)
     .versions(11)
     .inputs(1)

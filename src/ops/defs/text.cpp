@@ -14,6 +14,7 @@ INGOT_OP(StringNormalizer)
         "Removes stopwords from a [C] or [1, C] string tensor and changes case (LOWER/UPPER/NONE; ASCII "
         "letters, en_US locale).");
 INGOT_OP(TfIdfVectorizer)
+    .no_gradient("its input is token ids")
     .versions(9)
     .inputs(1)
     .required_attr("max_gram_length", AttrKind::Int)

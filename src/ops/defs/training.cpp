@@ -6,6 +6,7 @@
 namespace ingot {
 
 INGOT_OP(Adagrad)
+    .no_gradient("an optimizer update: its results are the next parameters and state")
     .domain("ai.onnx.preview.training")
     .versions(1)
     .inputs(5, -1)
@@ -15,6 +16,7 @@ INGOT_OP(Adagrad)
     .attr("norm_coefficient", 0.0f)
     .summary("Adagrad step on (R, T, X..., G..., H...) -> (X_new..., H_new...).");
 INGOT_OP(Adam)
+    .no_gradient("an optimizer update: its results are the next parameters and state")
     .domain("ai.onnx.preview.training")
     .versions(1)
     .inputs(6, -1)
@@ -26,6 +28,7 @@ INGOT_OP(Adam)
     .attr("norm_coefficient_post", 0.0f)
     .summary("Adam step on (R, T, X..., G..., V..., H...) -> (X_new..., V_new..., H_new...).");
 INGOT_OP(Momentum)
+    .no_gradient("an optimizer update: its results are the next parameters and state")
     .domain("ai.onnx.preview.training")
     .versions(1)
     .inputs(5, -1)
@@ -42,6 +45,7 @@ namespace ingot {
 
 // No kernel: src/passes/lower_gradient.cpp rewrites it into ordinary nodes before execution.
 INGOT_OP(Gradient)
+    .no_gradient("a gradient itself (lowered before it runs; differentiate the forward twice instead)")
     .domain("ai.onnx.preview.training")
     .versions(1)
     .inputs(1, -1)

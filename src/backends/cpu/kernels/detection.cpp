@@ -115,7 +115,8 @@ struct Sample {
 void roi_align(KernelContext& ctx) {
   const Tensor& x_in = ctx.input(0);
   if (x_in.rank() != 4) fail("input 0 (X): expected [N, C, H, W], got {}", x_in.describe());
-  const Tensor x = x_in.cast(DType::Float32);
+  // Sample positions and weights are float; values accumulate in float64 for float64 inputs.
+  const Tensor x = x_in.cast(x_in.dtype() == DType::Float64 ? DType::Float64 : DType::Float32);
   const Tensor rois = ctx.input(1).cast(DType::Float32);
   const std::vector<int64_t> batch_indices = ctx.input(2).to_int64_vector();
   if (rois.rank() != 2 || rois.dim(1) != 4) fail("input 1 (rois): expected [num_rois, 4], got {}", rois.describe());
@@ -145,10 +146,8 @@ void roi_align(KernelContext& ctx) {
   }
   const bool half_pixel = transform == "half_pixel";
   const int64_t num_rois = rois.dim(0);
-  Tensor y = Tensor::empty(DType::Float32, {num_rois, channels, out_h, out_w});
-  const float* xp = x.data<float>();
+  Tensor y = Tensor::empty(x.dtype(), {num_rois, channels, out_h, out_w});
   const float* rp = rois.data<float>();
-  float* yp = y.data<float>();
   parallel_for(num_rois, 1, [&](int64_t begin, int64_t end) {
     std::vector<Sample> samples;
     for (int64_t r = begin; r < end; ++r) {
@@ -204,29 +203,36 @@ void roi_align(KernelContext& ctx) {
             }
           }
       const int64_t per_bin = grid_h * grid_w;
-      for (int64_t c = 0; c < channels; ++c) {
-        const float* plane = xp + (batch_indices[size_t(r)] * channels + c) * height * width;
-        float* out = yp + (r * channels + c) * out_h * out_w;
-        for (int64_t bin = 0; bin < out_h * out_w; ++bin) {
-          const Sample* s = samples.data() + bin * per_bin;
-          float acc = 0.0f;
-          for (int64_t k = 0; k < per_bin; ++k) {
-            const Sample& p = s[k];
-            if (is_max) {
-              float v = std::max(std::max(p.w[0] * plane[p.pos[0]], p.w[1] * plane[p.pos[1]]),
-                                 std::max(p.w[2] * plane[p.pos[2]], p.w[3] * plane[p.pos[3]]));
-              acc = k == 0 ? v : std::max(acc, v);
-            } else {
-              acc += p.w[0] * plane[p.pos[0]] + p.w[1] * plane[p.pos[1]] + p.w[2] * plane[p.pos[2]] +
-                     p.w[3] * plane[p.pos[3]];
+      auto pool_channels = [&]<class A>() {
+        for (int64_t c = 0; c < channels; ++c) {
+          const A* plane = x.data<A>() + (batch_indices[size_t(r)] * channels + c) * height * width;
+          A* out = y.data<A>() + (r * channels + c) * out_h * out_w;
+          for (int64_t bin = 0; bin < out_h * out_w; ++bin) {
+            const Sample* s = samples.data() + bin * per_bin;
+            A acc = 0;
+            for (int64_t k = 0; k < per_bin; ++k) {
+              const Sample& p = s[k];
+              if (is_max) {
+                A v = std::max(std::max(A(p.w[0]) * plane[p.pos[0]], A(p.w[1]) * plane[p.pos[1]]),
+                               std::max(A(p.w[2]) * plane[p.pos[2]], A(p.w[3]) * plane[p.pos[3]]));
+                acc = k == 0 ? v : std::max(acc, v);
+              } else {
+                acc += A(p.w[0]) * plane[p.pos[0]] + A(p.w[1]) * plane[p.pos[1]] + A(p.w[2]) * plane[p.pos[2]] +
+                       A(p.w[3]) * plane[p.pos[3]];
+              }
             }
+            out[bin] = is_max ? acc : acc / A(count);
           }
-          out[bin] = is_max ? acc : acc / count;
         }
+      };
+      if (x.dtype() == DType::Float64) {
+        pool_channels.template operator()<double>();
+      } else {
+        pool_channels.template operator()<float>();
       }
     }
   });
-  ctx.set_output(0, x_in.dtype() == DType::Float32 ? y : y.cast(x_in.dtype()));
+  ctx.set_output(0, y.dtype() == x_in.dtype() ? y : y.cast(x_in.dtype()));
 }
 
 // ---- GridSample -------------------------------------------------------------------------------
@@ -234,23 +240,25 @@ void roi_align(KernelContext& ctx) {
 enum class Padding { Zeros, Border, Reflection };
 
 // Reflects x into [lo, hi] by repeated mirroring at both ends.
-float reflect(float x, float lo, float hi) {
+template <class F>
+F reflect(F x, F lo, F hi) {
   const double range = double(hi) - double(lo);
   if (range <= 0) return lo;
   const bool below = x < lo;
   if (!below && x <= hi) return x;
   const double dx = below ? double(lo) - x : double(x) - hi;
   const double n = std::floor(dx / range);
-  const float r = float(dx - n * range);
+  const F r = F(dx - n * range);
   const bool even = std::fmod(n, 2.0) == 0.0;
   return below == even ? lo + r : hi - r;
 }
 
 // Cubic convolution weights (alpha = -0.75, as PyTorch) for the 4 taps around fraction t.
-std::array<float, 4> cubic_weights(float t) {
-  constexpr float a = -0.75f;
-  auto near = [&](float d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
-  auto far = [&](float d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+template <class F>
+std::array<F, 4> cubic_weights(F t) {
+  constexpr F a = F(-0.75);
+  auto near = [&](F d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [&](F d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
@@ -260,7 +268,7 @@ struct GridPlane {
   const V* data;
   int64_t h, w;
   Padding padding;
-  float lo_x, hi_x, lo_y, hi_y;  // pixel extent used by reflection
+  V lo_x, hi_x, lo_y, hi_y;  // pixel extent used by reflection
 
   // Pixel (iy, ix), with out-of-range indices resolved by the padding mode.
   V at(int64_t iy, int64_t ix) const {
@@ -270,8 +278,8 @@ struct GridPlane {
       iy = std::clamp<int64_t>(iy, 0, h - 1);
       ix = std::clamp<int64_t>(ix, 0, w - 1);
     } else {
-      iy = std::clamp<int64_t>(int64_t(reflect(float(iy), lo_y, hi_y)), 0, h - 1);
-      ix = std::clamp<int64_t>(int64_t(reflect(float(ix), lo_x, hi_x)), 0, w - 1);
+      iy = std::clamp<int64_t>(int64_t(reflect(V(iy), lo_y, hi_y)), 0, h - 1);
+      ix = std::clamp<int64_t>(int64_t(reflect(V(ix), lo_x, hi_x)), 0, w - 1);
     }
     return data[iy * w + ix];
   }
@@ -316,40 +324,41 @@ void grid_sample(KernelContext& ctx) {
     fail("attribute 'padding_mode': expected zeros, border or reflection, got '{}'", pad_name);
   const bool align = ctx.attr_int("align_corners") != 0;
 
-  const Tensor grid = grid_in.cast(DType::Float32);
   const int64_t n = x_in.dim(0), channels = x_in.dim(1), h = x_in.dim(2), w = x_in.dim(3);
-  const int64_t oh = grid.dim(1), ow = grid.dim(2);
+  const int64_t oh = grid_in.dim(1), ow = grid_in.dim(2);
   if ((h == 0 || w == 0) && channels * oh * ow > 0)
     fail("input 0 (X): cannot sample an empty image {}", x_in.describe());
-  // Samples pixel values of type V; coordinates and weights stay float.
+  // Samples pixel values of type V, with coordinates and weights of type V too (float64 grids keep
+  // their precision: gradients of the grid are checked against finite differences).
   auto sample = [&]<class V>() {
+    const Tensor grid = grid_in.cast(dtype_of<V>());
     const Tensor x = x_in.cast(dtype_of<V>());
     Tensor y = Tensor::empty(dtype_of<V>(), {n, channels, oh, ow});
     const V* xp = x.data<V>();
-    const float* gp = grid.data<float>();
+    const V* gp = grid.data<V>();
     V* yp = y.data<V>();
     // Normalized [-1, 1] -> pixel coordinates; with align_corners -1/1 are pixel centres, else edges.
-    auto unnormalize = [&](float g, int64_t size) {
-      return align ? (g + 1) / 2 * float(size - 1) : ((g + 1) * float(size) - 1) / 2;
+    auto unnormalize = [&](V g, int64_t size) {
+      return align ? (g + 1) / 2 * V(size - 1) : ((g + 1) * V(size) - 1) / 2;
     };
-    const float lo_x = align ? 0.0f : -0.5f, hi_x = align ? float(w - 1) : float(w) - 0.5f;
-    const float lo_y = align ? 0.0f : -0.5f, hi_y = align ? float(h - 1) : float(h) - 0.5f;
-    auto fit = [&](float v, float lo, float hi, int64_t size) {
+    const V lo_x = align ? V(0) : V(-0.5), hi_x = align ? V(w - 1) : V(w) - V(0.5);
+    const V lo_y = align ? V(0) : V(-0.5), hi_y = align ? V(h - 1) : V(h) - V(0.5);
+    auto fit = [&](V v, V lo, V hi, int64_t size) {
       if (v >= lo && v <= hi) return v;
-      if (padding == Padding::Border) return std::clamp(v, 0.0f, float(size - 1));
+      if (padding == Padding::Border) return std::clamp(v, V(0), V(size - 1));
       if (padding == Padding::Reflection) return reflect(v, lo, hi);
       // Zeros: every tap (cubic reaches 2 pixels out) is outside from here on; bounding the value
       // keeps the integer conversions defined.
-      return std::clamp(v, -4.0f, float(size) + 3.0f);
+      return std::clamp(v, V(-4), V(size) + V(3));
     };
     parallel_for(n * channels, 1, [&](int64_t begin, int64_t end) {
       for (int64_t nc = begin; nc < end; ++nc) {
         const int64_t b = nc / channels;
         GridPlane<V> plane{xp + nc * h * w, h, w, padding, lo_x, hi_x, lo_y, hi_y};
         V* out = yp + nc * oh * ow;
-        const float* g = gp + b * oh * ow * 2;
+        const V* g = gp + b * oh * ow * 2;
         for (int64_t i = 0; i < oh * ow; ++i) {
-          float fx = unnormalize(g[2 * i], w), fy = unnormalize(g[2 * i + 1], h);
+          V fx = unnormalize(g[2 * i], w), fy = unnormalize(g[2 * i + 1], h);
           if (!std::isfinite(fx) || !std::isfinite(fy)) {
             out[i] = V(0);
             continue;
@@ -365,15 +374,15 @@ void grid_sample(KernelContext& ctx) {
           if (mode == 0) {
             out[i] = plane.at(int64_t(fy), int64_t(fx));
           } else if (mode == 1) {
-            const float x0 = std::floor(fx), y0 = std::floor(fy);
-            const float tx = fx - x0, ty = fy - y0;
+            const V x0 = std::floor(fx), y0 = std::floor(fy);
+            const V tx = fx - x0, ty = fy - y0;
             const int64_t ix = int64_t(x0), iy = int64_t(y0);
             const V vx = tx, vy = ty;
             out[i] = (1 - vy) * ((1 - vx) * plane.at(iy, ix) + vx * plane.at(iy, ix + 1)) +
                      vy * ((1 - vx) * plane.at(iy + 1, ix) + vx * plane.at(iy + 1, ix + 1));
           } else {
-            const float x0 = std::floor(fx), y0 = std::floor(fy);
-            const std::array<float, 4> wx = cubic_weights(fx - x0), wy = cubic_weights(fy - y0);
+            const V x0 = std::floor(fx), y0 = std::floor(fy);
+            const std::array<V, 4> wx = cubic_weights(fx - x0), wy = cubic_weights(fy - y0);
             const int64_t ix = int64_t(x0) - 1, iy = int64_t(y0) - 1;
             V acc = 0;
             for (int64_t r = 0; r < 4; ++r) {
