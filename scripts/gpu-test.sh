@@ -220,6 +220,7 @@ run() {
       "$dir/bin/ingot-bench-autograd" --device "$d" --json "$out/autograd-ingot-$d.json" >/dev/null 2>"$out/autograd-ingot-$d.err" || true
       python3 "$ROOT/bench/autograd_torch.py" --device "$d" >"$out/autograd-torch-$d.json" 2>"$out/autograd-torch-$d.err" || true
     done
+    [ -x "$dir/bin/ingot-bench-cuda-launch" ] && "$dir/bin/ingot-bench-cuda-launch" --json "$out/cuda-launch.json" >/dev/null 2>&1
     # The CPU step with fewer threads: how the MLP's small products scale on this host's cores.
     for t in 1 4; do
       "$dir/bin/ingot-bench-autograd" --device cpu --threads "$t" --json "$out/autograd-ingot-cpu-t$t.json" >/dev/null 2>&1 || true
