@@ -50,6 +50,8 @@ ingot_require(nlohmann_json nlohmann-json3-dev)
 ingot_require(CLI11 libcli11-dev CONFIG)
 ingot_require(PNG libpng-dev)
 ingot_require(JPEG libjpeg-dev)
+# gzip-compressed datasets (Fashion-MNIST's idx files).
+ingot_require(ZLIB zlib1g-dev)
 # OpenBLAS's OpenMP build: its threads are OpenMP's, the team Ingot's and oneDNN's loops run on, and
 # it may be called from several of them at once (cpu::gemm splits large products across the team:
 # backends/cpu/kernels/gemm.h). The pthread build starts a second pool at library load whose threads

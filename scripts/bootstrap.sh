@@ -13,12 +13,14 @@ PACKAGES=(
   # oneDNN's CMake config requires OpenCL's headers and loader; libdnnl-dev only recommends them and
   # this script installs without recommends
   ocl-icd-opencl-dev
-  libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev libxxhash-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev libxxhash-dev zlib1g-dev
   # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
   libflatbuffers-dev flatbuffers-compiler
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
   python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata
+  # the training example's data (idx files, gzip-compressed)
+  dataset-fashion-mnist
   # the profiler's HTML report is rendered headless in a test (label browser)
   chromium
   openssl

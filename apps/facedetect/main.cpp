@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "blazeface.h"
-#include "image.h"
+#include "../common/image.h"
 
 namespace {
 
@@ -138,22 +138,22 @@ void gather_outputs(const std::vector<ingot::Tensor>& outputs, size_t num_anchor
   }
 }
 
-void annotate(facedetect::Image& image, const std::vector<blazeface::Detection>& faces) {
+void annotate(apps::Image& image, const std::vector<blazeface::Detection>& faces) {
   const int thickness = std::max(2, std::max(image.width, image.height) / 256);
   // One colour per keypoint, in kKeypointNames order.
-  const facedetect::Rgb keypoint_colors[blazeface::kNumKeypoints] = {{255, 0, 0},   {0, 0, 255},   {255, 255, 0},
+  const apps::Rgb keypoint_colors[blazeface::kNumKeypoints] = {{255, 0, 0},   {0, 0, 255},   {255, 255, 0},
                                                                      {255, 0, 255}, {0, 255, 255}, {255, 128, 0}};
   for (const blazeface::Detection& face : faces) {
-    facedetect::draw_rect(image, face.xmin, face.ymin, face.xmax, face.ymax, {0, 255, 0}, thickness);
+    apps::draw_rect(image, face.xmin, face.ymin, face.xmax, face.ymax, {0, 255, 0}, thickness);
     const float radius = std::max(2.0f, (face.xmax - face.xmin) / 25.0f);  // visible but not hiding small faces
     for (int k = 0; k < blazeface::kNumKeypoints; ++k) {
-      facedetect::draw_disc(image, face.keypoints[k].x, face.keypoints[k].y, radius, keypoint_colors[k]);
+      apps::draw_disc(image, face.keypoints[k].x, face.keypoints[k].y, radius, keypoint_colors[k]);
     }
   }
 }
 
 int run(const Options& options) {
-  facedetect::Image image = facedetect::load_image(options.image);
+  apps::Image image = apps::load_image(options.image);
 
   ingot::SessionOptions session_options;
   session_options.threads = options.threads;
@@ -162,7 +162,7 @@ int run(const Options& options) {
   const std::vector<blazeface::Anchor> anchors = blazeface::anchors_for_input(size);
 
   const blazeface::Letterbox box = blazeface::make_letterbox(image.width, image.height, size);
-  std::vector<float> pixels = facedetect::letterbox_to_float(image, size, box.scale, box.pad_x, box.pad_y);
+  std::vector<float> pixels = apps::letterbox_to_float(image, size, box.scale, box.pad_x, box.pad_y);
   ingot::Tensor input = ingot::Tensor::wrap(ingot::DType::Float32, {1, size, size, 3}, pixels.data());
 
   const auto start = std::chrono::steady_clock::now();
@@ -188,7 +188,7 @@ int run(const Options& options) {
   }
   if (!options.output.empty()) {
     annotate(image, faces);
-    facedetect::save_png(image, options.output);
+    apps::save_png(image, options.output);
     std::printf("wrote %s\n", options.output.c_str());
   }
   return 0;

@@ -230,6 +230,9 @@ class OpBuilder {
   OpBuilder& optional_output(std::string name, std::string type) {
     return param(def_.declared.outputs, name, type, ParamDef::Arity::Optional);
   }
+  OpBuilder& variadic_output(std::string name, std::string type) {
+    return param(def_.declared.outputs, name, type, ParamDef::Arity::Variadic);
+  }
   OpBuilder& type(std::string var, std::vector<DType> allowed) {
     def_.declared.types.push_back({std::move(var), std::move(allowed)});
     return *this;

@@ -57,7 +57,7 @@ void dft_vjp(G& b) {
 // the window's gradient is the signal's frames times that F^H dy, summed over batch and frames.
 void stft_vjp(G& b) {
   const Shape xs = b.static_shape(b.x(0));
-  const int64_t batch = xs.at(0), length = xs.at(1), comps = xs.at(2);
+  const int64_t batch = xs.at(0), comps = xs.at(2);
   const int64_t step = int64_t(b.double_value(b.x(1), "frame_step"));
   const int64_t frame = b.has_input(3) ? int64_t(b.double_value(b.x(3), "frame_length")) : b.static_shape(b.x(2)).at(0);
   const Shape ys = b.static_shape(b.y());

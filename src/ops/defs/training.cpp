@@ -56,3 +56,49 @@ INGOT_OP(Gradient)
     .summary("Gradients of y with respect to xs through the nodes of the same graph (lowered at load).");
 
 }  // namespace ingot
+
+namespace ingot {
+
+// Ingot's fused optimizer steps (include/ingot/optim.h), PyTorch's update rules over many tensors in
+// one node. Input 0 holds the hyperparameters (float, 1-D: the values schedules change every step,
+// and float64 so that they are PyTorch's Python floats exactly), input 1 this step's 1-based count,
+// then one group of tensors per parameter; the outputs are each group's new values in the same
+// order (not the gradient). With in_place = 1 (eager optimizers) the kernel writes the new values
+// into the input tensors themselves and outputs them; graphs use the functional form.
+const std::vector<DType> kOptimizerFloats = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16};
+#define INGOT_OPTIMIZER_OP(name)                                                    \
+  INGOT_OP(name)                                                                    \
+      .domain(kIngotDomain)                                                         \
+      .versions(1)                                                                  \
+      .input("hyperparameters", "S")                                                \
+      .input("step", "S")                                                           \
+      .variadic_input("groups", "T")                                                \
+      .variadic_output("updated", "T")                                              \
+      .type("S", {DType::Float32, DType::Float64})                                  \
+      .type("T", kOptimizerFloats)                                                  \
+      .attr("in_place", 0)                                                          \
+      .no_gradient("an optimizer update: its results are the next parameters and state")
+
+// Hyperparameters [lr, momentum, dampening, weight_decay]; groups (param, grad, momentum_buffer):
+// the buffer is omitted (an empty input, and output) when momentum is 0. d = g + weight_decay p (g
+// negated when maximizing); with momentum, buf = d at the first step, else momentum buf +
+// (1 - dampening) d, and d = d + momentum buf (nesterov) or buf; p -= lr d.
+INGOT_OPTIMIZER_OP(SGDStep)
+    .attr("nesterov", 0)
+    .attr("maximize", 0)
+    .summary("SGD (momentum, dampening, nesterov, weight decay) on (hyperparameters, step, (param, grad, buffer)...) -> "
+             "(param', buffer')...; PyTorch's torch.optim.SGD.");
+
+// Hyperparameters [lr, beta1, beta2, eps, weight_decay]; groups (param, grad, exp_avg, exp_avg_sq[,
+// max_exp_avg_sq with amsgrad]). Adam adds weight_decay p to the gradient; AdamW (decoupled_weight_decay = 1) scales p by 1 - lr weight_decay first. Then
+// m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2 (amsgrad: vmax = max(vmax, v), used
+// for v), and p -= lr / (1 - beta1^t) m / (sqrt(v / (1 - beta2^t)) + eps).
+INGOT_OPTIMIZER_OP(AdamStep)
+    .attr("decoupled_weight_decay", 0)
+    .attr("amsgrad", 0)
+    .attr("maximize", 0)
+    .summary("Adam / AdamW (amsgrad, maximize) on (hyperparameters, step, (param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq])...) "
+             "-> (param', exp_avg', exp_avg_sq'[, max'])...; PyTorch's torch.optim.Adam and AdamW.");
+#undef INGOT_OPTIMIZER_OP
+
+}  // namespace ingot

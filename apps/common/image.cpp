@@ -12,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace facedetect {
+namespace apps {
 namespace {
 
 [[noreturn]] void image_error(const std::string& path, const std::string& what) {
@@ -160,15 +160,15 @@ std::vector<float> letterbox_to_float(const Image& image, int size, float scale,
   return out;
 }
 
-namespace {
-
-void put(Image& image, int x, int y, Rgb color) {
+void put_pixel(Image& image, int x, int y, Rgb color) {
   if (x < 0 || y < 0 || x >= image.width || y >= image.height) return;
   uint8_t* p = image.at(x, y);
   p[0] = color.r;
   p[1] = color.g;
   p[2] = color.b;
 }
+
+namespace {
 
 }  // namespace
 
@@ -177,12 +177,12 @@ void draw_rect(Image& image, float x0, float y0, float x1, float y1, Rgb color, 
   const int top = int(std::lround(std::min(y0, y1))), bottom = int(std::lround(std::max(y0, y1)));
   for (int t = 0; t < thickness; ++t) {
     for (int x = left - t; x <= right + t; ++x) {
-      put(image, x, top - t, color);
-      put(image, x, bottom + t, color);
+      put_pixel(image, x, top - t, color);
+      put_pixel(image, x, bottom + t, color);
     }
     for (int y = top - t; y <= bottom + t; ++y) {
-      put(image, left - t, y, color);
-      put(image, right + t, y, color);
+      put_pixel(image, left - t, y, color);
+      put_pixel(image, right + t, y, color);
     }
   }
 }
@@ -192,9 +192,9 @@ void draw_disc(Image& image, float cx, float cy, float radius, Rgb color) {
   const int x0 = int(std::lround(cx)), y0 = int(std::lround(cy));
   for (int dy = -r; dy <= r; ++dy) {
     for (int dx = -r; dx <= r; ++dx) {
-      if (float(dx * dx + dy * dy) <= radius * radius) put(image, x0 + dx, y0 + dy, color);
+      if (float(dx * dx + dy * dy) <= radius * radius) put_pixel(image, x0 + dx, y0 + dy, color);
     }
   }
 }
 
-}  // namespace facedetect
+}  // namespace apps

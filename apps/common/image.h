@@ -1,4 +1,4 @@
-// 8-bit RGB images for the face detector: PNG/JPEG loading, PNG saving, resizing into the model
+// 8-bit RGB images for the apps: PNG/JPEG loading, PNG saving, resizing into the model
 // input, and drawing the results.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace facedetect {
+namespace apps {
 
 struct Rgb {
   uint8_t r = 0, g = 0, b = 0;
@@ -32,7 +32,8 @@ void save_png(const Image& image, const std::string& path);
 std::vector<float> letterbox_to_float(const Image& image, int size, float scale, float pad_x, float pad_y);
 
 // Drawing, clipped to the image.
+void put_pixel(Image& image, int x, int y, Rgb color);
 void draw_rect(Image& image, float x0, float y0, float x1, float y1, Rgb color, int thickness);
 void draw_disc(Image& image, float cx, float cy, float radius, Rgb color);
 
-}  // namespace facedetect
+}  // namespace apps
