@@ -3,13 +3,15 @@
 // Public API only (include/ingot/).
 //
 //   ingot-fashion-mnist [--device cpu|cuda] [--epochs N] [--batch B] [--lr LR] [--json FILE]
-//                       [--plot FILE.png] [--save FILE.safetensors] [--data DIR] [--limit N]
+//                       [--plot FILE.png] [--save FILE.safetensors] [--profile TRACE.json] [--data DIR]
+//                       [--limit N]
 #include <ingot/autograd.h>
 #include <ingot/data.h>
 #include <ingot/error.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
 #include <ingot/optim.h>
+#include <ingot/profiler.h>
 #include <ingot/safetensors.h>
 #include <unistd.h>
 
@@ -88,7 +90,7 @@ void progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains a CNN on Fashion-MNIST with Ingot and reports the test accuracy"};
-  std::string device_name = "cpu", precision = "fp32", json, plot, save, dir = "/usr/share/datasets/fashion-mnist";
+  std::string device_name = "cpu", precision = "fp32", json, plot, save, profile, dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 10;
   int64_t batch_size = 128, limit = 0;
   double lr = 1e-3;
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json, "Write {test_accuracy, epochs, seconds_per_epoch, samples_per_s, final_loss}");
   app.add_option("--plot", plot, "Write a PNG of the loss and accuracy per epoch");
   app.add_option("--save", save, "Write the trained weights as safetensors");
+  app.add_option("--profile", profile, "Profile training steps 4-8 into this Chrome trace (JSON) and print the op table");
   CLI11_PARSE(app, argc, argv);
   try {
     if (precision != "fp32") fail("--precision {}: mixed precision (autocast) is not implemented yet; use fp32", precision);
@@ -132,12 +135,19 @@ int main(int argc, char** argv) {
       int64_t seen = 0;
       Tensor pending;  // the previous batch's loss, read one batch late (no wait for the device)
       while (auto batch = loader.next()) {
+        const bool profiling = !profile.empty() && epoch == 1 && batch->index >= 3 && batch->index < 8;
+        if (profiling && batch->index == 3) profiler::start();
         opt.zero_grad();
         Tensor loss = nn::functional::cross_entropy(net->forward(batch->inputs), batch->targets);
         loss.backward();
         opt.step();
         if (pending.defined()) loss_sum += pending.to(Device::cpu()).cast(DType::Float64).item_double() * double(batch_size);
         pending = loss.detach();
+        if (profiling && batch->index == 7) {
+          profiler::Trace trace = profiler::stop();
+          trace.write_chrome_json(profile);
+          std::fprintf(stderr, "\nprofile of steps 4-8 (%s):\n%s\n", profile.c_str(), trace.summary_table().c_str());
+        }
         seen += batch->inputs.dim(0);
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         if (tty && batch->index % 10 == 0)

@@ -3,12 +3,17 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
 #include "autograd/tape.h"
 #include "autograd/trace.h"
+#include "core/backend.h"
+#include "graph/graph.h"
 #include "ops/kernel.h"
+#include "profiler/hooks.h"
 
 namespace ingot::ops {
 namespace {
@@ -20,6 +25,22 @@ void report_fallback(const std::string& op, const std::string& why) {
   std::lock_guard lock(mutex);
   if (reported.insert(op).second)
     fmt::print(stderr, "ingot: eager {} runs on the CPU ({}); its inputs and outputs are copied\n", op, why);
+}
+
+// The stand-in node a profile records eager calls of an op under (named "eager <op>"): made once
+// per op and kept, so the profiler's pointers to it never dangle.
+const Node& profiled_node(const OpDef& def) {
+  static std::mutex mutex;
+  static std::map<const OpDef*, std::unique_ptr<Node>> nodes;
+  std::lock_guard lock(mutex);
+  std::unique_ptr<Node>& n = nodes[&def];
+  if (!n) {
+    n = std::make_unique<Node>();
+    n->name = "eager " + def.name;
+    n->op_type = def.name;
+    n->domain = def.domain;
+  }
+  return *n;
 }
 
 }  // namespace
@@ -84,8 +105,13 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     for (const Value& v : in_values) in_ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
     std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
     NodeState state;
-    KernelContext ctx(*def, attrs, opset, std::move(in_ptrs), outputs, nullptr, &state, device);
+    profiler::detail::Range range;  // off: one relaxed load and branch
+    if (profiler::detail::op_hooks()) [[unlikely]]
+      range.begin_op(profiled_node(*def), device.type != DeviceType::CPU);
+    KernelContext ctx(*def, attrs, opset, in_ptrs, outputs, nullptr, &state, device);
     kernel->fn(ctx);
+    if (range.active()) [[unlikely]]
+      range.end_op(profiled_node(*def), backend_for(device).name(), in_ptrs, fallback);
     std::vector<Tensor> result;
     for (Value& v : outputs) result.push_back(fallback && v.tensor.defined() ? v.tensor.to(result_device) : std::move(v.tensor));
     if (auto* tracer = autograd::detail::Tracer::active()) tracer->record(*def, attrs, opset, inputs, result);
