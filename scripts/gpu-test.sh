@@ -7,7 +7,7 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd profile latency
+#                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train profile latency
 #                                     bench memcheck all, and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and ab (only when named: the previous build bundled with
@@ -55,14 +55,24 @@ bundle() {
       if ! [[ "$name" =~ $SYSTEM_LIBS ]]; then cp -L -n "$path" "$stage/lib/"; fi
     done
   done
-  cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
-  local cache
-  cache="$(bash "$ROOT/scripts/fetch-models.sh")"
-  for f in ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx \
-           face_detection_front_128x128_barracuda.onnx face_detection_back_256x256_barracuda.onnx silero_vad.onnx; do
-    cp "$(find "$cache" -name "$f" | head -1)" "$stage/data/models/"
-  done
-  /usr/bin/python3 "$ROOT/tests/models/make_inputs.py" "$stage/data/inputs" >/dev/null
+  # INGOT_BUNDLE_TRAINING=1: the training example and Fashion-MNIST (30 MB) for the `train` part;
+  # with INGOT_BUNDLE_NO_SUITES=1 the node suite and the real models stay out to make room.
+  if [ "${INGOT_BUNDLE_TRAINING:-0}" = 1 ]; then
+    cp "$BUILD/apps/ingot-fashion-mnist" "$stage/bin/"
+    strip "$stage/bin/ingot-fashion-mnist"
+    mkdir -p "$stage/data/fashion-mnist"
+    cp /usr/share/datasets/fashion-mnist/*.gz "$stage/data/fashion-mnist/"
+  fi
+  if [ "${INGOT_BUNDLE_NO_SUITES:-0}" != 1 ]; then
+    cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
+    local cache
+    cache="$(bash "$ROOT/scripts/fetch-models.sh")"
+    for f in ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx \
+             face_detection_front_128x128_barracuda.onnx face_detection_back_256x256_barracuda.onnx silero_vad.onnx; do
+      cp "$(find "$cache" -name "$f" | head -1)" "$stage/data/models/"
+    done
+    /usr/bin/python3 "$ROOT/tests/models/make_inputs.py" "$stage/data/inputs" >/dev/null
+  fi
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE"
   # -9e: the smallest xz makes (the device tool carries at most 64 MiB with the working tree).
@@ -213,6 +223,19 @@ run() {
     env ${real[@]+"${real[@]}"} WORK="$dir/torch-work" bash "$ROOT/bench/compare_torch.sh" "$ingot" "$out/torch" 2>&1 |
       tee "$out/torch.log" || true
     summary+=("torch: torch/compare.md (Ingot vs PyTorch eager/compile; cold start)")
+  fi
+  if want train && [ -x "$dir/bin/ingot-fashion-mnist" ]; then
+    # The Fashion-MNIST example on the GPU, then PyTorch's same network and step in the same call
+    # (bench/fashion_mnist_torch.py); TRAIN_EPOCHS epochs each (default 10).
+    local epochs="${TRAIN_EPOCHS:-10}"
+    "$dir/bin/ingot-fashion-mnist" --device cuda --epochs "$epochs" --data "$dir/data/fashion-mnist" \
+      --json "$out/train-ingot-cuda.json" --plot "$out/train-ingot-cuda.png" --profile "$out/train-ingot-cuda-trace.json" \
+      >"$out/train-ingot-cuda.log" 2>&1 || true
+    tail -n 40 "$out/train-ingot-cuda.log"
+    python3 "$ROOT/bench/fashion_mnist_torch.py" --device cuda --epochs "$epochs" --data "$dir/data/fashion-mnist" \
+      --json "$out/train-torch-cuda.json" >"$out/train-torch-cuda.log" 2>&1 || true
+    tail -n 4 "$out/train-torch-cuda.log"
+    summary+=("train: train-ingot-cuda.json, train-torch-cuda.json (Fashion-MNIST, $epochs epochs)")
   fi
   if want autograd && [ -x "$dir/bin/ingot-bench-autograd" ]; then
     # Eager op and backward host costs and an MLP training step, eager and compiled, against PyTorch.

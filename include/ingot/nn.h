@@ -101,6 +101,7 @@ class Sequential : public Layer {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Layer>> layers);
+  explicit Sequential(const std::vector<std::shared_ptr<Layer>>& layers);  // for std::make_shared
   Sequential& add(std::shared_ptr<Layer> layer);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return layers_.size(); }

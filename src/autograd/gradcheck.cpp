@@ -411,6 +411,9 @@ const std::map<std::string, CaseMaker>& cases() {
                                {{s.r({1, 8, 2}), Sampler::ints({2}), s.r({4}), Sampler::ints({4})}, {{"onesided", int64_t(0)}}},
                                {{s.r({1, 10, 1}), Sampler::ints({4}), Tensor(), Sampler::ints({5})}}};
     };
+    t["ai.ingot.Dropout"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({5, 7})}, {{"ratio", 0.3f}, {"seed", int64_t(9)}}, 2}};
+    };
     // Ingot's own LayerNormalization and HardSwish are ONNX's for older models.
     t["ai.ingot.LayerNormalization"] = t["LayerNormalization"];
     t["ai.ingot.HardSwish"] = t["HardSwish"];

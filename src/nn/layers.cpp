@@ -14,6 +14,7 @@ namespace ingot::nn {
 namespace {
 
 using Ints = std::vector<int64_t>;
+constexpr const char* kIngotDomainName = "ai.ingot";
 
 // A float32 tensor of `shape` ~ U(-bound, bound) from the seeded generator.
 Tensor uniform(Shape shape, double bound) {
@@ -261,9 +262,9 @@ namespace functional {
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
-  Tensor ratio = Tensor::scalar<float>(float(p)), on = Tensor::scalar<bool>(true);
-  const int64_t seed = int64_t(random_u64() >> 33);
-  return ops::call("Dropout", {x, ratio, on}, {{"seed", seed}}, 2).at(0);
+  if (!(p > 0 && p < 1)) fail("dropout: p must be in [0, 1), got {}", p);
+  const int64_t seed = int64_t(random_u64() >> 1);
+  return ops::call("Dropout", {x}, {{"ratio", float(p)}, {"seed", seed}}, 2, kIngotDomainName).at(0);
 }
 
 Tensor gelu(const Tensor& x) {  // x/2 (1 + erf(x / sqrt 2))

@@ -156,6 +156,10 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Layer>> layers) {
   for (const auto& l : layers) add(l);
 }
 
+Sequential::Sequential(const std::vector<std::shared_ptr<Layer>>& layers) {
+  for (const auto& l : layers) add(l);
+}
+
 Sequential& Sequential::add(std::shared_ptr<Layer> layer) {
   register_module(std::to_string(layers_.size()), layer);
   layers_.push_back(std::move(layer));

@@ -148,6 +148,13 @@ void dropout_vjp(G& b) {
   V keep = b.cast_like(b.y(1), b.dy());
   b.grad(0, b.mul(b.mul(b.dy(), keep), b.scalar(1.0 / (1.0 - ratio), b.dy())));
 }
+// Ingot's training dropout: y = x mask / (1 - ratio), its mask an output.
+void ingot_dropout_vjp(G& b) {
+  if (!b.wants(0)) return;
+  const double ratio = b.attr_float("ratio");
+  V keep = b.cast_like(b.y(1), b.dy());
+  b.grad(0, b.mul(b.mul(b.dy(), keep), b.scalar(1.0 / (1.0 - ratio), b.dy())));
+}
 void cum_sum_vjp(G& b) {
   if (!b.wants(0)) return;
   b.grad(0, b.call1("CumSum", {b.dy(), b.x(1)},
@@ -674,6 +681,24 @@ INGOT_OP(Dropout)
         "and scales the rest by 1/(1-ratio), drawing like numpy's seeded RandomState. Optional mask output.")
     .tag(OpTag::AutocastFollow)
     .vjp(dropout_vjp)
+    .batch(batching::first_input_only);
+
+// Training-mode dropout for nn::Dropout: element i is kept when the Philox uniform of (seed, i) is
+// >= ratio (ops/semantics/philox.h), the same mask on every backend for one seed, unlike ONNX's
+// Dropout, whose seeded stream is numpy's (the CPU kernel reproduces it for imported models).
+INGOT_OP(Dropout)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("data", "T")
+    .output("output", "T")
+    .output("mask", "B")
+    .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .type("B", {DType::Bool})
+    .attr("ratio", 0.5f)
+    .required_attr("seed", AttrKind::Int)
+    .summary("x * mask / (1 - ratio) with mask[i] = Philox(seed, i) >= ratio; outputs the bool mask too.")
+    .tag(OpTag::AutocastFollow)
+    .vjp(ingot_dropout_vjp)
     .batch(batching::first_input_only);
 
 // ---- Sorting and scans along an axis.

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/tensor_copy.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/philox.h"
 
 namespace ingot::cpu {
 namespace {
@@ -251,6 +253,30 @@ void dropout(KernelContext& ctx) {
   }
 }
 INGOT_CPU_KERNEL(Dropout, dropout).versions(1);
+
+// ai.ingot.Dropout: the Philox mask (ops/semantics/philox.h), the CUDA kernel's bit for bit.
+void ingot_dropout(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float ratio = ctx.attr_float("ratio");
+  INGOT_CHECK(ratio >= 0.0f && ratio < 1.0f, "attribute ratio: must be in [0, 1), got {}", ratio);
+  const uint64_t seed = uint64_t(ctx.attr_int("seed"));
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  bool* mask = ctx.allocate(1, DType::Bool, x.shape()).data<bool>();
+  const float scale = 1.0f / (1.0f - ratio);
+  dispatch_float(x.dtype(), [&]<class T>() {
+    using A = nn::acc_t<T>;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const bool keep = nn::dropout_keeps(seed, uint64_t(i), ratio);
+        mask[i] = keep;
+        out[i] = keep ? T(A(in[i]) * A(scale)) : T(0.0f);
+      }
+    });
+  });
+}
+INGOT_CPU_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace
 }  // namespace ingot::cpu

@@ -1,0 +1,111 @@
+// Training on CUDA: the fused optimizer steps and Philox dropout against their CPU kernels, and a
+// small network's training step (nn modules, losses, AdamW) on the GPU against the same on the CPU.
+#include <ingot/autograd.h>
+#include <ingot/nn.h>
+#include <ingot/ops.h>
+#include <ingot/optim.h>
+
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+void expect_near(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<double> g = got.to(Device::cpu()).cast(DType::Float64).to_vector<double>();
+  std::vector<double> w = want.to(Device::cpu()).cast(DType::Float64).to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / (1 + std::abs(w[i])));
+  EXPECT_LE(worst, tol) << what;
+}
+
+// Three parameters of different sizes (one larger than a launch's blocks cover) through 4 steps of
+// every optimizer, on the GPU and on the CPU, from the same gradients.
+TEST(CudaTraining, OptimizerStepsMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  for (const std::string name : {"sgd", "sgd_nesterov", "adam", "adamw_amsgrad"}) {
+    SCOPED_TRACE(name);
+    std::vector<Tensor> cpu_params, gpu_params;
+    for (int k = 0; k < 3; ++k) {
+      Tensor p = random_tensor(DType::Float32, {k == 2 ? 300000 : 17 + k, 3}, 10 + uint32_t(k));
+      Tensor c = p.clone(), g = p.to(gpu);
+      c.set_requires_grad(true);
+      g.set_requires_grad(true);
+      cpu_params.push_back(c);
+      gpu_params.push_back(g);
+    }
+    auto make = [&](std::vector<Tensor> params) -> std::unique_ptr<optim::Optimizer> {
+      if (name == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+      if (name == "sgd_nesterov") return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+      if (name == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.01});
+      optim::AdamWOptions o;
+      o.amsgrad = true;
+      return std::make_unique<optim::AdamW>(params, o);
+    };
+    auto cpu_opt = make(cpu_params), gpu_opt = make(gpu_params);
+    for (int step = 0; step < 4; ++step) {
+      for (size_t k = 0; k < 3; ++k) {
+        Tensor grad = random_tensor(DType::Float32, cpu_params[k].shape(), 100 + uint32_t(step * 3 + k));
+        cpu_params[k].set_grad(grad);
+        gpu_params[k].set_grad(grad.to(gpu));
+      }
+      cpu_opt->step();
+      gpu_opt->step();
+    }
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(gpu_params[k].device(), gpu);
+      expect_near(gpu_params[k], cpu_params[k], 2e-6, "parameter " + std::to_string(k));
+    }
+  }
+}
+
+TEST(CudaTraining, DropoutMaskIsTheCpusBitForBit) {
+  INGOT_REQUIRE_GPU();
+  Tensor x = random_tensor(DType::Float32, {257, 129}, 3);
+  const Attributes attrs{{"ratio", 0.3f}, {"seed", int64_t(123456789)}};
+  std::vector<Tensor> cpu = ops::call("Dropout", {x}, attrs, 2, "ai.ingot");
+  std::vector<Tensor> gpu = ops::call("Dropout", {x.to(Device::parse("cuda"))}, attrs, 2, "ai.ingot");
+  EXPECT_EQ(gpu[1].to_vector<bool>(), cpu[1].to_vector<bool>());
+  expect_near(gpu[0], cpu[0], 1e-7, "output");
+  const std::vector<bool> m = cpu[1].to_vector<bool>();
+  const double kept = double(std::count(m.begin(), m.end(), true)) / double(m.size());
+  EXPECT_NEAR(kept, 0.7, 0.01);
+}
+
+// conv + batch norm + relu + pool + linear + dropout + cross-entropy, one AdamW step: the loss and
+// the updated parameters on the GPU equal the CPU's (float32 both, same initial weights and mask).
+TEST(CudaTraining, ANetworksTrainingStepMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  auto build = [] {
+    manual_seed(42);
+    auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+        std::make_shared<nn::Conv2d>(1, 8, 3, nn::ConvOptions{.padding = 1}), std::make_shared<nn::BatchNorm2d>(8),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Linear>(8 * 7 * 7, 10), std::make_shared<nn::Dropout>(0.2)});
+    return net;
+  };
+  Tensor x = random_tensor(DType::Float32, {16, 1, 14, 14}, 5);
+  Tensor y = Tensor::empty(DType::Int64, {16});
+  for (int64_t i = 0; i < 16; ++i) y.data<int64_t>()[i] = i % 10;
+  auto step = [&](Device device) {
+    auto net = build();
+    net->to(device);
+    optim::AdamW opt(net->parameters());
+    manual_seed(7);  // the same dropout seed on both
+    Tensor loss = nn::functional::cross_entropy(net->forward(x.to(device)), y.to(device), {.label_smoothing = 0.1});
+    loss.backward();
+    opt.step();
+    return std::make_pair(loss, net->state_dict());
+  };
+  auto [cpu_loss, cpu_state] = step(Device::cpu());
+  auto [gpu_loss, gpu_state] = step(Device::parse("cuda"));
+  expect_near(gpu_loss, cpu_loss, 1e-5, "loss");
+  for (const auto& [name, t] : cpu_state) {
+    EXPECT_EQ(gpu_state.at(name).device().type, name.find("num_batches") == std::string::npos ? DeviceType::CUDA : gpu_state.at(name).device().type);
+    expect_near(gpu_state.at(name), t, 1e-4, name);
+  }
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
