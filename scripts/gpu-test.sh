@@ -49,20 +49,20 @@ bundle() {
     done
     strip "$stage"/prev/*
   fi
+  # INGOT_BUNDLE_TRAINING=1: the training example (it links libingot.so) and Fashion-MNIST (30 MB)
+  # for the `train` part; with INGOT_BUNDLE_NO_SUITES=1 the node suite and the real models stay
+  # out to make room.
+  if [ "${INGOT_BUNDLE_TRAINING:-0}" = 1 ]; then
+    cp "$BUILD/apps/ingot-fashion-mnist" "$stage/bin/"
+    mkdir -p "$stage/data/fashion-mnist"
+    cp /usr/share/datasets/fashion-mnist/*.gz "$stage/data/fashion-mnist/"
+  fi
   strip "$stage"/bin/*
   for b in "$stage"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
       if ! [[ "$name" =~ $SYSTEM_LIBS ]]; then cp -L -n "$path" "$stage/lib/"; fi
     done
   done
-  # INGOT_BUNDLE_TRAINING=1: the training example and Fashion-MNIST (30 MB) for the `train` part;
-  # with INGOT_BUNDLE_NO_SUITES=1 the node suite and the real models stay out to make room.
-  if [ "${INGOT_BUNDLE_TRAINING:-0}" = 1 ]; then
-    cp "$BUILD/apps/ingot-fashion-mnist" "$stage/bin/"
-    strip "$stage/bin/ingot-fashion-mnist"
-    mkdir -p "$stage/data/fashion-mnist"
-    cp /usr/share/datasets/fashion-mnist/*.gz "$stage/data/fashion-mnist/"
-  fi
   if [ "${INGOT_BUNDLE_NO_SUITES:-0}" != 1 ]; then
     cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
     local cache

@@ -297,7 +297,8 @@ __global__ void roi_align_kernel(const T* __restrict__ x, const R* __restrict__ 
     const float count = float(grid_h * grid_w > 1 ? grid_h * grid_w : 1);
     const T* plane = x + (batch_indices[r] * a.channels + c) * a.height * a.width;
     const int64_t height = a.height, width = a.width;
-    float acc = 0.0f;
+    using V = acc_of<compute_t<T>>;  // values accumulate in float64 for float64 inputs, as on the CPU
+    V acc = 0;
     int64_t k = 0;
     for (int64_t iy = 0; iy < grid_h; ++iy) {
       const float yy = start_h + float(ph) * bin_h + (float(iy) + 0.5f) * bin_h / float(grid_h);
@@ -330,19 +331,19 @@ __global__ void roi_align_kernel(const T* __restrict__ x, const R* __restrict__ 
           w[2] = ly * hx;
           w[3] = ly * lx;
         }
-        const float v0 = w[0] * float(load(plane[pos[0]])), v1 = w[1] * float(load(plane[pos[1]]));
-        const float v2 = w[2] * float(load(plane[pos[2]])), v3 = w[3] * float(load(plane[pos[3]]));
+        const V v0 = V(w[0]) * V(load(plane[pos[0]])), v1 = V(w[1]) * V(load(plane[pos[1]]));
+        const V v2 = V(w[2]) * V(load(plane[pos[2]])), v3 = V(w[3]) * V(load(plane[pos[3]]));
         if (a.is_max) {
           // std::max(a, b) keeps a unless a < b; spelled out so NaNs propagate as on the CPU.
-          const float m01 = v0 < v1 ? v1 : v0, m23 = v2 < v3 ? v3 : v2;
-          const float v = m01 < m23 ? m23 : m01;
+          const V m01 = v0 < v1 ? v1 : v0, m23 = v2 < v3 ? v3 : v2;
+          const V v = m01 < m23 ? m23 : m01;
           acc = k == 0 ? v : (acc < v ? v : acc);
         } else {
           acc += v0 + v1 + v2 + v3;
         }
       }
     }
-    y[e] = store<T>(a.is_max ? acc : acc / count);
+    y[e] = store<T>(a.is_max ? acc : acc / V(count));
   }
 }
 
