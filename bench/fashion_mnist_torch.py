@@ -70,7 +70,7 @@ def main():
             loss = nn.functional.cross_entropy(net(xb), yb)
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += loss.item() * len(idx)  # a wait per step, as a typical script
         sync()
         elapsed = time.perf_counter() - start
         seconds += elapsed

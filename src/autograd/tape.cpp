@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ops/autocast.h"
 #include "ops/gradient.h"
 
 namespace ingot {
@@ -199,6 +200,7 @@ std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots,
     deliver(roots[i], g);
   }
 
+  ops::detail::AutocastSuspend no_autocast;  // backward runs in the forward's dtypes, as PyTorch's
   EagerEmitter emitter;
   std::vector<GradNode*> ran;
   for (Pending* p : order) {

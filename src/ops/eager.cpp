@@ -9,6 +9,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "ops/autocast.h"
 #include "autograd/trace.h"
 #include "core/backend.h"
 #include "graph/graph.h"
@@ -53,6 +54,9 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     Device device = Device::cpu();
     for (const Tensor& t : inputs) {
       if (t.defined() && t.device().type != DeviceType::CPU) device = t.device();
+    }
+    if (const DType low = detail::active_autocast(device); low != DType::Undefined) [[unlikely]] {
+      if (auto cast = detail::autocast_inputs(*def, inputs, low)) return call(op, *cast, attrs, num_outputs, domain, requested_opset);
     }
     // Eager calls use the newest opset the definition covers, so that inputs-over-attributes forms apply,
     // unless the caller runs a model's node (constant folding) and names the model's opset.

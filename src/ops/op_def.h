@@ -34,7 +34,7 @@ enum class OpTag : uint32_t {
   // comparisons, data movement and pooling, whose CPU and CUDA kernels take float16 and bfloat16.
   // Ops with neither autocast tag are kept in float32 (PyTorch's fp32 list, and anything unlisted).
   AutocastFollow = 1u << 2,
-  // Computes in float32 inside whatever its input dtype (nn::acc_t) and has a bounded output, so it may
+  // Computes in float32 inside whatever its input dtype (sem::acc_t) and has a bounded output, so it may
   // follow a 16-bit input although autocast lists it as float32 (Softmax, LayerNormalization, Erf).
   Float32Inside = 1u << 3,
 };
@@ -116,6 +116,10 @@ struct OpDef {
   std::string no_gradient;
   // The batching rule (vmap); null: ops tagged Elementwise share one, the rest run per element.
   BatchRule batch = nullptr;
+  // Float inputs from this index on are parameters, not data, and keep float32 when the op runs in
+  // half precision (autocast, and half-precision models): Resize's roi and scales, Dropout's ratio.
+  // -1: none.
+  int float32_params_from = -1;
 
   const AttrDef* find_attr(std::string_view attr) const;
   // The attribute as set in `attrs`, else the catalogue default; a required attribute that is
@@ -252,6 +256,10 @@ class OpBuilder {
   }
   OpBuilder& no_gradient(std::string why) {
     def_.no_gradient = std::move(why);
+    return *this;
+  }
+  OpBuilder& float32_params_from(int input) {
+    def_.float32_params_from = input;
     return *this;
   }
   OpBuilder& batch(BatchRule rule) {

@@ -133,7 +133,7 @@ class Rewriter {
     t.name = fresh(value + "_nhwc");
     t.inputs = {value};
     t.outputs = {t.name};
-    t.attrs["perm"] = Attribute(nn::to_channels_last_perm(4));
+    t.attrs["perm"] = Attribute(sem::to_channels_last_perm(4));
     if (auto type = permuted_type(g_, value)) g_.value_info[t.name] = {t.name, *type};
     last_[value] = t.name;
     out.push_back(std::move(t));
@@ -147,7 +147,7 @@ class Rewriter {
     if (auto it = permuted_constants_.find(name); it != permuted_constants_.end()) return it->second;
     Shape four(4 - c.rank(), 1);
     four.insert(four.end(), c.shape().begin(), c.shape().end());
-    Tensor permuted = ops::transpose(c.reshape(four), nn::to_channels_last_perm(4));
+    Tensor permuted = ops::transpose(c.reshape(four), sem::to_channels_last_perm(4));
     std::string fresh_name = fresh(name + "_nhwc");
     g_.initializers[fresh_name] = permuted;
     return permuted_constants_[name] = fresh_name;
@@ -165,7 +165,7 @@ class Rewriter {
     view.name = fresh(original + "_nchw");
     view.inputs = {last};
     view.outputs = {original};
-    view.attrs["perm"] = Attribute(nn::to_channels_first_perm(4));
+    view.attrs["perm"] = Attribute(sem::to_channels_first_perm(4));
     out.push_back(std::move(n));
     out.push_back(std::move(view));
     last_[original] = last;
@@ -184,7 +184,7 @@ class Rewriter {
     c.inputs[0] = to_last(n.inputs[0], out);
     const Tensor& w = *constant_initializer(g_, n.inputs[1]);
     std::string w_name = fresh(n.inputs[1] + "_ohwi");
-    g_.initializers[w_name] = ops::transpose(w, nn::to_channels_last_perm(4));
+    g_.initializers[w_name] = ops::transpose(w, sem::to_channels_last_perm(4));
     c.inputs[1] = w_name;
     if (c.inputs.size() > 3 && !c.inputs[3].empty()) c.inputs[3] = to_last(n.inputs[3], out);
     emit_with_view(std::move(c), out);

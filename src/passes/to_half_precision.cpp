@@ -77,9 +77,8 @@ bool follows(const Node& n) {
 
 // Float inputs that keep float32 whatever the node's precision (they are parameters, not data).
 bool fp32_input(const Node& n, size_t i) {
-  if (n.op_type == "Resize" || n.op_type == "Upsample") return i >= 1;  // roi, scales (opset 10: scales)
-  if (n.op_type == "Dropout") return i == 1;                            // ratio
-  return false;
+  const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+  return def && def->float32_params_from >= 0 && int(i) >= def->float32_params_from;
 }
 
 bool has_subgraph(const Node& n) {

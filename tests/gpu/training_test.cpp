@@ -60,6 +60,22 @@ TEST(CudaTraining, OptimizerStepsMatchTheCpu) {
   }
 }
 
+TEST(CudaTraining, UnscaleGradsMatchesTheCpuAndFindsInfs) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  for (bool with_inf : {false, true}) {
+    Tensor a = random_tensor(DType::Float32, {1000, 7}, 1), b = random_tensor(DType::Float32, {33}, 2);
+    if (with_inf) b.data<float>()[5] = INFINITY;
+    Tensor ga = a.to(gpu), gb = b.to(gpu);
+    Tensor inv = Tensor::scalar<double>(0.125);
+    Tensor cpu_found = ops::call("UnscaleGrads", {inv, a, b}, {}, 3, "ai.ingot").at(0);
+    Tensor gpu_found = ops::call("UnscaleGrads", {inv, ga, gb}, {}, 3, "ai.ingot").at(0);
+    EXPECT_EQ(gpu_found.to_vector<float>(), cpu_found.to_vector<float>());
+    EXPECT_EQ(cpu_found.to_vector<float>()[0], with_inf ? 1.0f : 0.0f);
+    expect_near(ga, a, 0, "a (in place)");
+  }
+}
+
 TEST(CudaTraining, DropoutMaskIsTheCpusBitForBit) {
   INGOT_REQUIRE_GPU();
   Tensor x = random_tensor(DType::Float32, {257, 129}, 3);

@@ -31,7 +31,7 @@ g++ "$src/examples/consumer/main.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/consu
 # Only the public API is exported from libingot.so: internal namespaces stay hidden.
 lib="$(find "$tmp/prefix" -name 'libingot.so' | head -n1)"
 exported="$(nm -DC --defined-only "$lib" | grep -c ' ingot::' || true)"
-internal="$(nm -DC --defined-only "$lib" | awk '$3 ~ /^ingot::(cpu|cuda|passes|nn|fused|flags|cli|tuning)::/' | head -n5)"
+internal="$(nm -DC --defined-only "$lib" | awk '$3 ~ /^ingot::(cpu|cuda|passes|sem|fused|flags|cli|tuning)::/' | head -n5)"
 echo "libingot.so exports $exported ingot:: symbols"
 [[ -z "$internal" ]] || { echo "FAIL: internal symbols exported:"; echo "$internal"; exit 1; }
 echo "PASS"

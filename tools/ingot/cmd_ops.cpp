@@ -1,5 +1,7 @@
 // `ingot ops`: the op catalogue with the kernels each backend registers. `--markdown` prints
 // docs/OPERATORS.md (a test fails when the committed file is stale).
+#include <ingot/amp.h>
+
 #include <algorithm>
 #include <iostream>
 #include <set>
@@ -54,13 +56,16 @@ Runner add_ops_command(CLI::App& app) {
         << "the dtypes it takes for each type variable of the op's signature). Gradient: whether the op has a\n"
         << "gradient rule (checked by `ingot gradcheck`), or none by design (`none`: its results do not vary with\n"
         << "its float inputs; `ingot gradcheck --list` says why). vmap: the op's batching rule (`rule`), the one shared by\n"
-        << "elementwise ops (`elementwise`), or none (the op runs once per batch element under vmap).\n\n"
-        << "| op | domain | opsets | CPU | CUDA | gradient | vmap |\n|---|---|---|---|---|---|---|\n";
+        << "elementwise ops (`elementwise`), or none (the op runs once per batch element under vmap). autocast:\n"
+        << "what an autocast region does to the op's float inputs (include/ingot/amp.h; `low`: cast to float16 or\n"
+        << "bfloat16, `follow`: the widest float dtype among them, `float32`: 16-bit inputs cast up).\n\n"
+        << "| op | domain | opsets | CPU | CUDA | gradient | vmap | autocast |\n|---|---|---|---|---|---|---|---|\n";
     for (const OpDef* d : defs) {
       std::cout << "| " << d->name << " | " << (d->domain.empty() ? "ai.onnx" : d->domain) << " | "
                 << versions(d->since_version, d->until_version) << " | " << kernel_summary(*d, DeviceType::CPU) << " | "
                 << kernel_summary(*d, DeviceType::CUDA) << " | " << (d->vjp ? "yes" : d->no_gradient.empty() ? "" : "none") << " | "
-                << (d->batch ? "rule" : batch_rule_of(*d) ? "elementwise" : "") << " |\n";
+                << (d->batch ? "rule" : batch_rule_of(*d) ? "elementwise" : "") << " | "
+                << amp::autocast_policy(d->name, d->domain) << " |\n";
     }
     size_t differentiable = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return d->vjp != nullptr; });
     size_t batched = std::count_if(defs.begin(), defs.end(), [](const OpDef* d) { return batch_rule_of(*d) != nullptr; });

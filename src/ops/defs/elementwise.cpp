@@ -312,7 +312,7 @@ INGOT_UNARY_OP_V1(Abs, "|X|.").tag(OpTag::AutocastFollow)
     .vjp(abs_vjp);
 INGOT_UNARY_OP_V1(Neg, "-X.").tag(OpTag::AutocastFollow)
     .vjp(neg_vjp);
-INGOT_UNARY_OP_V1(Reciprocal, "1 / X.").tag(OpTag::AutocastFollow)
+INGOT_UNARY_OP_V1(Reciprocal, "1 / X.")  // float32 under autocast (PyTorch's fp32 list)
     .vjp(reciprocal_vjp);
 INGOT_UNARY_OP_V1(Sqrt, "Square root.").tag(OpTag::AutocastFollow)
     .vjp(sqrt_vjp);
@@ -365,7 +365,7 @@ INGOT_UNARY_OP(Atanh, 9, "Inverse hyperbolic tangent.")
 INGOT_UNARY_OP(IsNaN, 9, "True where X is NaN.").tag(OpTag::AutocastFollow);
 INGOT_UNARY_OP(HardSwish, 14, "X * max(0, min(1, X / 6 + 1/2)).").tag(OpTag::AutocastFollow)
     .vjp(hard_swish_vjp);
-INGOT_UNARY_OP(Softplus, 1, "log(1 + e^X).").tag(OpTag::AutocastFollow)
+INGOT_UNARY_OP(Softplus, 1, "log(1 + e^X).")  // float32 under autocast (PyTorch's fp32 list)
     .vjp(softplus_vjp);
 INGOT_UNARY_OP(Softsign, 1, "X / (1 + |X|).").tag(OpTag::AutocastFollow)
     .vjp(softsign_vjp);

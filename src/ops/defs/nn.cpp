@@ -839,6 +839,7 @@ INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.").batch(softmax_batch)
 #undef INGOT_SOFTMAX_OP
 
 INGOT_OP(Resize)
+    .float32_params_from(1)  // roi, scales
     .versions(10)
     .inputs(1, 4)
     .attr("antialias", 0)
@@ -855,6 +856,7 @@ INGOT_OP(Resize)
     .vjp(resize_vjp);
 
 INGOT_OP(Upsample)
+    .float32_params_from(1)  // scales
     .versions(7, 9)
     .inputs(1, 2)
     .attr("mode", "nearest")

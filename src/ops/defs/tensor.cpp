@@ -670,6 +670,7 @@ INGOT_OP(EyeLike)
     .attr("k", 0)
     .summary("2-D tensor of the input's shape with ones on diagonal k (dtype attribute or the input's).");
 INGOT_OP(Dropout)
+    .float32_params_from(1)  // ratio
     .versions(1)
     .inputs(1, 3)
     .outputs(1, 2)
@@ -683,7 +684,7 @@ INGOT_OP(Dropout)
     .vjp(dropout_vjp)
     .batch(batching::first_input_only);
 
-// Training-mode dropout for nn::Dropout: element i is kept when the Philox uniform of (seed, i) is
+// Training-mode dropout for nn::Dropout (include/ingot/nn.h): element i is kept when the Philox uniform of (seed, i) is
 // >= ratio (ops/semantics/philox.h), the same mask on every backend for one seed, unlike ONNX's
 // Dropout, whose seeded stream is numpy's (the CPU kernel reproduces it for imported models).
 INGOT_OP(Dropout)

@@ -102,3 +102,24 @@ INGOT_OPTIMIZER_OP(AdamStep)
 #undef INGOT_OPTIMIZER_OP
 
 }  // namespace ingot
+
+namespace ingot {
+
+// GradScaler's unscale (include/ingot/amp.h): every gradient multiplied by inv_scale (a host
+// scalar) in place, and found_inf [1] set to 1 where any element of any of them is inf or NaN
+// (0 otherwise), in one pass; outputs (found_inf, grads'...). PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_.
+INGOT_OP(UnscaleGrads)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("inv_scale", "S")
+    .variadic_input("grads", "T")
+    .output("found_inf", "F")
+    .variadic_output("unscaled", "T")
+    .type("S", {DType::Float32, DType::Float64})
+    .type("F", {DType::Float32})
+    .type("T", kOptimizerFloats)
+    .no_gradient("the gradient scaler's bookkeeping")
+    .summary("grads *= inv_scale in place; found_inf = any non-finite element (float32 [1]).");
+
+}  // namespace ingot

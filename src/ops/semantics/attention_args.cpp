@@ -6,7 +6,7 @@
 
 #include "core/broadcast.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 namespace {
 
@@ -168,4 +168,4 @@ std::optional<AttentionLead2> attention_lead2(const AttentionArgs& a) {
   return r;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -9,7 +9,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 struct AttentionArgs {
   Shape lead;       // the broadcast leading dims; `batch` is their product
@@ -52,4 +52,4 @@ struct AttentionLead2 {
 };
 std::optional<AttentionLead2> attention_lead2(const AttentionArgs& a);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -7,7 +7,7 @@
 
 #include "ops/semantics/fused_conv_args.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 namespace {
 
 void check_inputs(const KernelContext& ctx, const char* op) {
@@ -194,4 +194,4 @@ Ints to_channels_first_perm(size_t rank) {
   return p;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

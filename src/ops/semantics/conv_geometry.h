@@ -11,7 +11,7 @@
 #include "ops/kernel.h"
 #include "ops/semantics/window.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 // Geometry of one (transposed) convolution after validation.
 struct ConvGeometry {
@@ -35,4 +35,4 @@ ConvGeometry conv_transpose_geometry(const KernelContext& ctx);
 // [N, C_out, spatial out...] ([N, spatial out..., C_out] when channels_last)
 Shape conv_output_shape(const ConvGeometry& g);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

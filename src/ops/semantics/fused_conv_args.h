@@ -6,7 +6,7 @@
 #include "ops/kernel.h"
 #include "ops/semantics/conv_geometry.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 enum class FusedActivation { None, Relu, HardSwish };
 
@@ -44,4 +44,4 @@ inline FusedConvArgs fused_conv_args(const KernelContext& ctx, const ConvGeometr
 // layout, and the GPU's for geometries its channels-last path does not take.
 void fused_conv_by_transposes(const KernelContext& ctx, Tensor& y);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 std::vector<int64_t> read_ints(const Tensor& t, std::string_view what) {
   if (!is_integral(t.dtype())) fail("{}: expected an integer tensor, got {}", what, t.describe());
@@ -197,4 +197,4 @@ std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x) {
   return views;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

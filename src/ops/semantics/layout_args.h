@@ -8,7 +8,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 // An integer tensor of any integer dtype as int64 values (exact, unlike item_int's double); `what`
 // names it in errors ("input 1 (starts)").
@@ -51,4 +51,4 @@ PadPlan pad_plan(const KernelContext& ctx, const Tensor& x);
 // < 13) or input 1, 'num_outputs' (opset 18), or equal parts.
 std::vector<SliceView> split_views(const KernelContext& ctx, const Tensor& x);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

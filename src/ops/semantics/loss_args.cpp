@@ -1,6 +1,6 @@
 #include "ops/semantics/loss_args.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 LossArgs loss_args(const KernelContext& ctx, const char* scores_name) {
   const Tensor& x = ctx.input(0);
@@ -32,4 +32,4 @@ LossArgs loss_args(const KernelContext& ctx, const char* scores_name) {
   return l;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

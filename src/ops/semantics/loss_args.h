@@ -10,7 +10,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 struct LossArgs {
   int64_t n = 0, c = 0, d = 1;
@@ -21,4 +21,4 @@ struct LossArgs {
 // `scores_name`: how input 0 is called in messages ("input" for NLL, "scores" for cross-entropy).
 LossArgs loss_args(const KernelContext& ctx, const char* scores_name);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -8,7 +8,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 inline void check_channel_param(const Tensor& t, size_t index, const char* name, int64_t channels) {
   if (t.numel() != channels || t.rank() != 1) {
@@ -103,4 +103,4 @@ inline LrnArgs lrn_args(const KernelContext& ctx) {
   return a;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -2,7 +2,7 @@
 
 #include <ingot/error.h>
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 OptimizerArgs optimizer_args(const KernelContext& ctx, size_t hyperparameters, size_t group, size_t optional) {
   OptimizerArgs a;
@@ -39,4 +39,13 @@ OptimizerArgs optimizer_args(const KernelContext& ctx, size_t hyperparameters, s
   return a;
 }
 
-}  // namespace ingot::nn
+double unscale_args(const KernelContext& ctx) {
+  const Tensor& inv = ctx.input(0);
+  INGOT_CHECK(inv.numel() == 1 && is_floating(inv.dtype()), "input 0 (inv_scale): expected a one-element float tensor, got {}",
+              inv.describe());
+  INGOT_CHECK(ctx.num_outputs() == ctx.num_inputs(), "outputs: expected found_inf and one per gradient ({}), got {}",
+              ctx.num_inputs(), ctx.num_outputs());
+  return inv.item_double();
+}
+
+}  // namespace ingot::sem

@@ -6,7 +6,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 struct OptimizerArgs {
   std::vector<double> hyper;  // input 0: the op's hyperparameters, in its order
@@ -25,4 +25,8 @@ struct OptimizerArgs {
 // `optional` (a position in the group) may be empty, and its output is then empty too.
 OptimizerArgs optimizer_args(const KernelContext& ctx, size_t hyperparameters, size_t group, size_t optional = 0);
 
-}  // namespace ingot::nn
+// UnscaleGrads' inv_scale (input 0, read on the host), after checking that the node has found_inf
+// and one output per gradient.
+double unscale_args(const KernelContext& ctx);
+
+}  // namespace ingot::sem

@@ -12,7 +12,7 @@
 #define INGOT_HD inline
 #endif
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 struct Philox4 {
   uint32_t v[4];
@@ -49,4 +49,4 @@ INGOT_HD bool dropout_keeps(uint64_t seed, uint64_t i, float ratio) {
   return uniform01(r.v[i & 3]) >= ratio;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x) {
   std::vector<int64_t> axes;
@@ -85,4 +85,4 @@ AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x) {
   return v;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

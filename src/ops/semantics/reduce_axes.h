@@ -9,7 +9,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 // Axis bookkeeping shared by ReduceX: which axes are reduced and the output shape.
 struct ReduceAxes {
@@ -33,4 +33,4 @@ struct AxisView {
 };
 AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

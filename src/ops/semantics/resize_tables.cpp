@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace ingot::nn {
+namespace ingot::sem {
 namespace {
 
 using Mode = ResizeMode;
@@ -214,4 +214,4 @@ ResizeParams upsample_params(const KernelContext& ctx) {
   return p;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -10,7 +10,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 enum class ResizeMode { Nearest, Linear, Cubic };
 
@@ -46,4 +46,4 @@ ResizeParams resize_params(const KernelContext& ctx);
 // Upsample's parameters (scales from the attribute before opset 9, else from input 1), validated.
 ResizeParams upsample_params(const KernelContext& ctx);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ingot::nn {
+namespace ingot::sem {
 namespace {
 
 struct ActSpec {
@@ -130,4 +130,4 @@ RnnArgs rnn_args(const KernelContext& ctx, RnnCell cell) {
   return a;
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

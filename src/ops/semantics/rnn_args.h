@@ -9,7 +9,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 enum class RnnCell : uint8_t { LSTM, GRU, RNN };
 
@@ -62,4 +62,4 @@ struct RnnArgs {
 // Validates inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P) and the attributes.
 RnnArgs rnn_args(const KernelContext& ctx, RnnCell cell);
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

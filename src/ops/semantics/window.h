@@ -9,7 +9,7 @@
 
 #include "ops/kernel.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 // The optional ints attribute `name` with `n` entries, or `n` copies of `fill` when absent.
 inline Ints ints_attr_or(const KernelContext& ctx, std::string_view name, size_t n, int64_t fill) {
@@ -112,4 +112,4 @@ inline Window pool_window(const KernelContext& ctx, const Tensor& x) {
   return resolve_window(ctx, spatial_dims(x.shape()), kernel, ceil_mode);
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

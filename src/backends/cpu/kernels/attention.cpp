@@ -40,7 +40,7 @@ T* scratch(size_t n, std::vector<T>& temporary) {
 }
 
 template <class T>
-void attention(const nn::AttentionArgs& a, const T* q, const T* k, const T* v, const T* mask, T* y) {
+void attention(const sem::AttentionArgs& a, const T* q, const T* k, const T* v, const T* mask, T* y) {
   const int64_t tq = a.tq, tk = a.tk, d = a.d;
   const int64_t matrix = std::max<int64_t>(1, tq * tk);
   const int64_t chunk = std::clamp<int64_t>(kChunkScores / matrix, 1, std::max<int64_t>(1, a.batch));
@@ -82,7 +82,7 @@ void attention(const nn::AttentionArgs& a, const T* q, const T* k, const T* v, c
 }
 
 void attention_kernel(KernelContext& ctx) {
-  const nn::AttentionArgs a = nn::attention_args(ctx);
+  const sem::AttentionArgs a = sem::attention_args(ctx);
   Tensor& y = ctx.allocate(0, ctx.input(0).dtype(), a.out_shape);
   if (y.numel() == 0) return;
   const DType dt = y.dtype();

@@ -29,18 +29,18 @@ namespace ingot {
 namespace {
 
 using dnnl::memory;
-using nn::ConvGeometry;
-using nn::Window;
-using nn::conv_geometry;
-using nn::conv_transpose_geometry;
+using sem::ConvGeometry;
+using sem::Window;
+using sem::conv_geometry;
+using sem::conv_transpose_geometry;
 
-Shape output_shape(const ConvGeometry& g) { return nn::conv_output_shape(g); }
+Shape output_shape(const ConvGeometry& g) { return sem::conv_output_shape(g); }
 
 // ---- reference loops (float64, and fallbacks) ----
 
 template <class T>
 void conv_reference(const ConvGeometry& g, const T* x, const T* w, const T* b, T* y) {
-  const Window win = nn::to_3d(g.win);
+  const Window win = sem::to_3d(g.win);
   const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
   const int64_t in_plane = win.in[0] * win.in[1] * win.in[2];
   const int64_t out_plane = win.out[0] * win.out[1] * win.out[2];
@@ -79,7 +79,7 @@ void conv_reference(const ConvGeometry& g, const T* x, const T* w, const T* b, T
 
 template <class T>
 void conv_transpose_reference(const ConvGeometry& g, const T* x, const T* w, const T* b, T* y) {
-  const Window win = nn::to_3d(g.win);
+  const Window win = sem::to_3d(g.win);
   const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
   const int64_t in_plane = win.in[0] * win.in[1] * win.in[2];
   const int64_t out_plane = win.out[0] * win.out[1] * win.out[2];
@@ -317,7 +317,7 @@ void depthwise_conv2d(const ConvGeometry& g, const float* x, const float* w, con
 
 // ---- oneDNN path (float32) ----
 
-using nn::FusedActivation;
+using sem::FusedActivation;
 
 // What a FusedConv applies after the convolution: y = act(conv + residual?).
 struct Epilogue {
@@ -362,7 +362,7 @@ Tensor as_float32(const Tensor& t) { return t.dtype() == DType::Float32 ? t : t.
 // The user's weight layout as oneDNN dims/strides: ONNX Conv W is [M, C/g, k...] (plain goihw);
 // ConvTranspose W is [C, M/g, k...], i.e. i and o swapped relative to oneDNN's [g, o, i, k...].
 memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
-  const int64_t ksize = shape_numel(nn::spatial_dims(w.shape()));
+  const int64_t ksize = shape_numel(sem::spatial_dims(w.shape()));
   const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
   memory::dims dims, strides;
   if (g.group > 1) {
@@ -378,7 +378,7 @@ memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
     strides.push_back(icg * ksize);
     strides.push_back(ksize);
   }
-  const Ints k = nn::spatial_dims(w.shape());
+  const Ints k = sem::spatial_dims(w.shape());
   int64_t stride = ksize;
   for (int64_t kd : k) {
     stride /= kd;
@@ -733,9 +733,9 @@ void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_ge
 
 void fused_conv_kernel(KernelContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  const nn::FusedConvArgs args = nn::fused_conv_args(ctx, g);
+  const sem::FusedConvArgs args = sem::fused_conv_args(ctx, g);
   if (g.channels_last) {  // a GPU layout: the CPU runs it for fallbacks and tests
-    nn::fused_conv_by_transposes(ctx, ctx.allocate(0, ctx.input(0).dtype(), output_shape(g)));
+    sem::fused_conv_by_transposes(ctx, ctx.allocate(0, ctx.input(0).dtype(), output_shape(g)));
     return;
   }
   run_conv(ctx, g, Epilogue{args.residual, args.act});

@@ -17,7 +17,7 @@ namespace {
 // Applies the loss formula to log-probabilities `logp` laid out [N, C, D] (as double) and writes
 // output 0. T is the scores' dtype.
 template <class T>
-void nll_from_log_prob(KernelContext& ctx, const nn::LossArgs& l, const double* logp) {
+void nll_from_log_prob(KernelContext& ctx, const sem::LossArgs& l, const double* logp) {
   const Tensor& target = ctx.input(1);
   const std::vector<int64_t> labels = target.to_int64_vector();
   std::vector<double> class_weight(size_t(l.c), 1.0);
@@ -58,7 +58,7 @@ void nll_from_log_prob(KernelContext& ctx, const nn::LossArgs& l, const double* 
 }
 
 void nll_loss(KernelContext& ctx) {
-  const nn::LossArgs l = nn::loss_args(ctx, "input");
+  const sem::LossArgs l = sem::loss_args(ctx, "input");
   const Tensor& x = ctx.input(0);
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* in = x.data<T>();
@@ -70,7 +70,7 @@ void nll_loss(KernelContext& ctx) {
 
 // Log-softmax over axis 1 of [N, C, D], vectorized over the contiguous D.
 void softmax_cross_entropy_loss(KernelContext& ctx) {
-  const nn::LossArgs l = nn::loss_args(ctx, "scores");
+  const sem::LossArgs l = sem::loss_args(ctx, "scores");
   const Tensor& x = ctx.input(0);
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* in = x.data<T>();

@@ -9,7 +9,7 @@
 #include "ops/kernel.h"
 #include "ops/semantics/window.h"
 
-namespace ingot::nn {
+namespace ingot::sem {
 
 // The compute type of a storage type: double for double, float otherwise (half types, float).
 template <class T>
@@ -31,4 +31,4 @@ std::vector<A> to_vector_as(const Tensor& t) {
   return std::vector<A>(p, p + c.numel());
 }
 
-}  // namespace ingot::nn
+}  // namespace ingot::sem

@@ -38,19 +38,19 @@ void affine(const T* x, T* y, int64_t n, A a, A b) {
   for (int64_t i = 0; i < n; ++i) y[i] = T(A(x[i]) * a + b);
 }
 
-using nn::check_channel_param;
+using sem::check_channel_param;
 
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::BatchNormArgs args = nn::batch_norm_args(ctx);
+  const sem::BatchNormArgs args = sem::batch_norm_args(ctx);
   const int64_t n = args.n, channels = args.channels, plane = args.plane;
   const bool training = args.training;
   const double epsilon = args.epsilon, momentum = args.momentum;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
-    std::vector<A> scale = nn::to_vector_as<A>(ctx.input(1)), bias = nn::to_vector_as<A>(ctx.input(2));
-    std::vector<A> mean = nn::to_vector_as<A>(ctx.input(3)), var = nn::to_vector_as<A>(ctx.input(4));
+    using A = sem::acc_t<T>;
+    std::vector<A> scale = sem::to_vector_as<A>(ctx.input(1)), bias = sem::to_vector_as<A>(ctx.input(2));
+    std::vector<A> mean = sem::to_vector_as<A>(ctx.input(3)), var = sem::to_vector_as<A>(ctx.input(4));
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     if (training) {
@@ -99,13 +99,13 @@ void batch_norm(KernelContext& ctx) {
 
 void instance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::InstanceNormArgs args = nn::instance_norm_args(ctx);
+  const sem::InstanceNormArgs args = sem::instance_norm_args(ctx);
   const int64_t channels = args.channels, planes = args.planes, plane = args.plane;
   const double epsilon = args.epsilon;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
-    std::vector<A> scale = nn::to_vector_as<A>(ctx.input(1)), bias = nn::to_vector_as<A>(ctx.input(2));
+    using A = sem::acc_t<T>;
+    std::vector<A> scale = sem::to_vector_as<A>(ctx.input(1)), bias = sem::to_vector_as<A>(ctx.input(2));
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     parallel_for(planes, plane_grain(plane), [&](int64_t b, int64_t e) {
@@ -124,7 +124,7 @@ void instance_norm(KernelContext& ctx) {
 template <class A>
 std::vector<A> broadcast_param(const Tensor& t, const Shape& norm_shape, size_t index, const char* name) {
   const int64_t inner = shape_numel(norm_shape);
-  std::vector<A> src = nn::to_vector_as<A>(t);
+  std::vector<A> src = sem::to_vector_as<A>(t);
   if (int64_t(src.size()) == inner) return src;
   if (t.rank() > int64_t(norm_shape.size()) || broadcast_shapes({t.shape(), norm_shape}) != norm_shape) {
     fail("input {} ({}): shape {} does not broadcast to the normalized shape {}", index, name, shape_str(t.shape()),
@@ -159,7 +159,7 @@ void layer_norm(KernelContext& ctx) {
   if (ctx.num_outputs() > 1) mean_out = ctx.allocate(1, stat_dtype, stat_shape);
   if (ctx.num_outputs() > 2) inv_out = ctx.allocate(2, stat_dtype, stat_shape);
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
+    using A = sem::acc_t<T>;
     std::vector<A> scale = broadcast_param<A>(ctx.input(1), norm_shape, 1, "Scale");
     std::vector<A> bias =
         ctx.has_input(2) ? broadcast_param<A>(ctx.input(2), norm_shape, 2, "B") : std::vector<A>(size_t(inner), 0);
@@ -190,15 +190,15 @@ void layer_norm(KernelContext& ctx) {
 
 void group_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::GroupNormArgs args = nn::group_norm_args(ctx);
+  const sem::GroupNormArgs args = sem::group_norm_args(ctx);
   const int64_t n = args.n, channels = args.channels, groups = args.groups, per_group = args.per_group;
   const int64_t plane = args.plane;
   const double epsilon = args.epsilon;
   const Tensor &scale_t = ctx.input(1), &bias_t = ctx.input(2);
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
-    std::vector<A> scale = nn::to_vector_as<A>(scale_t), bias = nn::to_vector_as<A>(bias_t);
+    using A = sem::acc_t<T>;
+    std::vector<A> scale = sem::to_vector_as<A>(scale_t), bias = sem::to_vector_as<A>(bias_t);
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     const int64_t group_size = per_group * plane;
@@ -222,13 +222,13 @@ void group_norm(KernelContext& ctx) {
 
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::LrnArgs args = nn::lrn_args(ctx);
+  const sem::LrnArgs args = sem::lrn_args(ctx);
   const int64_t size = args.size, n = args.n, channels = args.channels, plane = args.plane;
   const int64_t before = args.before, after = args.after;
   const double alpha = args.alpha, beta = args.beta, bias = args.bias;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
+    using A = sem::acc_t<T>;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     parallel_for(n * channels, plane_grain(plane * size), [&](int64_t b, int64_t e) {

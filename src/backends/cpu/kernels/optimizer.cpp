@@ -23,7 +23,7 @@ struct Group {
   int64_t n = 0;
 };
 template <class T, size_t N>
-Group<T, N> group_of(KernelContext& ctx, const nn::OptimizerArgs& a, size_t i) {
+Group<T, N> group_of(KernelContext& ctx, const sem::OptimizerArgs& a, size_t i) {
   Group<T, N> g;
   const Tensor& p = ctx.input(a.input(i, 0));
   g.n = p.numel();
@@ -48,7 +48,7 @@ void over_elements(int64_t n, F f) {
 }
 
 void sgd_step(KernelContext& ctx) {
-  const nn::OptimizerArgs a = nn::optimizer_args(ctx, 4, 3, 2);
+  const sem::OptimizerArgs a = sem::optimizer_args(ctx, 4, 3, 2);
   const double lr = a.hyper[0], momentum = a.hyper[1], dampening = a.hyper[2], decay = a.hyper[3];
   const bool nesterov = ctx.attr_int("nesterov") != 0, maximize = ctx.attr_int("maximize") != 0;
   INGOT_CHECK(!nesterov || (momentum > 0 && dampening == 0), "nesterov needs momentum > 0 and dampening 0");
@@ -56,7 +56,7 @@ void sgd_step(KernelContext& ctx) {
     INGOT_CHECK(momentum == 0 || ctx.has_input(a.input(i, 2)), "input {}: momentum {} needs parameter {}'s buffer",
                 a.input(i, 2), momentum, i);
     dispatch_float(ctx.input(a.input(i, 0)).dtype(), [&]<class T>() {
-      using A = nn::acc_t<T>;
+      using A = sem::acc_t<T>;
       const Group<T, 3> g = group_of<T, 3>(ctx, a, i);
       const A rate = A(lr), wd = A(decay), mu = A(momentum), keep = A(1 - dampening), sign = maximize ? A(-1) : A(1);
       const bool first = a.step == 1;
@@ -78,13 +78,13 @@ void sgd_step(KernelContext& ctx) {
 
 void adam_step(KernelContext& ctx) {
   const bool amsgrad = ctx.attr_int("amsgrad") != 0;
-  const nn::OptimizerArgs a = nn::optimizer_args(ctx, 5, amsgrad ? 5 : 4);
+  const sem::OptimizerArgs a = sem::optimizer_args(ctx, 5, amsgrad ? 5 : 4);
   const double lr = a.hyper[0], beta1 = a.hyper[1], beta2 = a.hyper[2], eps = a.hyper[3], decay = a.hyper[4];
   const bool decoupled = ctx.attr_int("decoupled_weight_decay") != 0, maximize = ctx.attr_int("maximize") != 0;
   const double correction1 = 1 - std::pow(beta1, a.step), correction2 = 1 - std::pow(beta2, a.step);
   for (size_t i = 0; i < a.count; ++i) {
     dispatch_float(ctx.input(a.input(i, 0)).dtype(), [&]<class T>() {
-      using A = nn::acc_t<T>;
+      using A = sem::acc_t<T>;
       const Group<T, 5> g = amsgrad ? group_of<T, 5>(ctx, a, i) : [&] {
         Group<T, 4> four = group_of<T, 4>(ctx, a, i);
         Group<T, 5> five;
@@ -122,8 +122,32 @@ void adam_step(KernelContext& ctx) {
   }
 }
 
+void unscale_grads(KernelContext& ctx) {
+  const double inv_scale = sem::unscale_args(ctx);
+  bool found = false;
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    const Tensor& g = ctx.input(i);
+    dispatch_float(g.dtype(), [&]<class T>() {
+      using A = sem::acc_t<T>;
+      T* p = g.data<T>();
+      const A s = A(inv_scale);
+      bool bad = false;
+      for (int64_t k = 0; k < g.numel(); ++k) {
+        const A v = A(p[k]);
+        bad |= !std::isfinite(v);
+        p[k] = T(v * s);
+      }
+      found |= bad;
+    });
+    ctx.set_output(i, g);
+  }
+  Tensor& flag = ctx.allocate(0, DType::Float32, {1});
+  flag.data<float>()[0] = found ? 1.0f : 0.0f;
+}
+
 }  // namespace
 
+INGOT_CPU_KERNEL(UnscaleGrads, unscale_grads).domain(kIngotDomain).versions(1).host_inputs({0}).dtypes({DType::Float32, DType::Float64});
 INGOT_CPU_KERNEL(SGDStep, sgd_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(AdamStep, adam_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({INGOT_FLOAT_TYPES});
 

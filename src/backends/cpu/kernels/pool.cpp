@@ -15,7 +15,7 @@
 namespace ingot {
 namespace {
 
-using nn::Window;
+using sem::Window;
 
 // For one axis and each output position: the first input index of the window and the range of
 // kernel taps [lo, hi) that land inside the input; `padded` counts taps inside the padded input.
@@ -49,7 +49,7 @@ Shape pooled_shape(const Tensor& x, const Window& w) {
   return s;
 }
 
-using nn::pool_window;
+using sem::pool_window;
 
 enum class PoolKind { Max, Average, Lp };
 
@@ -57,7 +57,7 @@ enum class PoolKind { Max, Average, Lp };
 template <class T>
 void pool_planes(PoolKind kind, const Window& w3, int64_t planes, const T* x, T* y, int64_t* indices,
                  bool count_include_pad, int64_t p, bool column_major) {
-  using A = nn::acc_t<T>;
+  using A = sem::acc_t<T>;
   const AxisTaps td = axis_taps(w3, 0), th = axis_taps(w3, 1), tw = axis_taps(w3, 2);
   const int64_t ID = w3.in[0], IH = w3.in[1], IW = w3.in[2];
   const int64_t OD = w3.out[0], OH = w3.out[1], OW = w3.out[2];
@@ -228,7 +228,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
     return;
   }
   auto body = [&]<class T>() {
-    pool_planes<T>(kind, nn::to_3d(w), planes, x.data<T>(), y.data<T>(), indices, count_include_pad, p, column_major);
+    pool_planes<T>(kind, sem::to_3d(w), planes, x.data<T>(), y.data<T>(), indices, count_include_pad, p, column_major);
   };
   if (kind == PoolKind::Max) {
     dispatch<INGOT_FLOAT_TYPES, DType::Int8, DType::UInt8>(x.dtype(), body);
@@ -254,7 +254,7 @@ void global_pool(KernelContext& ctx, PoolKind kind) {
   const int64_t p = kind == PoolKind::Lp ? ctx.attr_int("p") : 0;
   if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
+    using A = sem::acc_t<T>;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     parallel_for(planes, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(plane, 1)), [&](int64_t b, int64_t e) {
@@ -301,8 +301,8 @@ void max_unpool(KernelContext& ctx) {
   const size_t nd = size_t(x.rank() - 2);
   const Ints& kernel = ctx.attr_ints("kernel_shape");
   if (kernel.size() != nd) fail("attribute 'kernel_shape': expected {} values, got {}", nd, kernel.size());
-  Ints strides = nn::ints_attr_or(ctx, "strides", nd, 1);
-  Ints pads = nn::ints_attr_or(ctx, "pads", 2 * nd, 0);
+  Ints strides = sem::ints_attr_or(ctx, "strides", nd, 1);
+  Ints pads = sem::ints_attr_or(ctx, "pads", 2 * nd, 0);
   Shape inferred{x.dim(0), x.dim(1)};
   for (size_t i = 0; i < nd; ++i) {
     inferred.push_back((x.dim(int64_t(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nd]);

@@ -73,7 +73,7 @@ QuantParams quant_params(const KernelContext& ctx, const Tensor& x, size_t scale
            p.split.channels, axis, shape_str(x.shape()));
     }
   }
-  p.scale = nn::to_vector_as<float>(scale);
+  p.scale = sem::to_vector_as<float>(scale);
   p.zero_point.assign(p.scale.size(), 0);
   if (ctx.has_input(scale_index + 1)) {
     const Tensor& zp = ctx.input(scale_index + 1);
@@ -309,7 +309,7 @@ void requantize(const std::vector<int32_t>& acc, const std::vector<float>& multi
 // Combined scales a_scale[i] * b_scale[j] / y_scale, computed in float like the ONNX reference.
 std::vector<float> per_channel_scales(const Tensor& s, int64_t channels, size_t index, const char* name) {
   if (!is_floating(s.dtype())) fail("input {} ({}): expected a float tensor, got {}", index, name, s.describe());
-  std::vector<float> v = nn::to_vector_as<float>(s);
+  std::vector<float> v = sem::to_vector_as<float>(s);
   if (v.size() == 1) return std::vector<float>(size_t(channels), v[0]);
   if (int64_t(v.size()) != channels) {
     fail("input {} ({}): expected 1 or {} values, got {}", index, name, channels, s.describe());
@@ -358,12 +358,12 @@ IntConv int_conv(const KernelContext& ctx, const Tensor& x, const std::vector<in
   if (group < 1 || channels != w.dim(1) * group || out_channels % group != 0) {
     fail("w {} does not fit x {} with group {}", w.describe(), x.describe(), group);
   }
-  Ints kernel = nn::spatial_dims(w.shape());
+  Ints kernel = sem::spatial_dims(w.shape());
   if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel) {
     fail("attribute 'kernel_shape' {} does not match w {}", shape_str(ctx.attr_ints("kernel_shape")), w.describe());
   }
-  const nn::Window spatial = nn::resolve_window(ctx, nn::spatial_dims(x.shape()), kernel);
-  const nn::Window win = nn::to_3d(spatial);
+  const sem::Window spatial = sem::resolve_window(ctx, sem::spatial_dims(x.shape()), kernel);
+  const sem::Window win = sem::to_3d(spatial);
   IntConv r;
   r.out_shape = {batch, out_channels};
   r.out_shape.insert(r.out_shape.end(), spatial.out.begin(), spatial.out.end());

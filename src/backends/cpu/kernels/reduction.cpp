@@ -20,7 +20,7 @@
 namespace ingot {
 namespace {
 
-using nn::ReduceAxes;
+using sem::ReduceAxes;
 
 // The walk described at the top of the file. Offsets are in elements.
 struct ReducePlan {
@@ -331,7 +331,7 @@ void reduce_typed(ReduceKind kind, const Tensor& x, Tensor& y, const std::vector
 template <ReduceKind kind>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const ReduceAxes axes = nn::resolve_reduce_axes(ctx, x);
+  const ReduceAxes axes = sem::resolve_reduce_axes(ctx, x);
   if (axes.identity) {
     ctx.set_output(0, x);
     return;
@@ -363,7 +363,7 @@ INGOT_CPU_KERNEL(ReduceSumSquare, reduce_kernel<ReduceKind::SumSquare>).versions
 template <bool is_max>
 void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::ArgAxis a = nn::resolve_arg_axis(ctx, x);
+  const sem::ArgAxis a = sem::resolve_arg_axis(ctx, x);
   const int64_t axis = a.axis, n = a.n, outer = a.outer, inner = a.inner;
   const bool last = a.last;
   const Shape& out_shape = a.out_shape;

@@ -17,10 +17,10 @@
 namespace ingot {
 namespace {
 
-using Mode = nn::ResizeMode;
-using nn::AxisTaps;
-using nn::ResizeParams;
-using nn::axis_taps;
+using Mode = sem::ResizeMode;
+using sem::AxisTaps;
+using sem::ResizeParams;
+using sem::axis_taps;
 
 // Nearest: y[o0, o1, ...] = x[idx0[o0], idx1[o1], ...] (or the extrapolation value).
 template <class T>
@@ -100,7 +100,7 @@ void filter_axis(const AxisTaps& t, const Shape& shape, size_t axis, int64_t out
 
 template <class T>
 void interpolate(const ResizeParams& p, const std::vector<AxisTaps>& taps, const Tensor& x, Tensor& y) {
-  using A = nn::acc_t<T>;
+  using A = sem::acc_t<T>;
   const T* xp = x.data<T>();
   Shape shape = x.shape();
   std::vector<A> cur(xp, xp + x.numel()), next;
@@ -139,12 +139,12 @@ void run_resize(KernelContext& ctx, ResizeParams& p) {
 }
 
 void resize(KernelContext& ctx) {
-  ResizeParams p = nn::resize_params(ctx);
+  ResizeParams p = sem::resize_params(ctx);
   run_resize(ctx, p);
 }
 
 void upsample(KernelContext& ctx) {
-  ResizeParams p = nn::upsample_params(ctx);
+  ResizeParams p = sem::upsample_params(ctx);
   run_resize(ctx, p);
 }
 

@@ -22,12 +22,12 @@
 namespace ingot {
 namespace {
 
-using Cell = nn::RnnCell;
-using nn::Activation;
-using nn::ActKind;
-inline int num_gates(Cell cell) { return nn::rnn_num_gates(cell); }
+using Cell = sem::RnnCell;
+using sem::Activation;
+using sem::ActKind;
+inline int num_gates(Cell cell) { return sem::rnn_num_gates(cell); }
 
-// ---- activations (parsed by nn::rnn_args, ops/semantics/rnn_args.h) -------------------------------
+// ---- activations (parsed by sem::rnn_args, ops/semantics/rnn_args.h) -------------------------------
 
 template <class T>
 void tanh_in_place(T* x, int64_t n) {
@@ -258,7 +258,7 @@ void run_direction(const Direction<T>& d) {
 
 // Shared by LSTM, GRU and RNN; inputs X, W, R, B, sequence_lens, initial_h (, initial_c, P).
 void recurrent_kernel(KernelContext& ctx, Cell cell) {
-  const nn::RnnArgs args = nn::rnn_args(ctx, cell);
+  const sem::RnnArgs args = sem::rnn_args(ctx, cell);
   const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
   const DType dtype = x.dtype();
   const int64_t num_dirs = args.num_dirs, layout = args.layout;

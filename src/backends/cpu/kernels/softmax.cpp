@@ -19,14 +19,14 @@ namespace {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-using nn::AxisView;
+using sem::AxisView;
 
-AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return nn::softmax_axis_view(ctx, x); }
+AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return sem::softmax_axis_view(ctx, x); }
 
 // The common case: each row of `dim` elements is contiguous.
 template <class T>
 void softmax_contiguous(SoftmaxKind kind, int64_t rows, int64_t dim, const T* x, T* y) {
-  using A = nn::acc_t<T>;
+  using A = sem::acc_t<T>;
   parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, dim)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T* src = x + r * dim;
@@ -57,7 +57,7 @@ void softmax_contiguous(SoftmaxKind kind, int64_t rows, int64_t dim, const T* x,
 
 template <class T>
 void softmax_rows(SoftmaxKind kind, const AxisView& v, const T* x, T* y) {
-  using A = nn::acc_t<T>;
+  using A = sem::acc_t<T>;
   const int64_t dim = v.dim, inner = v.inner;
   if (inner == 1) return softmax_contiguous<T>(kind, v.outer, dim, x, y);
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, dim * inner));

@@ -39,7 +39,7 @@ inline const void* elem_ptr(const void* base, DType dtype, int64_t offset) {
 }
 
 // Integer host inputs as int64 values (src/ops/semantics/layout_args.h).
-using nn::read_ints;
-using nn::read_scalar_int;
+using sem::read_ints;
+using sem::read_scalar_int;
 
 }  // namespace ingot::cpu

@@ -38,7 +38,7 @@ Tensor take_block(const Tensor& x, int64_t base, const Shape& shape, const Strid
 
 void transpose(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  nn::TransposePlan plan = nn::transpose_plan(ctx, x);
+  sem::TransposePlan plan = sem::transpose_plan(ctx, x);
   if (plan.is_view) return ctx.set_output(0, x.reshape(plan.shape));
   Tensor& y = ctx.allocate(0, x.dtype(), plan.shape);
   transpose_into(x.dtype(), y.raw_data(), x.raw_data(), x.shape(), plan.perm);
@@ -78,14 +78,14 @@ INGOT_CPU_KERNEL(Concat, concat).versions(4);
 
 void split(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  std::vector<nn::SliceView> views = nn::split_views(ctx, x);
+  std::vector<sem::SliceView> views = sem::split_views(ctx, x);
   for (size_t i = 0; i < views.size(); ++i) ctx.set_output(i, take_block(x, views[i].offset, views[i].shape, views[i].strides));
 }
 INGOT_CPU_KERNEL(Split, split).versions(2);
 
 void slice(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  nn::SliceView v = nn::slice_view(ctx, x);
+  sem::SliceView v = sem::slice_view(ctx, x);
   ctx.set_output(0, take_block(x, v.offset, v.shape, v.strides));
 }
 INGOT_CPU_KERNEL(Slice, slice).versions(1);
@@ -138,7 +138,7 @@ int64_t border_source(const std::string& mode, int64_t rel, int64_t n) {
 void pad(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const size_t r = size_t(x.rank());
-  const nn::PadPlan plan = nn::pad_plan(ctx, x);
+  const sem::PadPlan plan = sem::pad_plan(ctx, x);
   const std::string& mode = plan.mode;
   const Shape& out_shape = plan.shape;
   const Shape& inner = plan.inner;

@@ -264,12 +264,12 @@ void ingot_dropout(KernelContext& ctx) {
   bool* mask = ctx.allocate(1, DType::Bool, x.shape()).data<bool>();
   const float scale = 1.0f / (1.0f - ratio);
   dispatch_float(x.dtype(), [&]<class T>() {
-    using A = nn::acc_t<T>;
+    using A = sem::acc_t<T>;
     const T* in = x.data<T>();
     T* out = y.data<T>();
     parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const bool keep = nn::dropout_keeps(seed, uint64_t(i), ratio);
+        const bool keep = sem::dropout_keeps(seed, uint64_t(i), ratio);
         mask[i] = keep;
         out[i] = keep ? T(A(in[i]) * A(scale)) : T(0.0f);
       }

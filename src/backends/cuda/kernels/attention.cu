@@ -516,13 +516,13 @@ void launch_flash(const FlashParams& p, int64_t batch) {
 }
 
 // The flash path when it applies; false otherwise.
-bool try_flash(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
+bool try_flash(const sem::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
   const DType dt = y.dtype();
   if (!flash_enabled() || (dt != DType::Float16 && dt != DType::BFloat16 && dt != DType::Float32) || a.d != a.dv ||
       (a.d != 32 && a.d != 64 && a.d != 128) || a.batch > std::numeric_limits<int32_t>::max() ||
       (a.tq + 15) / 16 > 65535)
     return false;
-  const auto lead = nn::attention_lead2(a);
+  const auto lead = sem::attention_lead2(a);
   if (!lead) return false;
   FlashParams p{};
   p.q = ctx.input(0).raw_data();
@@ -581,7 +581,7 @@ struct Run {
 // The runs of batches [b0, b0 + nb): the whole range when every operand advances by one constant
 // stride over it (contiguous or fully broadcast leading dims); else the batches that share an outer
 // index of the two-level fold ([B, T, H, D] operands: H per run); else one batch per run.
-std::vector<Run> runs(const nn::AttentionArgs& a, const std::optional<nn::AttentionLead2>& lead, int64_t b0,
+std::vector<Run> runs(const sem::AttentionArgs& a, const std::optional<sem::AttentionLead2>& lead, int64_t b0,
                       int64_t nb) {
   Run whole;
   whole.start = b0, whole.count = nb;
@@ -627,7 +627,7 @@ __global__ void pack_rows_kernel(T* __restrict__ packed, T* __restrict__ strided
 }
 
 void pack_rows(DType dt, void* packed, const void* strided, int64_t batch, int64_t rows, int64_t cols,
-               const nn::AttentionLead2& lead, const int64_t (&lead_strides)[2], int64_t row_stride, bool unpack) {
+               const sem::AttentionLead2& lead, const int64_t (&lead_strides)[2], int64_t row_stride, bool unpack) {
   const int64_t n = batch * rows * cols;
   if (n == 0) return;
   cuda::dispatch_device<INGOT_CUDA_FLOAT_TYPES>(dt, [&]<class T>() {
@@ -638,14 +638,14 @@ void pack_rows(DType dt, void* packed, const void* strided, int64_t batch, int64
   });
 }
 
-void materialized_impl(const nn::AttentionArgs& a, const KernelContext& ctx, const void* q_in, const void* k_in,
+void materialized_impl(const sem::AttentionArgs& a, const KernelContext& ctx, const void* q_in, const void* k_in,
                        const void* v_in, void* y_out, Device device);
 
-void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
+void materialized(const sem::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
   const void* q = ctx.input(0).raw_data();
   const void* k = ctx.input(1).raw_data();
   const void* v = ctx.input(2).raw_data();
-  const auto lead = nn::attention_lead2(a);
+  const auto lead = sem::attention_lead2(a);
   if (!lead || !(a.transposed[0] || a.transposed[1] || a.transposed[2] || a.transposed[3])) {
     materialized_impl(a, ctx, q, k, v, y.raw_data(), y.device());
     return;
@@ -654,7 +654,7 @@ void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& 
   // Transposes did), so the products run as one strided batch instead of one per outer index
   // (Whisper-tiny fp32 at batch 32 on the H200: 45.6 ms that way, 39 ms unfused).
   const DType dt = y.dtype();
-  nn::AttentionArgs p = a;
+  sem::AttentionArgs p = a;
   Tensor copies[4];
   const void* ins[3] = {q, k, v};
   const int64_t rows[4] = {a.tq, a.tk, a.tk, a.tq}, cols[4] = {a.d, a.d, a.dv, a.dv};
@@ -670,7 +670,7 @@ void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& 
                 row_strides[i], false);
       ins[i] = copies[i].raw_data();
     }
-    *leads[i] = nn::contiguous_lead(a.lead, rows[i] * cols[i]);
+    *leads[i] = sem::contiguous_lead(a.lead, rows[i] * cols[i]);
     *packed_rows[i] = cols[i];
     p.transposed[i] = false;
   }
@@ -682,9 +682,9 @@ void materialized(const nn::AttentionArgs& a, const KernelContext& ctx, Tensor& 
   }
 }
 
-void materialized_impl(const nn::AttentionArgs& a, const KernelContext& ctx, const void* q_in, const void* k_in,
+void materialized_impl(const sem::AttentionArgs& a, const KernelContext& ctx, const void* q_in, const void* k_in,
                        const void* v_in, void* y_out, Device device) {
-  const auto lead = nn::attention_lead2(a);
+  const auto lead = sem::attention_lead2(a);
   const DType dt = ctx.input(0).dtype();
   const size_t elem = dtype_size(dt);
   const int64_t matrix = a.tq * a.tk;
@@ -738,7 +738,7 @@ void materialized_impl(const nn::AttentionArgs& a, const KernelContext& ctx, con
 }
 
 void attention_kernel(KernelContext& ctx) {
-  const nn::AttentionArgs a = nn::attention_args(ctx);
+  const sem::AttentionArgs a = sem::attention_args(ctx);
   Tensor& y = ctx.allocate(0, ctx.input(0).dtype(), a.out_shape);
   if (y.numel() == 0) return;
   if (a.tk == 0) {  // an empty softmax: the product with no keys is zero, as MatMul's

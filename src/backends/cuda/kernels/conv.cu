@@ -11,7 +11,7 @@
 // float32 + Relu which goes through cudnnConvolutionBiasActivationForward when cuDNN accepts it.
 // Channels-last FusedConv (layout "NHWC", the channels-last pass's 16-bit layout) uses cuDNN's NHWC
 // descriptors for 2-D convolutions with symmetric pads (bias, residual and activation in the epilogue kernel); other
-// geometries go through transposed copies (nn::fused_conv_by_transposes).
+// geometries go through transposed copies (sem::fused_conv_by_transposes).
 // When cuDNN has no algorithm for a geometry (or sizes exceed its 32-bit limits), a direct CUDA
 // loop computes the convolution instead, so a registered dtype never fails.
 #include <algorithm>
@@ -36,14 +36,14 @@
 namespace ingot {
 namespace {
 
-using nn::Window;
+using sem::Window;
 
 // ---- geometry (ops/semantics/conv_geometry.h, shared with the CPU kernel) ----
 
-using nn::ConvGeometry;
-using nn::conv_geometry;
-using nn::conv_transpose_geometry;
-Shape output_shape(const ConvGeometry& g) { return nn::conv_output_shape(g); }
+using sem::ConvGeometry;
+using sem::conv_geometry;
+using sem::conv_transpose_geometry;
+Shape output_shape(const ConvGeometry& g) { return sem::conv_output_shape(g); }
 
 // ---- small kernels ----
 
@@ -91,7 +91,7 @@ void window_copy(const Tensor& in, Tensor& out, const Ints& in_sp, const Ints& o
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
-using nn::FusedActivation;
+using sem::FusedActivation;
 
 // y = act(round(y + bias) + residual), rounding between the steps like separate ops would.
 template <class T>
@@ -988,7 +988,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (run_graph_conv(p, g, x, w, b, residual, act, y)) return;
   if (g.channels_last && !p.use_cudnn) {
-    nn::fused_conv_by_transposes(ctx, y);
+    sem::fused_conv_by_transposes(ctx, y);
     return;
   }
   if (p.use_cudnn) {
@@ -1036,7 +1036,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
     }
   }
   if (g.channels_last) {
-    nn::fused_conv_by_transposes(ctx, y);  // cuDNN found no algorithm
+    sem::fused_conv_by_transposes(ctx, y);  // cuDNN found no algorithm
     return;
   }
   run_direct(g, x, w, y);
@@ -1048,7 +1048,7 @@ void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_ge
 
 void fused_conv_kernel(KernelContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  const nn::FusedConvArgs args = nn::fused_conv_args(ctx, g);
+  const sem::FusedConvArgs args = sem::fused_conv_args(ctx, g);
   run_conv(ctx, g, args.residual, args.act);
 }
 

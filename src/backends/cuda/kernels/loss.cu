@@ -69,7 +69,7 @@ __global__ void loss_copy_kernel(const A* __restrict__ loss, int64_t count, T* _
 
 template <bool kSoftmax>
 void loss_kernel(KernelContext& ctx) {
-  const nn::LossArgs l = nn::loss_args(ctx, kSoftmax ? "scores" : "input");
+  const sem::LossArgs l = sem::loss_args(ctx, kSoftmax ? "scores" : "input");
   const Tensor& x = ctx.input(0);
   const Tensor& target = ctx.input(1);
   const int64_t count = l.n * l.d;

@@ -42,7 +42,7 @@ Tensor to_acc(const Tensor& t, const Shape* out = nullptr) {
   return r;
 }
 
-using nn::check_channel_param;
+using sem::check_channel_param;
 
 // ---------------------------------------------------------------------------------------------
 // Row normalization: rows of `len` contiguous elements; per row mean, variance and
@@ -176,7 +176,7 @@ void layer_norm(KernelContext& ctx) {
 
 void instance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::InstanceNormArgs args = nn::instance_norm_args(ctx);
+  const sem::InstanceNormArgs args = sem::instance_norm_args(ctx);
   const int64_t channels = args.channels, planes = args.planes, plane = args.plane;
   const double epsilon = args.epsilon;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
@@ -191,7 +191,7 @@ void instance_norm(KernelContext& ctx) {
 
 void group_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::GroupNormArgs args = nn::group_norm_args(ctx);
+  const sem::GroupNormArgs args = sem::group_norm_args(ctx);
   const int64_t n = args.n, channels = args.channels, groups = args.groups, per_group = args.per_group;
   const int64_t plane = args.plane;
   const double epsilon = args.epsilon;
@@ -270,7 +270,7 @@ __global__ void bn_blend_kernel(const A* __restrict__ running, const A* __restri
 
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::BatchNormArgs args = nn::batch_norm_args(ctx);
+  const sem::BatchNormArgs args = sem::batch_norm_args(ctx);
   const int64_t n = args.n, channels = args.channels, plane = args.plane;
   const bool training = args.training;
   const double epsilon = args.epsilon, momentum = args.momentum;
@@ -337,7 +337,7 @@ __global__ void lrn_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t t
 
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::LrnArgs args = nn::lrn_args(ctx);
+  const sem::LrnArgs args = sem::lrn_args(ctx);
   const int64_t size = args.size, channels = args.channels, plane = args.plane;
   const int64_t before = args.before, after = args.after;
   const double alpha = args.alpha, beta = args.beta, bias = args.bias;

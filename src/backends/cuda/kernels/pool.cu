@@ -1,5 +1,5 @@
 // Pooling on CUDA: MaxPool (with Indices), AveragePool, LpPool and the global forms. The window
-// geometry (output sizes, pads, auto_pad, ceil_mode) comes from the shared nn::pool_window (ops/semantics/window.h),
+// geometry (output sizes, pads, auto_pad, ceil_mode) comes from the shared sem::pool_window (ops/semantics/window.h),
 // and each kernel walks the taps in the CPU kernel's order with its comparisons, so outputs and
 // indices match src/backends/cpu/kernels/pool.cpp. Direct kernels: one thread per output element
 // (sliding windows), one warp or block per plane (global pools).
@@ -117,12 +117,12 @@ __global__ void pool_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t*
   }
 }
 
-using nn::pool_window;
+using sem::pool_window;
 
 template <PoolKind K>
 void pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::Window w = pool_window(ctx, x);
+  const sem::Window w = pool_window(ctx, x);
   Shape out_shape{x.dim(0), x.dim(1)};
   out_shape.insert(out_shape.end(), w.out.begin(), w.out.end());
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
@@ -133,7 +133,7 @@ void pool(KernelContext& ctx) {
   const int64_t p = K == PoolKind::Lp ? ctx.attr_int("p") : 0;
   if (K == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
   const bool column_major = K == PoolKind::Max && ctx.attr_int("storage_order") == 1;
-  const nn::Window w3 = nn::to_3d(w);
+  const sem::Window w3 = sem::to_3d(w);
   Geometry g;
   for (int a = 0; a < 3; ++a) {
     g.in[a] = w3.in[size_t(a)];

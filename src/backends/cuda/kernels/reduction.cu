@@ -330,12 +330,12 @@ void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced)
   }
 }
 
-using nn::ReduceAxes;
+using sem::ReduceAxes;
 
 template <ReduceKind K>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const ReduceAxes axes = nn::resolve_reduce_axes(ctx, x);
+  const ReduceAxes axes = sem::resolve_reduce_axes(ctx, x);
   if (axes.identity) {
     ctx.set_output(0, x);
     return;
@@ -419,7 +419,7 @@ __global__ void arg_cols_kernel(const T* __restrict__ x, int64_t* __restrict__ y
 template <bool kMax>
 void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const nn::ArgAxis a = nn::resolve_arg_axis(ctx, x);
+  const sem::ArgAxis a = sem::resolve_arg_axis(ctx, x);
   const int64_t axis = a.axis, n = a.n, outer = a.outer, inner = a.inner;
   const bool last = a.last;
   const Shape& out_shape = a.out_shape;
@@ -447,9 +447,9 @@ void arg_kernel(KernelContext& ctx) {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-using nn::AxisView;
+using sem::AxisView;
 
-AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return nn::softmax_axis_view(ctx, x); }
+AxisView axis_view(const KernelContext& ctx, const Tensor& x) { return sem::softmax_axis_view(ctx, x); }
 
 template <class A>
 struct MaxIgnoreNan {

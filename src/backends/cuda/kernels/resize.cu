@@ -55,10 +55,10 @@ size_t pack(std::vector<uint8_t>& bytes, const std::vector<V>& values) {
 
 // ==== Resize: host-side parameters and taps (ops/semantics/resize_tables.h, shared with the CPU) ====
 
-using Mode = nn::ResizeMode;
-using nn::AxisTaps;
-using nn::ResizeParams;
-using nn::axis_taps;
+using Mode = sem::ResizeMode;
+using sem::AxisTaps;
+using sem::ResizeParams;
+using sem::axis_taps;
 
 // ==== Resize: device kernels ======================================================================
 
@@ -254,12 +254,12 @@ void run_resize(KernelContext& ctx, ResizeParams& p) {
 }
 
 void resize(KernelContext& ctx) {
-  ResizeParams p = nn::resize_params(ctx);
+  ResizeParams p = sem::resize_params(ctx);
   run_resize(ctx, p);
 }
 
 void upsample(KernelContext& ctx) {
-  ResizeParams p = nn::upsample_params(ctx);
+  ResizeParams p = sem::upsample_params(ctx);
   run_resize(ctx, p);
 }
 

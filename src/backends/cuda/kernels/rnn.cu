@@ -21,11 +21,11 @@
 namespace ingot::cuda {
 namespace {
 
-using Cell = nn::RnnCell;
-using nn::Activation;
-using nn::ActKind;
+using Cell = sem::RnnCell;
+using sem::Activation;
+using sem::ActKind;
 
-// Activations are parsed on the host by nn::rnn_args (ops/semantics/rnn_args.h), as on the CPU.
+// Activations are parsed on the host by sem::rnn_args (ops/semantics/rnn_args.h), as on the CPU.
 
 // ---- device math --------------------------------------------------------------------------------
 
@@ -243,7 +243,7 @@ void gemm_nt(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, const 
 // ---- kernel -------------------------------------------------------------------------------------
 
 void recurrent_kernel(KernelContext& ctx, Cell cell) {
-  const nn::RnnArgs args = nn::rnn_args(ctx, cell);
+  const sem::RnnArgs args = sem::rnn_args(ctx, cell);
   const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
   const DType dtype = x.dtype();
   const int64_t num_dirs = args.num_dirs, layout = args.layout;

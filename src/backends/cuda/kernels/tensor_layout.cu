@@ -46,8 +46,8 @@ void* elem_ptr(void* base, DType dt, int64_t offset) {
   return static_cast<char*>(base) + offset * int64_t(dtype_size(dt));
 }
 
-using nn::read_ints;
-using nn::read_scalar_int;
+using sem::read_ints;
+using sem::read_scalar_int;
 
 int64_t product(const Shape& shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -323,7 +323,7 @@ void output_block(KernelContext& ctx, size_t i, const Tensor& x, int64_t base, c
 
 void transpose(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  nn::TransposePlan plan = nn::transpose_plan(ctx, x);
+  sem::TransposePlan plan = sem::transpose_plan(ctx, x);
   if (plan.is_view) return ctx.set_output(0, x.reshape(plan.shape));
   Tensor& y = ctx.allocate(0, x.dtype(), plan.shape);
   transpose_into(x.dtype(), y.raw_data(), x.raw_data(), x.shape(), plan.perm);
@@ -366,13 +366,13 @@ void concat(KernelContext& ctx) {
 
 void split(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  std::vector<nn::SliceView> views = nn::split_views(ctx, x);
+  std::vector<sem::SliceView> views = sem::split_views(ctx, x);
   for (size_t i = 0; i < views.size(); ++i) output_block(ctx, i, x, views[i].offset, views[i].shape, views[i].strides);
 }
 
 void slice(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  nn::SliceView v = nn::slice_view(ctx, x);
+  sem::SliceView v = sem::slice_view(ctx, x);
   output_block(ctx, 0, x, v.offset, v.shape, v.strides);
 }
 
@@ -464,7 +464,7 @@ __global__ void pad_kernel(T* __restrict__ out, const T* __restrict__ in, PadPar
 void pad(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const size_t r = size_t(x.rank());
-  const nn::PadPlan plan = nn::pad_plan(ctx, x);
+  const sem::PadPlan plan = sem::pad_plan(ctx, x);
   const std::string& mode_name = plan.mode;
   const int mode = mode_name == "constant"  ? kConstant
                    : mode_name == "reflect" ? kReflect

@@ -1,6 +1,7 @@
 // Training kernels on CUDA: Ingot's fused optimizer steps (ai.ingot.SGDStep, AdamStep: semantics in
-// ops/defs/training.cpp, arguments in ops/semantics/optimizer_args.h) and its Philox dropout
-// (ai.ingot.Dropout, ops/semantics/philox.h: the CPU kernel's mask bit for bit).
+// ops/defs/training.cpp, arguments in ops/semantics/optimizer_args.h), GradScaler's unscale and
+// inf/NaN check (ai.ingot.UnscaleGrads) and Philox dropout (ai.ingot.Dropout,
+// ops/semantics/philox.h: the CPU kernel's mask bit for bit).
 //
 // An optimizer step is multi-tensor, as PyTorch's foreach/fused paths: one launch updates up to
 // kPerLaunch tensors of one dtype, blockIdx.y choosing the tensor and a grid-stride loop over its
@@ -82,7 +83,7 @@ __global__ void adam_kernel(TensorList<T> l, AdamScalars s) {
 // Fills the lists (parameters of one dtype at a time, kPerLaunch per launch) and launches `launch`
 // for each; outputs are the inputs themselves (in_place) or fresh tensors.
 template <class Launch>
-void for_each_launch(KernelContext& ctx, const nn::OptimizerArgs& a, Launch launch) {
+void for_each_launch(KernelContext& ctx, const sem::OptimizerArgs& a, Launch launch) {
   std::vector<size_t> order;
   for (size_t i = 0; i < a.count; ++i) order.push_back(i);
   size_t next = 0;
@@ -119,7 +120,7 @@ void for_each_launch(KernelContext& ctx, const nn::OptimizerArgs& a, Launch laun
 }
 
 void sgd_step(KernelContext& ctx) {
-  const nn::OptimizerArgs a = nn::optimizer_args(ctx, 4, 3, 2);
+  const sem::OptimizerArgs a = sem::optimizer_args(ctx, 4, 3, 2);
   const double momentum = a.hyper[1], dampening = a.hyper[2];
   const bool nesterov = ctx.attr_int("nesterov") != 0;
   INGOT_CHECK(!nesterov || (momentum > 0 && dampening == 0), "nesterov needs momentum > 0 and dampening 0");
@@ -136,7 +137,7 @@ void sgd_step(KernelContext& ctx) {
 
 void adam_step(KernelContext& ctx) {
   const bool amsgrad = ctx.attr_int("amsgrad") != 0;
-  const nn::OptimizerArgs a = nn::optimizer_args(ctx, 5, amsgrad ? 5 : 4);
+  const sem::OptimizerArgs a = sem::optimizer_args(ctx, 5, amsgrad ? 5 : 4);
   const double lr = a.hyper[0], beta1 = a.hyper[1], beta2 = a.hyper[2], decay = a.hyper[4];
   const double correction1 = 1 - std::pow(beta1, a.step), correction2 = 1 - std::pow(beta2, a.step);
   const AdamScalars s{float(beta1), float(beta2), float(a.hyper[3]), float(lr / correction1), float(std::sqrt(correction2)),
@@ -152,7 +153,7 @@ __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, bool*
                                uint64_t seed, float ratio, float scale) {
   using A = compute_t<T>;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
-    const bool keep = nn::dropout_keeps(seed, uint64_t(i), ratio);
+    const bool keep = sem::dropout_keeps(seed, uint64_t(i), ratio);
     mask[i] = keep;
     y[i] = keep ? store<T>(A(load(x[i])) * A(scale)) : store<T>(A(0));
   }
@@ -173,8 +174,53 @@ void ingot_dropout(KernelContext& ctx) {
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
+// GradScaler's unscale: grads *= inv_scale in place over up to kPerLaunch tensors per launch, and
+// found_inf[0] = 1 where an element is inf or NaN (set, never cleared: it starts at 0).
+template <class T>
+__global__ void unscale_kernel(TensorList<T> l, float inv_scale, float* found) {
+  using A = acc_of<compute_t<T>>;
+  const int t = blockIdx.y;
+  const int64_t n = l.n[t];
+  bool bad = false;
+  for (int64_t i = thread_index(); i < n; i += grid_stride()) {
+    const A v = A(load(l.out[0][t][i]));
+    bad |= !isfinite(v);
+    l.out[0][t][i] = store<T>(v * A(inv_scale));
+  }
+  if (bad) *found = 1.0f;
+}
+
+void unscale_grads(KernelContext& ctx) {
+  const float inv_scale = float(sem::unscale_args(ctx));
+  Tensor& found = ctx.allocate(0, DType::Float32, {1});
+  INGOT_CUDA_CHECK(cudaMemsetAsync(found.raw_data(), 0, sizeof(float), stream()));
+  size_t next = 1;
+  while (next < ctx.num_inputs()) {
+    const DType dt = ctx.input(next).dtype();
+    dispatch_device<INGOT_CUDA_FLOAT_TYPES>(dt, [&]<class T>() {
+      TensorList<T> l{};
+      int count = 0;
+      int64_t largest = 0;
+      while (next < ctx.num_inputs() && count < kPerLaunch && ctx.input(next).dtype() == dt) {
+        const Tensor& g = ctx.input(next);
+        ctx.set_output(next, g);
+        l.out[0][count] = ptr<T>(g);
+        l.n[count] = g.numel();
+        largest = std::max(largest, g.numel());
+        ++count;
+        ++next;
+      }
+      if (largest == 0) return;
+      const unsigned blocks = std::max(1u, blocks_for(largest) / unsigned(count));
+      unscale_kernel<T><<<dim3(blocks, unsigned(count)), kThreads, 0, stream()>>>(l, inv_scale, ptr<float>(found));
+      INGOT_CUDA_LAUNCH_CHECK();
+    });
+  }
+}
+
 }  // namespace
 
+INGOT_CUDA_KERNEL(UnscaleGrads, unscale_grads).domain(kIngotDomain).versions(1).host_inputs({0}).dtypes({DType::Float32, DType::Float64});
 INGOT_CUDA_KERNEL(SGDStep, sgd_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
 INGOT_CUDA_KERNEL(AdamStep, adam_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
 INGOT_CUDA_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
