@@ -16,6 +16,8 @@
 #include <fstream>
 #include <set>
 
+#include "ops/semantics/philox.h"
+
 namespace ingot {
 namespace {
 
@@ -363,6 +365,45 @@ TEST(Optim, TrainingAnMlpReducesItsLoss) {
     (step == 0 ? first : last) = loss.item_double();
   }
   EXPECT_LT(last, first * 0.05) << "loss " << first << " -> " << last;
+}
+
+// Random123's known-answer vectors for Philox4x32-10 (kat_vectors: counter, key -> output).
+TEST(Dropout, PhiloxMatchesRandom123KnownAnswers) {
+  struct Kat {
+    uint32_t c[4], k[2], out[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}, {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}};
+  for (const Kat& k : kats) {
+    const sem::Philox4 r = sem::philox4x32(k.c[0], k.c[1], k.c[2], k.c[3], k.k[0], k.k[1]);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << "word " << i;
+  }
+}
+
+// nn::Dropout: in training, about p of the elements are zero and the rest scaled by 1 / (1 - p);
+// the same seed gives the same mask; in eval mode it is the identity.
+TEST(Dropout, TrainingMasksAndScalesEvalPassesThrough) {
+  Tensor x = Tensor::empty(DType::Float32, {200, 100});
+  for (float& v : x.span<float>()) v = 2.0f;
+  nn::Dropout drop(0.3);
+  manual_seed(9);
+  Tensor y = drop.forward(x);
+  manual_seed(9);
+  Tensor again = drop.forward(x);
+  EXPECT_EQ(y.to_vector<float>(), again.to_vector<float>());
+  int64_t zeros = 0;
+  for (float v : y.span<float>()) {
+    if (v == 0.0f) {
+      ++zeros;
+    } else {
+      EXPECT_FLOAT_EQ(v, 2.0f / 0.7f);
+    }
+  }
+  EXPECT_NEAR(double(zeros) / double(x.numel()), 0.3, 0.01);
+  drop.eval();
+  EXPECT_EQ(drop.forward(x).to_vector<float>(), x.to_vector<float>());
 }
 
 std::string temp_path(const std::string& name) {
