@@ -165,7 +165,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
     } else {
       running_var = out[2];
     }
-    num_batches_tracked = Tensor::scalar<int64_t>(num_batches_tracked.to(Device::cpu()).item_int() + 1);
+    // On the host it counts there; on a device it adds there (no wait for the device).
+    num_batches_tracked = num_batches_tracked.device().type == DeviceType::CPU
+                              ? Tensor::scalar<int64_t>(num_batches_tracked.item_int() + 1)
+                              : ops::add(num_batches_tracked, scalar_like(1.0, num_batches_tracked));
   }
   return out[0];
 }
