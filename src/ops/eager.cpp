@@ -110,12 +110,15 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
     NodeState state;
     profiler::detail::Range range;  // off: one relaxed load and branch
-    if (profiler::detail::op_hooks()) [[unlikely]]
-      range.begin_op(profiled_node(*def), device.type != DeviceType::CPU);
+    const Node* profiled = nullptr;
+    if (profiler::detail::op_hooks()) [[unlikely]] {
+      profiled = &profiled_node(*def);
+      range.begin_op(*profiled, device.type != DeviceType::CPU);
+    }
     KernelContext ctx(*def, attrs, opset, in_ptrs, outputs, nullptr, &state, device);
     kernel->fn(ctx);
     if (range.active()) [[unlikely]]
-      range.end_op(profiled_node(*def), backend_for(device).name(), in_ptrs, fallback);
+      range.end_op(*profiled, backend_for(device).name(), in_ptrs, fallback);
     std::vector<Tensor> result;
     for (Value& v : outputs) result.push_back(fallback && v.tensor.defined() ? v.tensor.to(result_device) : std::move(v.tensor));
     if (auto* tracer = autograd::detail::Tracer::active()) tracer->record(*def, attrs, opset, inputs, result);

@@ -6,7 +6,9 @@
 #include <ingot/optim.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 #include "core/strings.h"
 
@@ -62,9 +64,21 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& saved) {
 
 namespace {
 
-// The hyperparameters and the step count: the host inputs the step kernels read first.
-std::vector<Tensor> head(const std::vector<double>& hyper, int64_t step) {
-  return {Tensor::from_vector<double>(hyper, {int64_t(hyper.size())}), Tensor::scalar<double>(double(step))};
+// One fused step node per device (a model's parameters share one): the hyperparameters and the
+// step count (host inputs), then, for each parameter with a gradient, the `group` tensors that
+// `append(i, inputs)` adds (the parameter, its gradient, its states); written in place.
+void fused_step(const char* op, const std::vector<Tensor>& params, const std::vector<double>& hyper, int64_t step,
+                size_t group, Attributes attrs, const std::function<void(size_t, std::vector<Tensor>&)>& append) {
+  autograd::NoGradGuard no_grad;
+  std::map<std::pair<int, int>, std::vector<Tensor>> inputs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].grad().defined()) continue;
+    auto& in = inputs[{int(params[i].device().type), params[i].device().index}];
+    if (in.empty()) in = {Tensor::from_vector<double>(hyper, {int64_t(hyper.size())}), Tensor::scalar<double>(double(step))};
+    append(i, in);
+  }
+  attrs["in_place"] = int64_t(1);
+  for (auto& [device, in] : inputs) ops::call(op, in, attrs, int((in.size() - 2) / group * (group - 1)), "ai.ingot");
 }
 
 }  // namespace
@@ -77,24 +91,13 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(p
 }
 
 void SGD::step() {
-  autograd::NoGradGuard no_grad;
-  // One node per device (parameters of one model share one).
-  std::map<std::pair<int, int>, std::vector<Tensor>> inputs;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].grad();
-    if (!g.defined()) continue;
-    auto& in = inputs[{int(params_[i].device().type), params_[i].device().index}];
-    if (in.empty()) in = head({lr_, options_.momentum, options_.dampening, options_.weight_decay}, steps_ + 1);
-    in.push_back(params_[i]);
-    in.push_back(g);
-    in.push_back(options_.momentum != 0 ? state(i, "momentum_buffer") : Tensor());
-  }
-  for (auto& [device, in] : inputs) {
-    const size_t outputs = (in.size() - 2) / 3 * 2;
-    ops::call("SGDStep", in,
-              {{"nesterov", int64_t(options_.nesterov)}, {"maximize", int64_t(options_.maximize)}, {"in_place", int64_t(1)}},
-              int(outputs), "ai.ingot");
-  }
+  fused_step("SGDStep", params_, {lr_, options_.momentum, options_.dampening, options_.weight_decay}, steps_ + 1, 3,
+             {{"nesterov", int64_t(options_.nesterov)}, {"maximize", int64_t(options_.maximize)}},
+             [&](size_t i, std::vector<Tensor>& in) {
+               in.push_back(params_[i]);
+               in.push_back(params_[i].grad());
+               in.push_back(options_.momentum != 0 ? state(i, "momentum_buffer") : Tensor());
+             });
   ++steps_;
 }
 
@@ -109,27 +112,17 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
 }
 
 void Adam::step() {
-  autograd::NoGradGuard no_grad;
-  std::map<std::pair<int, int>, std::vector<Tensor>> inputs;
-  const size_t group = options_.amsgrad ? 5 : 4;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].grad();
-    if (!g.defined()) continue;
-    auto& in = inputs[{int(params_[i].device().type), params_[i].device().index}];
-    if (in.empty()) in = head({lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, steps_ + 1);
-    in.push_back(params_[i]);
-    in.push_back(g);
-    in.push_back(state(i, "exp_avg"));
-    in.push_back(state(i, "exp_avg_sq"));
-    if (options_.amsgrad) in.push_back(state(i, "max_exp_avg_sq"));
-  }
-  for (auto& [device, in] : inputs) {
-    const size_t outputs = (in.size() - 2) / group * (group - 1);
-    ops::call("AdamStep", in,
-              {{"decoupled_weight_decay", int64_t(decoupled_)},
-               {"amsgrad", int64_t(options_.amsgrad)}, {"maximize", int64_t(options_.maximize)}, {"in_place", int64_t(1)}},
-              int(outputs), "ai.ingot");
-  }
+  fused_step("AdamStep", params_, {lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, steps_ + 1,
+             options_.amsgrad ? 5 : 4,
+             {{"decoupled_weight_decay", int64_t(decoupled_)}, {"amsgrad", int64_t(options_.amsgrad)},
+              {"maximize", int64_t(options_.maximize)}},
+             [&](size_t i, std::vector<Tensor>& in) {
+               in.push_back(params_[i]);
+               in.push_back(params_[i].grad());
+               in.push_back(state(i, "exp_avg"));
+               in.push_back(state(i, "exp_avg_sq"));
+               if (options_.amsgrad) in.push_back(state(i, "max_exp_avg_sq"));
+             });
   ++steps_;
 }
 
