@@ -118,10 +118,14 @@ TEST(Amp, GradScalerGrowsBacksOffAndSkips) {
     Tensor loss = ops::mul(w, Tensor::from_vector<float>({gradient, gradient}, {2}));
     loss = ops::call("ReduceSum", {loss}, {{"keepdims", int64_t(0)}}, 1).at(0);
     Tensor scaled = scaler.scale(loss);
-    if (std::isfinite(gradient)) EXPECT_EQ(scaled.item_double(), loss.item_double() * scaler.get_scale());
+    if (std::isfinite(gradient)) {
+      EXPECT_EQ(scaled.item_double(), loss.item_double() * scaler.get_scale());
+    }
     scaled.backward();
     scaler.unscale(opt);
-    if (std::isfinite(gradient)) EXPECT_EQ(w.grad().to_vector<float>()[0], gradient);  // unscaled
+    if (std::isfinite(gradient)) {
+      EXPECT_EQ(w.grad().to_vector<float>()[0], gradient);  // unscaled
+    }
     const bool stepped = scaler.step(opt);
     scaler.update();
     return stepped;
