@@ -3,7 +3,11 @@
 apps/fashion-mnist (docs/TRAINING.md): the same architecture, AdamW lr 1e-3, batch 128, the same
 normalization; reads Debian's dataset-fashion-mnist idx files.
 
-    bench/fashion_mnist_torch.py [--device cpu|cuda] [--epochs N] [--limit N] [--threads N] [--json FILE]
+    bench/fashion_mnist_torch.py [--device cpu|cuda] [--precision fp32|bf16|fp16] [--epochs N] [--limit N]
+                                 [--threads N] [--json FILE]
+
+bf16 / fp16 run the forward under torch.autocast (fp16 with a torch.amp.GradScaler), as the example's
+--precision does.
 """
 import argparse
 import gzip
@@ -36,6 +40,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--json")
@@ -55,6 +60,10 @@ def main():
     y, ty = torch.from_numpy(y.astype(np.int64)), torch.from_numpy(ty.astype(np.int64))
     net = network().to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    autocast = lambda: torch.autocast(dev.type, dtype=low, enabled=low is not None)
+    fp16 = args.precision == "fp16"
+    scaler = torch.amp.GradScaler(dev.type, enabled=fp16) if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler(enabled=fp16)
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
     seconds, samples, loss_value, acc = 0.0, 0, 0.0, 0.0
     for epoch in range(args.epochs):
@@ -67,9 +76,11 @@ def main():
             idx = order[b:b + args.batch]
             xb, yb = x[idx].to(dev, non_blocking=True), y[idx].to(dev, non_blocking=True)
             opt.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(net(xb), yb)
-            loss.backward()
-            opt.step()
+            with autocast():
+                loss = nn.functional.cross_entropy(net(xb), yb)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             total += loss.item() * len(idx)  # a wait per step, as a typical script
         sync()
         elapsed = time.perf_counter() - start
@@ -80,12 +91,15 @@ def main():
         correct = 0
         with torch.no_grad():
             for b in range(0, len(tx), 1000):
-                correct += int((net(tx[b:b + 1000].to(dev)).argmax(1).cpu() == ty[b:b + 1000]).sum())
+                with autocast():
+                    logits = net(tx[b:b + 1000].to(dev))
+                correct += int((logits.argmax(1).cpu() == ty[b:b + 1000]).sum())
         acc = correct / len(tx)
         print(f"epoch {epoch + 1}: train loss {loss_value:.4f}, test accuracy {100 * acc:.2f}%, {elapsed:.1f} s", flush=True)
     out = {"test_accuracy": acc, "epochs": args.epochs, "seconds_per_epoch": seconds / args.epochs,
            "samples_per_s": samples / seconds, "final_loss": loss_value, "torch": torch.__version__,
-           "threads": torch.get_num_threads(), "device": args.device}
+           "threads": torch.get_num_threads(), "device": args.device,
+           "precision": args.precision}
     print(json.dumps(out))
     if args.json:
         with open(args.json, "w") as f:

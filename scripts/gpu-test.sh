@@ -226,16 +226,19 @@ run() {
   fi
   if want train && [ -x "$dir/bin/ingot-fashion-mnist" ]; then
     # The Fashion-MNIST example on the GPU, then PyTorch's same network and step in the same call
-    # (bench/fashion_mnist_torch.py); TRAIN_EPOCHS epochs each (default 10).
-    local epochs="${TRAIN_EPOCHS:-10}"
-    "$dir/bin/ingot-fashion-mnist" --device cuda --epochs "$epochs" --data "$dir/data/fashion-mnist" \
-      --json "$out/train-ingot-cuda.json" --plot "$out/train-ingot-cuda.png" --profile "$out/train-ingot-cuda-trace.json" \
-      >"$out/train-ingot-cuda.log" 2>&1 || true
-    tail -n 40 "$out/train-ingot-cuda.log"
-    python3 "$ROOT/bench/fashion_mnist_torch.py" --device cuda --epochs "$epochs" --data "$dir/data/fashion-mnist" \
-      --json "$out/train-torch-cuda.json" >"$out/train-torch-cuda.log" 2>&1 || true
-    tail -n 4 "$out/train-torch-cuda.log"
-    summary+=("train: train-ingot-cuda.json, train-torch-cuda.json (Fashion-MNIST, $epochs epochs)")
+    # (bench/fashion_mnist_torch.py); TRAIN_EPOCHS epochs each (default 10), for each precision in
+    # TRAIN_PRECISIONS (default "fp32 bf16 fp16"); TRAIN_TIMEOUT seconds at most per run (default 200).
+    local epochs="${TRAIN_EPOCHS:-10}" p
+    for p in ${TRAIN_PRECISIONS:-fp32 bf16 fp16}; do
+      timeout "${TRAIN_TIMEOUT:-200}" "$dir/bin/ingot-fashion-mnist" --device cuda --precision "$p" --epochs "$epochs" \
+        --data "$dir/data/fashion-mnist" --json "$out/train-ingot-cuda-$p.json" --plot "$out/train-ingot-cuda-$p.png" \
+        --profile "$out/train-ingot-cuda-$p-trace.json" >"$out/train-ingot-cuda-$p.log" 2>&1 || true
+      grep -E "^epoch|accuracy|rror" "$out/train-ingot-cuda-$p.log" | tail -n 12
+      timeout "${TRAIN_TIMEOUT:-200}" python3 "$ROOT/bench/fashion_mnist_torch.py" --device cuda --precision "$p" --epochs "$epochs" \
+        --data "$dir/data/fashion-mnist" --json "$out/train-torch-cuda-$p.json" >"$out/train-torch-cuda-$p.log" 2>&1 || true
+      tail -n 3 "$out/train-torch-cuda-$p.log"
+    done
+    summary+=("train: train-{ingot,torch}-cuda-PRECISION.json (Fashion-MNIST, $epochs epochs)")
   fi
   if want autograd && [ -x "$dir/bin/ingot-bench-autograd" ]; then
     # Eager op and backward host costs and an MLP training step, eager and compiled, against PyTorch.
