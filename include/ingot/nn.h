@@ -15,9 +15,11 @@
 //   loss.backward();
 #pragma once
 #include <ingot/export.h>
+#include <ingot/session.h>
 #include <ingot/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -229,6 +231,86 @@ class Embedding : public Layer {
   Tensor weight;
 };
 
+// Recurrent layers, as torch.nn.LSTM / GRU: the same parameters (weight_ih_l0, weight_hh_l0,
+// bias_ih_l0, bias_hh_l0, with "_reverse" for the backward direction; PyTorch's gate order, so that
+// a PyTorch state_dict loads unchanged), U(-1/sqrt(H), 1/sqrt(H)) initialisation, and dropout
+// between layers in training mode. Each layer runs as one ONNX LSTM / GRU op (the gate rows
+// reordered to ONNX's order on the way; GRU is ONNX's linear_before_reset form, PyTorch's
+// equations).
+struct RNNOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;  // input and output [B, T, features] instead of [T, B, features]
+  double dropout = 0.0;      // on each layer's output but the last, in training mode
+  bool bidirectional = false;
+};
+struct RNNOutput {
+  Tensor output;  // [T, B, directions * hidden] ([B, T, ...] with batch_first)
+  Tensor h_n;     // [num_layers * directions, B, hidden]
+  Tensor c_n;     // LSTM only
+};
+class RecurrentBase : public Module {
+ public:
+  int64_t input_size() const { return input_size_; }
+  int64_t hidden_size() const { return hidden_size_; }
+  const RNNOptions& options() const { return options_; }
+
+ protected:
+  RecurrentBase(const char* kind, int64_t gates, int64_t input_size, int64_t hidden_size, RNNOptions options);
+  // x: [T, B, input] ([B, T, input] batch_first); h0 (and c0 for an LSTM): [layers * directions, B,
+  // hidden], zeros when undefined.
+  RNNOutput run(const Tensor& x, const Tensor& h0, const Tensor& c0);
+
+ private:
+  const char* kind_;
+  int64_t gates_, input_size_, hidden_size_;
+  RNNOptions options_;
+  std::vector<std::unique_ptr<Tensor>> weights_;  // per layer and direction: w_ih, w_hh, [b_ih, b_hh]
+};
+class LSTM : public RecurrentBase {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
+  RNNOutput forward(const Tensor& x, const Tensor& h0 = {}, const Tensor& c0 = {});
+};
+class GRU : public RecurrentBase {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
+  RNNOutput forward(const Tensor& x, const Tensor& h0 = {});
+};
+
+// Multi-head attention, as torch.nn.MultiheadAttention: in_proj_weight [3E, E] (Xavier uniform),
+// in_proj_bias [3E] and out_proj.bias zeros, out_proj a Linear(E, E). Attention itself is the
+// fused ai.ingot.Attention op (flash kernels on the GPU, with their backward) unless the weights are
+// asked for. Self-attention (query, key and value one tensor) projects with one product.
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;  // attention-weight dropout: only 0 is supported
+  bool bias = true;
+  bool batch_first = false;  // [B, T, E] instead of [T, B, E]
+};
+struct AttentionInputs {
+  // Added to the scores (float) or masking where true (bool): [L, S] or [B * heads, L, S].
+  Tensor attn_mask{};
+  Tensor key_padding_mask{};  // [B, S], float (added) or bool (true: ignore that key)
+  bool is_causal = false;   // masks later keys (attn_mask then must be undefined)
+  bool need_weights = false;  // also return the attention weights (not fused then)
+  bool average_attn_weights = true;
+};
+struct AttentionOutput {
+  Tensor output;   // [L, B, E] ([B, L, E] with batch_first)
+  Tensor weights;  // [B, L, S] (averaged over heads) or [B, heads, L, S], when asked for
+};
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionInputs& extra = {});
+  Tensor in_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  int64_t embed_dim_, num_heads_;
+  MultiheadAttentionOptions options_;
+};
+
 // Activations and shape layers.
 class ReLU : public Layer {
  public:
@@ -289,6 +371,33 @@ class GlobalAvgPool : public Layer {
  public:
   Tensor forward(const Tensor& x) override;
 };
+
+// ---- Export (docs/TRAINING.md, "Export"): a module's forward traced once, in eval mode and without
+// autocast, on example inputs, into an ONNX file or a precompiled .ingot package (what `ingot
+// convert` would make of that ONNX file). Parameters and buffers keep their state_dict names as the
+// graph's initializers. Errors (an op ONNX lacks, a forward that bakes the batch into a shape while
+// dynamic_batch is asked for, an unwritable path) name the op or file at fault.
+struct ExportOptions {
+  std::vector<std::string> input_names;   // default "input" (one input) or "input_0", "input_1", ...
+  std::vector<std::string> output_names;  // default "output" (one output) or "output_0", ...
+  // Dim 0 of every input and output becomes the symbol "batch" (torch.onnx.export's dynamic_axes
+  // for axis 0). The forward is traced a second time with another batch size to check that the
+  // graph does not depend on it.
+  bool dynamic_batch = false;
+  std::string name = "ingot_model";  // the graph's name
+  // export_package only: the device and precision the package is built for.
+  Device device = Device::cpu();
+  Precision precision = Precision::FP32;
+};
+// The traced function: the module's inputs to its outputs.
+using ExportFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+void export_onnx(Module& module, const ExportFunction& forward, const std::vector<Tensor>& example_inputs,
+                 const std::string& path, const ExportOptions& options = {});
+void export_onnx(Layer& layer, const Tensor& example_input, const std::string& path, const ExportOptions& options = {});
+void export_package(Module& module, const ExportFunction& forward, const std::vector<Tensor>& example_inputs,
+                    const std::string& path, const ExportOptions& options = {});
+void export_package(Layer& layer, const Tensor& example_input, const std::string& path,
+                    const ExportOptions& options = {});
 
 namespace functional {
 

@@ -1,7 +1,11 @@
 #include "nn/constants.h"
 
+#include <ingot/nn.h>
+#include <ingot/ops.h>
+
 #include <map>
 #include <mutex>
+#include <random>
 #include <tuple>
 
 namespace ingot::nn {
@@ -28,6 +32,34 @@ Tensor constant_vector(int64_t n, double value, const Tensor& like) {
   for (double& v : t.span<double>()) v = value;
   t = t.cast(like.dtype()).to(like.device());
   return cache.emplace(key, t).first->second;
+}
+
+Tensor int64s(std::vector<int64_t> values) {
+  const auto n = int64_t(values.size());
+  return Tensor::from_vector(values, {n});
+}
+Tensor slice(const Tensor& x, int64_t axis, int64_t begin, int64_t end) {
+  return ops::call("Slice", {x, int64s({begin}), int64s({end}), int64s({axis})}).at(0);
+}
+
+Tensor uniform(Shape shape, double bound) {
+  std::mt19937_64 rng(random_u64());
+  std::uniform_real_distribution<float> d(-float(bound), float(bound));
+  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
+  for (float& v : t.span<float>()) v = d(rng);
+  return t;
+}
+Tensor normal(Shape shape) {
+  std::mt19937_64 rng(random_u64());
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
+  for (float& v : t.span<float>()) v = d(rng);
+  return t;
+}
+Tensor filled(Shape shape, float value) {
+  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
+  for (float& v : t.span<float>()) v = value;
+  return t;
 }
 
 }  // namespace ingot::nn

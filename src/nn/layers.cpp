@@ -6,7 +6,6 @@
 #include <ingot/ops.h>
 
 #include <cmath>
-#include <random>
 
 #include "nn/constants.h"
 
@@ -15,27 +14,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 constexpr const char* kIngotDomainName = "ai.ingot";
-
-// A float32 tensor of `shape` ~ U(-bound, bound) from the seeded generator.
-Tensor uniform(Shape shape, double bound) {
-  std::mt19937_64 rng(random_u64());
-  std::uniform_real_distribution<float> d(-float(bound), float(bound));
-  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
-  for (float& v : t.span<float>()) v = d(rng);
-  return t;
-}
-Tensor normal(Shape shape) {
-  std::mt19937_64 rng(random_u64());
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
-  for (float& v : t.span<float>()) v = d(rng);
-  return t;
-}
-Tensor filled(Shape shape, float value) {
-  Tensor t = Tensor::empty(DType::Float32, std::move(shape));
-  for (float& v : t.span<float>()) v = value;
-  return t;
-}
 
 Tensor call1(const std::string& op, const std::vector<Tensor>& in, const Attributes& attrs = {}) {
   return ops::call(op, in, attrs, 1).at(0);
@@ -57,14 +35,15 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
 Tensor Linear::forward(const Tensor& x) {
   const int64_t in = weight.dim(1), out = weight.dim(0);
   if (x.rank() < 1 || x.dim(-1) != in) fail("Linear({}, {}): input {} does not end in {}", in, out, x.describe(), in);
-  Tensor x2 = x.rank() == 2 ? x : ops::reshape(x, {-1, in});
-  std::vector<Tensor> args{x2, weight};
+  if (x.rank() != 2) {
+    // A product over the last axis (no Reshape to the batch's shape, so a traced forward stays
+    // valid for any leading dims).
+    Tensor y = ops::matmul(x, ops::transpose(weight, {1, 0}));
+    return bias.defined() ? ops::add(y, bias) : y;
+  }
+  std::vector<Tensor> args{x, weight};
   if (bias.defined()) args.push_back(bias);
-  Tensor y = call1("Gemm", args, {{"transB", int64_t(1)}});
-  if (x.rank() == 2) return y;
-  Shape shape = x.shape();
-  shape.back() = out;
-  return ops::reshape(y, shape);
+  return call1("Gemm", args, {{"transB", int64_t(1)}});
 }
 
 Conv::Conv(int spatial_dims, int64_t in_channels, int64_t out_channels, int64_t kernel_size, ConvOptions options)

@@ -65,12 +65,16 @@ void fix_input_shapes(Model& model, const std::vector<std::pair<std::string, std
 }  // namespace
 
 std::shared_ptr<Model> convert_model(const std::string& onnx_path, const ConvertOptions& options) {
+  if (options.progress) options.progress("import", false);
+  std::shared_ptr<Model> model = import_onnx(onnx_path);
+  if (options.progress) options.progress("import", true);
+  return convert_model(std::move(model), options);
+}
+
+std::shared_ptr<Model> convert_model(std::shared_ptr<Model> model, const ConvertOptions& options) {
   auto step = [&](const char* name, bool done) {
     if (options.progress) options.progress(name, done);
   };
-  step("import", false);
-  std::shared_ptr<Model> model = import_onnx(onnx_path);
-  step("import", true);
   try {
     fix_input_shapes(*model, options.input_shapes);
   } catch (Error& e) {

@@ -76,5 +76,7 @@ struct ConvertOptions {
   std::function<void(const std::string& step, bool done)> progress;
 };
 std::shared_ptr<Model> convert_model(const std::string& onnx_path, const ConvertOptions& options);
+// The same from the lowering on, for a model already in memory (traced by nn::export_package).
+std::shared_ptr<Model> convert_model(std::shared_ptr<Model> model, const ConvertOptions& options);
 
 }  // namespace ingot

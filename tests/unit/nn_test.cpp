@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "ops/semantics/philox.h"
@@ -154,6 +155,89 @@ TEST(Nn, LossesMatchPyTorch) {
     return F::binary_cross_entropy_with_logits(x, t, at("bce.pos_weight"));
   });
   check_loss("bce_plain", [](const Tensor& x, const Tensor& t) { return F::binary_cross_entropy_with_logits(x, t); });
+}
+
+// A module of several inputs and outputs: loads the case's parameters (float64), calls `run` with
+// the case's inputs (float ones requiring gradients), and compares every output, the gradients of
+// sum(output * cotangent) with respect to the float inputs, and every parameter's.
+using Named = std::map<std::string, Tensor>;
+void check_multi(const std::string& name, nn::Module& m, const std::function<Named(const Named&)>& run, double tol = 1e-10) {
+  SCOPED_TRACE(name);
+  m.to(DType::Float64);
+  Named state, inputs;
+  for (const auto& [k, v] : ref()) {
+    if (k.rfind(name + ".param.", 0) == 0) state[k.substr(name.size() + 7)] = v;
+    if (k.rfind(name + ".in.", 0) == 0) {
+      Tensor x = v.clone();
+      if (is_floating(x.dtype())) x.set_requires_grad(true);
+      inputs[k.substr(name.size() + 4)] = x;
+    }
+  }
+  m.load_state_dict(state);
+  Named outputs = run(inputs);
+  Tensor loss;
+  for (const auto& [k, y] : outputs) {
+    expect_close(y, at(name + ".out." + k), tol, name + " " + k);
+    Tensor term = sum_all(ops::mul(y, at(name + ".cot." + k)));
+    loss = loss.defined() ? ops::add(loss, term) : term;
+  }
+  loss.backward();
+  for (const auto& [k, x] : inputs) {
+    if (is_floating(x.dtype())) expect_close(x.grad(), at(name + ".grad_in." + k), tol, name + " grad " + k);
+  }
+  for (const auto& [pname, p] : m.named_parameters()) expect_close(p.grad(), at(name + ".grad." + pname), tol, name + " grad " + pname);
+}
+
+TEST(Nn, RecurrentLayersMatchPyTorch) {
+  auto lstm_run = [](nn::LSTM& m) {
+    return [&m](const Named& in) {
+      auto get = [&](const char* k) { return in.count(k) ? in.at(k) : Tensor{}; };
+      nn::RNNOutput o = m.forward(in.at("x"), get("h0"), get("c0"));
+      return Named{{"output", o.output}, {"h_n", o.h_n}, {"c_n", o.c_n}};
+    };
+  };
+  auto gru_run = [](nn::GRU& m) {
+    return [&m](const Named& in) {
+      nn::RNNOutput o = m.forward(in.at("x"), in.count("h0") ? in.at("h0") : Tensor{});
+      return Named{{"output", o.output}, {"h_n", o.h_n}};
+    };
+  };
+  nn::LSTM lstm(3, 4);
+  check_multi("lstm", lstm, lstm_run(lstm));
+  nn::LSTM lstm2bi(3, 4, {.num_layers = 2, .batch_first = true, .bidirectional = true});
+  check_multi("lstm2bi", lstm2bi, lstm_run(lstm2bi));
+  nn::GRU gru(3, 4, {.num_layers = 2});
+  check_multi("gru", gru, gru_run(gru));
+  nn::GRU grubi(3, 5, {.batch_first = true, .bidirectional = true});
+  check_multi("grubi", grubi, gru_run(grubi));
+  EXPECT_EQ(lstm2bi.named_parameters().size(), 16u);  // 2 layers x 2 directions x (w_ih, w_hh, b_ih, b_hh)
+  EXPECT_THROW(lstm.forward(Tensor::zeros(DType::Float64, {5, 2, 4})), Error);
+  EXPECT_THROW(lstm.forward(Tensor::zeros(DType::Float64, {5, 2, 3}), Tensor::zeros(DType::Float64, {2, 2, 4})), Error);
+}
+
+TEST(Nn, MultiheadAttentionMatchesPyTorch) {
+  const double fused_tol = 1e-7;  // the fused Attention op's scale attribute is a float32
+  nn::MultiheadAttention self(8, 2);
+  check_multi("mha_self", self, [&](const Named& in) {
+    nn::AttentionOutput o = self.forward(in.at("x"), in.at("x"), in.at("x"),
+                                         {.key_padding_mask = in.at("key_padding_mask"), .need_weights = true});
+    return Named{{"output", o.output}, {"weights", o.weights}};
+  });
+  nn::MultiheadAttention cross(8, 4, {.batch_first = true});
+  check_multi("mha_cross", cross, [&](const Named& in) {
+    return Named{{"output", cross.forward(in.at("q"), in.at("kv"), in.at("kv"), {.attn_mask = in.at("attn_mask")}).output}};
+  }, fused_tol);
+  nn::MultiheadAttention causal(6, 3, {.batch_first = true});
+  check_multi("mha_causal", causal, [&](const Named& in) {
+    return Named{{"output", causal.forward(in.at("x"), in.at("x"), in.at("x"), {.is_causal = true}).output}};
+  }, fused_tol);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : self.named_parameters()) names.push_back(k);
+  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_THROW(nn::MultiheadAttention(8, 3), Error);
+  EXPECT_THROW(self.forward(Tensor::zeros(DType::Float64, {5, 2, 7}), Tensor::zeros(DType::Float64, {5, 2, 8}),
+                            Tensor::zeros(DType::Float64, {5, 2, 8})),
+               Error);
 }
 
 TEST(Nn, BadInputsAreNamed) {

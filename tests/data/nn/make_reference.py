@@ -12,6 +12,9 @@ also reads a file Ingot did not write). Keys:
   <opt>.p0 and <opt>.g<t> (gradients of 5 steps), <opt>.p<t> (the parameter after step t).
   clip.g0/g1 (gradients), clip.<norm>.total, clip.<norm>.g0/g1 (after clipping).
   sched.<name>.lr (and .momentum): the optimizer's values after construction and after each step().
+  Modules of several inputs and outputs (LSTM, GRU, MultiheadAttention): <case>.param.<name>,
+  <case>.in.<name> and <case>.grad_in.<name> (float inputs), <case>.out.<name> and
+  <case>.cot.<name>; loss = sum over outputs of sum(output * cotangent).
 The test code names each case's constructor arguments as this script does.
 """
 import json
@@ -176,6 +179,77 @@ schedule("onecycle_sgd", lambda p: torch.optim.SGD([p], lr=0.1, momentum=0.9),
 schedule("onecycle_adam", lambda p: torch.optim.Adam([p], lr=0.1),
          lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=12, pct_start=0.25), 11,
          momentum=lambda g: g["betas"][0])
+
+
+def multi(name, module, inputs, run):
+    """run(module, **inputs) -> dict of outputs."""
+    module = module.double()
+    for k, v in module.state_dict().items():
+        put(f"{name}.param.{k}", v)
+    xs = {k: (v.clone().requires_grad_(True) if v.dtype.is_floating_point else v) for k, v in inputs.items()}
+    outs = run(module, **xs)
+    loss = 0
+    for k, y in outs.items():
+        cot = torch.randn_like(y)
+        put(f"{name}.out.{k}", y)
+        put(f"{name}.cot.{k}", cot)
+        loss = loss + (y * cot).sum()
+    loss.backward()
+    for k, x in xs.items():
+        put(f"{name}.in.{k}", x)
+        if x.dtype.is_floating_point:
+            put(f"{name}.grad_in.{k}", x.grad)
+    for k, p in module.named_parameters():
+        put(f"{name}.grad.{k}", p.grad)
+
+
+def lstm_run(m, x, h0=None, c0=None):
+    y, (h, c) = m(x, None if h0 is None else (h0, c0))
+    return {"output": y, "h_n": h, "c_n": c}
+
+
+def gru_run(m, x, h0=None):
+    y, h = m(x, h0)
+    return {"output": y, "h_n": h}
+
+
+multi("lstm", nn.LSTM(3, 4), {"x": torch.randn(5, 2, 3)}, lstm_run)
+multi("lstm2bi", nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True),
+      {"x": torch.randn(2, 5, 3), "h0": torch.randn(4, 2, 4), "c0": torch.randn(4, 2, 4)}, lstm_run)
+multi("gru", nn.GRU(3, 4, num_layers=2), {"x": torch.randn(5, 2, 3), "h0": torch.randn(2, 2, 4)}, gru_run)
+multi("grubi", nn.GRU(3, 5, bidirectional=True, batch_first=True), {"x": torch.randn(2, 4, 3)}, gru_run)
+
+
+def mha_self(m, x, key_padding_mask):
+    y, w = m(x, x, x, key_padding_mask=key_padding_mask, need_weights=True)
+    return {"output": y, "weights": w}
+
+
+def mha_cross(m, q, kv, attn_mask):
+    y, _ = m(q, kv, kv, attn_mask=attn_mask, need_weights=False)
+    return {"output": y}
+
+
+def mha_causal(m, x):
+    mask = torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), diagonal=1)
+    y, _ = m(x, x, x, attn_mask=mask, need_weights=False)
+    return {"output": y}
+
+
+def randomized_mha(*args, **kwargs):
+    m = nn.MultiheadAttention(*args, **kwargs)
+    with torch.no_grad():  # PyTorch zeroes the biases at initialisation; random ones test their gradients
+        m.in_proj_bias.copy_(torch.randn_like(m.in_proj_bias) * 0.1)
+        m.out_proj.bias.copy_(torch.randn_like(m.out_proj.bias) * 0.1)
+    return m
+
+
+pad = torch.zeros(2, 5, dtype=torch.bool)
+pad[1, 3:] = True
+multi("mha_self", randomized_mha(8, 2), {"x": torch.randn(5, 2, 8), "key_padding_mask": pad}, mha_self)
+multi("mha_cross", randomized_mha(8, 4, batch_first=True),
+      {"q": torch.randn(2, 3, 8), "kv": torch.randn(2, 6, 8), "attn_mask": torch.randn(3, 6)}, mha_cross)
+multi("mha_causal", randomized_mha(6, 3, batch_first=True), {"x": torch.randn(2, 4, 6)}, mha_causal)
 
 
 # A safetensors writer of this script's own (the format: u64 little-endian header size, a JSON
