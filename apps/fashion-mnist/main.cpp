@@ -92,7 +92,7 @@ void progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains a CNN on Fashion-MNIST with Ingot and reports the test accuracy"};
-  std::string device_name = "cpu", precision = "fp32", json, plot, save, profile, dir = "/usr/share/datasets/fashion-mnist";
+  std::string device_name = "cpu", precision = "fp32", json, plot, save, exported, profile, dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 10;
   int64_t batch_size = 128, limit = 0;
   double lr = 1e-3;
@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json, "Write {test_accuracy, epochs, seconds_per_epoch, samples_per_s, final_loss}");
   app.add_option("--plot", plot, "Write a PNG of the loss and accuracy per epoch");
   app.add_option("--save", save, "Write the trained weights as safetensors");
+  app.add_option("--export", exported,
+                 "Write the trained network as ONNX (FILE.onnx) or as a package for --device (FILE.ingot), batch dim dynamic");
   app.add_option("--profile", profile, "Profile training steps 4-8 into this Chrome trace (JSON) and print the op table");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -185,6 +187,24 @@ int main(int argc, char** argv) {
     }
     if (!plot.empty()) apps::plot::save_epochs_png(plot, "Fashion-MNIST, Ingot " + device.str(), curves);
     if (!save.empty()) save_safetensors(save, net->state_dict(), {{"epochs", std::to_string(epochs)}});
+    if (!exported.empty()) {
+      nn::ExportOptions o;
+      o.dynamic_batch = true;
+      o.input_names = {"images"};
+      o.output_names = {"logits"};
+      o.name = "fashion_mnist";
+      o.device = device;
+      Tensor example = test_x.slice_rows(0, 2), unused = test_y.slice_rows(0, 2);
+      to_float(example, unused);
+      example = example.to(device);
+      const bool package = exported.size() > 6 && exported.substr(exported.size() - 6) == ".ingot";
+      if (package) {
+        nn::export_package(*net, example, exported, o);
+      } else {
+        nn::export_onnx(*net, example, exported, o);
+      }
+      std::fprintf(stderr, "exported %s\n", exported.c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ingot-fashion-mnist: %s\n", e.what());
     return 1;

@@ -219,7 +219,16 @@ std::shared_ptr<Model> trace_for_export(Module& module, const ExportFunction& fo
   if (options.dynamic_batch) {
     std::vector<Tensor> bigger;
     for (const Tensor& t : inputs) bigger.push_back(one_more_row(t));
-    make_batch_dynamic(*model, *trace_once(module, forward, bigger, options));
+    std::shared_ptr<Model> other;
+    try {
+      other = trace_once(module, forward, bigger, options);
+    } catch (Error& e) {
+      e.add_context(fmt::format("dynamic_batch: tracing again at batch size {} (to check that the graph does not "
+                                "depend on it)",
+                                bigger.at(0).dim(0)));
+      throw;
+    }
+    make_batch_dynamic(*model, *other);
   }
   verify(*model);
   return model;

@@ -214,7 +214,8 @@ Tensor Tanh::forward(const Tensor& x) { return ops::tanh(x); }
 
 Tensor Flatten::forward(const Tensor& x) {
   const int64_t start = normalize_axis(start_, std::max<int64_t>(x.rank(), 1), "Flatten start_dim");
-  Shape shape(x.shape().begin(), x.shape().begin() + start);
+  // Leading dims as 0 (ONNX: copy the input's), so that a traced graph holds no batch size.
+  Shape shape(size_t(start), 0);
   shape.push_back(-1);
   return ops::reshape(x, shape);
 }
