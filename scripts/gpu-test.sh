@@ -7,7 +7,7 @@
 #                                     models and their inputs.
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
-#                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train profile latency
+#                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train trainbench profile latency
 #                                     bench memcheck all, and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and ab (only when named: the previous build bundled with
@@ -239,6 +239,26 @@ run() {
       tail -n 3 "$out/train-torch-cuda-$p.log"
     done
     summary+=("train: train-{ingot,torch}-cuda-PRECISION.json (Fashion-MNIST, $epochs epochs)")
+  fi
+  if want trainbench && [ -x "$dir/bin/ingot-bench-training" ]; then
+    # Training steps side by side (bench/training_bench.cpp, bench/training_torch.py): for each
+    # model, Ingot eager fp32 and AMP, PyTorch eager fp32 and AMP, and torch.compile AMP; one JSON
+    # line each in trainbench.jsonl. TRAINBENCH_MODELS (default "fashion resnet50 transformer"),
+    # TRAINBENCH_AMP (default bf16), TRAINBENCH_STEPS (default 20).
+    local m amp="${TRAINBENCH_AMP:-bf16}" steps="${TRAINBENCH_STEPS:-20}"
+    for m in ${TRAINBENCH_MODELS:-fashion resnet50 transformer}; do
+      for p in fp32 "$amp"; do
+        timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" --steps "$steps" \
+          2>>"$out/trainbench.err" | sed 's/^{/{"engine":"ingot",/' >>"$out/trainbench.jsonl" || true
+        timeout 300 python3 "$ROOT/bench/training_torch.py" --model "$m" --precision "$p" --steps "$steps" \
+          2>>"$out/trainbench.err" | sed 's/^{/{"engine":"torch",/' >>"$out/trainbench.jsonl" || true
+      done
+      timeout 400 python3 "$ROOT/bench/training_torch.py" --model "$m" --precision "$amp" --steps "$steps" --compile \
+        2>>"$out/trainbench.err" | sed 's/^{/{"engine":"torch.compile",/' >>"$out/trainbench.jsonl" || true
+    done
+    cat "$out/trainbench.jsonl"
+    tail -n 5 "$out/trainbench.err" 2>/dev/null || true
+    summary+=("trainbench: trainbench.jsonl")
   fi
   if want autograd && [ -x "$dir/bin/ingot-bench-autograd" ]; then
     # Eager op and backward host costs and an MLP training step, eager and compiled, against PyTorch.

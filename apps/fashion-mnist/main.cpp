@@ -1,10 +1,11 @@
-// ingot-fashion-mnist: trains a small CNN on Fashion-MNIST (Debian's dataset-fashion-mnist) with
-// Ingot's nn modules, autograd and AdamW, on the CPU or a GPU, and reports the test accuracy.
-// Public API only (include/ingot/).
+// ingot-fashion-mnist: trains a small CNN (or, --network lstm, an LSTM reading each image as a
+// sequence of 28 rows) on Fashion-MNIST (Debian's dataset-fashion-mnist) with Ingot's nn modules,
+// autograd and AdamW, on the CPU or a GPU, and reports the test accuracy. Public API only
+// (include/ingot/).
 //
-//   ingot-fashion-mnist [--device cpu|cuda] [--epochs N] [--batch B] [--lr LR] [--json FILE]
-//                       [--plot FILE.png] [--save FILE.safetensors] [--profile TRACE.json] [--data DIR]
-//                       [--limit N]
+//   ingot-fashion-mnist [--device cpu|cuda] [--network cnn|lstm] [--precision fp32|bf16|fp16] [--epochs N]
+//                       [--batch B] [--lr LR] [--json FILE] [--plot FILE.png] [--save FILE.safetensors]
+//                       [--export FILE.onnx|FILE.ingot] [--profile TRACE.json] [--data DIR] [--limit N]
 #include <ingot/amp.h>
 #include <ingot/autograd.h>
 #include <ingot/data.h>
@@ -18,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,6 +46,29 @@ std::shared_ptr<nn::Sequential> make_network() {
   net->add(std::make_shared<nn::Flatten>());
   net->add(std::make_shared<nn::Linear>(6272, 256)).add(std::make_shared<nn::ReLU>()).add(std::make_shared<nn::Dropout>(0.3));
   net->add(std::make_shared<nn::Linear>(256, 10));
+  return net;
+}
+
+// The sequence task: each image a sequence of 28 rows of 28 pixels, read top to bottom by a
+// 2-layer LSTM (hidden 128); the last layer's final state is classified by a Linear.
+class RowLSTM : public nn::Layer {
+ public:
+  RowLSTM() { lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(28, 128, nn::RNNOptions{.num_layers = 2, .batch_first = true})); }
+  Tensor forward(const Tensor& images) override {
+    nn::RNNOutput o = lstm_->forward(ops::reshape(images, {0, 28, 28}));  // [B, 1, 28, 28] -> [B, 28, 28]
+    // The last time step of the output, [B, 1, 128] -> [B, 128].
+    auto one = [](int64_t v) { return Tensor::from_vector<int64_t>({v}, {1}); };
+    Tensor last = ops::call("Slice", {o.output, one(-1), one(INT64_MAX), one(1)}).at(0);
+    return ops::reshape(last, {0, -1});
+  }
+
+ private:
+  std::shared_ptr<nn::LSTM> lstm_;
+};
+
+std::shared_ptr<nn::Sequential> make_lstm_network() {
+  auto net = std::make_shared<nn::Sequential>();
+  net->add(std::make_shared<RowLSTM>()).add(std::make_shared<nn::Linear>(128, 10));
   return net;
 }
 
@@ -92,12 +117,14 @@ void progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains a CNN on Fashion-MNIST with Ingot and reports the test accuracy"};
-  std::string device_name = "cpu", precision = "fp32", json, plot, save, exported, profile, dir = "/usr/share/datasets/fashion-mnist";
+  std::string device_name = "cpu", network = "cnn", precision = "fp32", json, plot, save, exported, profile, dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 10;
   int64_t batch_size = 128, limit = 0;
   double lr = 1e-3;
   uint64_t seed = 0;
   app.add_option("--device", device_name, "cpu or cuda[:N]");
+  app.add_option("--network", network, "cnn (the issue's CNN) or lstm (rows as a sequence)")
+      ->check(CLI::IsMember({"cnn", "lstm"}));
   app.add_option("--precision", precision, "fp32, or bf16 / fp16 autocast (fp16 with a GradScaler)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--epochs", epochs, "Passes over the training set")->check(CLI::PositiveNumber);
@@ -119,7 +146,7 @@ int main(int argc, char** argv) {
     auto read = [&](const char* name) { return data::read_idx(dir + "/" + name); };
     Tensor train_x = first_rows(read("train-images-idx3-ubyte.gz"), limit), train_y = first_rows(read("train-labels-idx1-ubyte.gz"), limit);
     Tensor test_x = read("t10k-images-idx3-ubyte.gz"), test_y = read("t10k-labels-idx1-ubyte.gz");
-    auto net = make_network();
+    auto net = network == "lstm" ? make_lstm_network() : make_network();
     net->to(device);
     optim::AdamW opt(net->parameters(), [&] {
       optim::AdamWOptions o;
@@ -182,7 +209,7 @@ int main(int argc, char** argv) {
     if (!json.empty()) {
       nlohmann::json j = {{"test_accuracy", test_accuracy}, {"epochs", epochs}, {"seconds_per_epoch", seconds / epochs},
                           {"samples_per_s", double(samples) / seconds}, {"final_loss", final_loss}, {"device", device.str()},
-                          {"precision", precision}, {"batch", batch_size}, {"train_images", train_x.dim(0)}};
+                          {"precision", precision}, {"network", network}, {"batch", batch_size}, {"train_images", train_x.dim(0)}};
       std::ofstream(json) << j.dump(2) << "\n";
     }
     if (!plot.empty()) apps::plot::save_epochs_png(plot, "Fashion-MNIST, Ingot " + device.str(), curves);

@@ -1,9 +1,13 @@
 // Training on CUDA: the fused optimizer steps and Philox dropout against their CPU kernels, and a
-// small network's training step (nn modules, losses, AdamW) on the GPU against the same on the CPU.
+// small network's training step (nn modules, losses, AdamW) on the GPU against the same on the CPU;
+// the recurrent and attention modules' gradients on the GPU against the CPU's.
 #include <ingot/autograd.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
 #include <ingot/optim.h>
+
+#include <functional>
+#include <map>
 
 #include "gpu_test_util.h"
 
@@ -122,6 +126,61 @@ TEST(CudaTraining, ANetworksTrainingStepMatchesTheCpu) {
   for (const auto& [name, t] : cpu_state) {
     EXPECT_EQ(gpu_state.at(name).device().type, DeviceType::CUDA) << name;
     expect_near(gpu_state.at(name), t, 1e-4, name);
+  }
+}
+
+// LSTM, GRU and MultiheadAttention on CUDA against the CPU: outputs, input gradients and every
+// parameter's gradient (the CPU path is tested against PyTorch in tests/unit/nn_test.cpp).
+TEST(CudaTraining, RecurrentAndAttentionModulesMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  struct Case {
+    const char* name;
+    std::function<std::shared_ptr<nn::Module>()> make;
+    std::function<std::vector<Tensor>(nn::Module&, const Tensor&)> run;
+    Shape input;
+  };
+  std::vector<Case> cases = {
+      {"lstm", [] { return std::make_shared<nn::LSTM>(6, 8, nn::RNNOptions{.num_layers = 2, .bidirectional = true}); },
+       [](nn::Module& m, const Tensor& x) {
+         auto o = static_cast<nn::LSTM&>(m).forward(x);
+         return std::vector<Tensor>{o.output, o.h_n, o.c_n};
+       },
+       {7, 3, 6}},
+      {"gru", [] { return std::make_shared<nn::GRU>(6, 8, nn::RNNOptions{.batch_first = true}); },
+       [](nn::Module& m, const Tensor& x) {
+         auto o = static_cast<nn::GRU&>(m).forward(x);
+         return std::vector<Tensor>{o.output, o.h_n};
+       },
+       {3, 7, 6}},
+      {"mha", [] { return std::make_shared<nn::MultiheadAttention>(32, 4, nn::MultiheadAttentionOptions{.batch_first = true}); },
+       [](nn::Module& m, const Tensor& x) {
+         return std::vector<Tensor>{static_cast<nn::MultiheadAttention&>(m).forward(x, x, x, {.is_causal = true}).output};
+       },
+       {2, 64, 32}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Tensor x0 = random_tensor(DType::Float32, c.input, 3);
+    auto grads = [&](Device device) {
+      manual_seed(5);
+      auto m = c.make();
+      m->to(device);
+      Tensor x = x0.to(device);
+      x.set_requires_grad(true);
+      std::vector<Tensor> outs = c.run(*m, x);
+      Tensor loss;
+      for (const Tensor& y : outs) {
+        Tensor term = ops::reduce_sum(ops::mul(y, y), {}, false);
+        loss = loss.defined() ? ops::add(loss, term) : term;
+      }
+      loss.backward();
+      std::map<std::string, Tensor> r{{"x.grad", x.grad()}};
+      for (size_t i = 0; i < outs.size(); ++i) r["out" + std::to_string(i)] = outs[i];
+      for (const auto& [name, p] : m->named_parameters()) r[name + ".grad"] = p.grad();
+      return r;
+    };
+    auto cpu = grads(Device::cpu()), gpu = grads(Device::parse("cuda"));
+    for (const auto& [name, t] : cpu) expect_near(gpu.at(name), t, 1e-4, name);
   }
 }
 
