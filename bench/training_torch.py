@@ -2,7 +2,7 @@
 """PyTorch's side of bench/training_bench.cpp: the same models, data, losses, optimizers and timing.
 
     bench/training_torch.py --model resnet50|transformer|fashion [--device cuda] [--precision fp32|bf16|fp16]
-                            [--compile] [--batch N] [--steps N] [--warmup N] [--json FILE]
+                            [--compile] [--batch N] [--steps N] [--warmup N] [--threads N] [--json FILE]
 
 resnet50 is torchvision's; transformer is 4 nn.TransformerEncoderLayer(384, 6, 1536, GELU, pre-norm,
 dropout 0, batch_first) and a final LayerNorm; fashion is bench/fashion_mnist_torch.py's network.
@@ -37,8 +37,11 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -93,7 +96,8 @@ def main():
     out = {"model": args.model, "device": args.device, "precision": args.precision, "compile": args.compile,
            "batch": batch, "steps": args.steps, "ms_per_step": 1e3 * seconds / args.steps,
            "samples_per_s": batch * args.steps / seconds, "final_loss": final, "warmup_s": warmup_s,
-           "parameters": sum(p.numel() for p in net.parameters()), "torch": torch.__version__}
+           "parameters": sum(p.numel() for p in net.parameters()), "torch": torch.__version__,
+           "threads": torch.get_num_threads()}
     print(json.dumps(out), flush=True)
     if args.json:
         with open(args.json, "w") as f:

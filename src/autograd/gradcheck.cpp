@@ -415,6 +415,14 @@ const std::map<std::string, CaseMaker>& cases() {
       return std::vector<Case>{{{s.r({5, 7})}, {{"ratio", 0.3f}, {"seed", int64_t(9)}}, 2}};
     };
     // Ingot's own LayerNormalization and HardSwish are ONNX's for older models.
+    t["ai.ingot.ConvWeightGrad"] = [](Sampler& s) {
+      return std::vector<Case>{
+          {{s.r({2, 3, 6, 5}), s.r({2, 4, 4, 3})}, {{"kernel_shape", Ints{3, 3}}}},
+          {{s.r({1, 2, 7, 7}), s.r({1, 3, 4, 3})},
+           {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}}},
+          {{s.r({1, 4, 5, 5}), s.r({1, 6, 5, 5})}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(2)}, {"pads", Ints{1, 1, 1, 1}}}},
+          {{s.r({2, 2, 9}), s.r({2, 3, 2})}, {{"kernel_shape", Ints{4}}, {"strides", Ints{3}}}}};
+    };
     t["ai.ingot.LayerNormalization"] = t["LayerNormalization"];
     t["ai.ingot.HardSwish"] = t["HardSwish"];
     t["ai.ingot.FusedMatMul"] = [](Sampler& s) {

@@ -663,3 +663,46 @@ TEST(Vmap, ComposesWithGradAndItself) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// ai.ingot.ConvWeightGrad in float32 (oneDNN's backward-weights primitive) against its float64 loops,
+// over the geometries Conv's rule hands it: strides, asymmetric pads, dilations, groups, 1-d and
+// depthwise, and a 1x1 pointwise layer.
+TEST(Autograd, ConvWeightGradFloat32MatchesTheFloat64Loops) {
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    Shape x, dy;
+    Attributes attrs;
+  };
+  const std::vector<Case> cases = {
+      {{4, 3, 9, 8}, {4, 5, 7, 6}, {{"kernel_shape", Ints{3, 3}}}},
+      {{2, 4, 11, 11}, {2, 6, 6, 5}, {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}}},
+      {{3, 8, 7, 7}, {3, 8, 7, 7}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(8)}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 6, 5, 5}, {2, 4, 5, 5}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(2)}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 16, 6, 6}, {2, 32, 6, 6}, {{"kernel_shape", Ints{1, 1}}}},
+      {{2, 3, 20}, {2, 4, 6}, {{"kernel_shape", Ints{5}}, {"strides", Ints{3}}}},
+  };
+  uint64_t seed = 40;
+  for (const Case& c : cases) {
+    const Tensor x = random(c.x, seed++), dy = random(c.dy, seed++);
+    const Tensor want = ops::call("ConvWeightGrad", {x, dy}, c.attrs, 1, "ai.ingot").at(0);
+    const Tensor got = ops::call("ConvWeightGrad", {x.cast(DType::Float32), dy.cast(DType::Float32)}, c.attrs, 1, "ai.ingot").at(0);
+    ASSERT_EQ(got.shape(), want.shape());
+    const std::vector<double> g = got.cast(DType::Float64).to_vector<double>(), w = want.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / (1 + std::abs(w[i])));
+    EXPECT_LE(worst, 1e-5) << shape_str(c.x) << " -> " << shape_str(want.shape());
+  }
+  // Shapes that do not belong together name the input at fault.
+  try {
+    ops::call("ConvWeightGrad", {random({2, 3, 9, 8}, 1), random({2, 5, 6, 6}, 2)}, {{"kernel_shape", Ints{3, 3}}}, 1, "ai.ingot");
+    FAIL() << "a dY of the wrong size was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 1 (dY)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ingot

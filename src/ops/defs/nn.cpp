@@ -128,40 +128,16 @@ ConvGeometry conv_geometry(G& b, std::vector<int64_t> kernel = {}) {
   }
   return c;
 }
-// A convolution's weight gradient as a convolution: `data` ([N, C, ...] with batch and channels
-// swapped) correlated with `taps` (likewise), the forward's strides as dilations and dilations as
-// strides, cut to the kernel's size and swapped back (Conv: data X, taps dy; ConvTranspose: data dy,
-// taps X).
-V correlate_for_weight(G& b, const V& data, const V& taps, const std::vector<int64_t>& strides,
-                       const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
-                       const std::vector<int64_t>& kernel) {
-  const size_t n = kernel.size();
-  std::vector<int64_t> swap{1, 0}, starts(n, 0), axes;
+// The output_padding that makes the data gradient (a ConvTranspose of dy [N, M, O...]) X's spatial
+// size back: what the forward's floor division dropped.
+std::vector<int64_t> data_grad_output_padding(const ConvGeometry& c, const Shape& xs, const Shape& gs) {
+  const size_t n = xs.size() - 2;
+  std::vector<int64_t> output_padding;
   for (size_t i = 0; i < n; ++i) {
-    swap.push_back(int64_t(2 + i));
-    axes.push_back(int64_t(2 + i));
+    int64_t natural = c.strides[i] * (gs[2 + i] - 1) + (c.kernel[i] - 1) * c.dilations[i] + 1 - c.pads[i] - c.pads[n + i];
+    output_padding.push_back(xs[2 + i] - natural);
   }
-  V w = b.call1("Conv", {b.transpose(data, swap), b.transpose(taps, swap)},
-                {{"strides", dilations}, {"dilations", strides}, {"pads", pads}});
-  w = b.call1("Slice", {w, b.int64s(starts), b.int64s(kernel), b.int64s(axes)});
-  return b.transpose(w, swap);
-}
-// correlate_for_weight group by group: the channels of `data` and `taps` that group j connects, the
-// per-group weights stacked along axis 0 (a depthwise layer makes one per channel).
-V grouped_weight_grad(G& b, const V& data, const V& taps, int64_t groups, const std::vector<int64_t>& strides,
-                      const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
-                      const std::vector<int64_t>& kernel) {
-  if (groups == 1) return correlate_for_weight(b, data, taps, strides, dilations, pads, kernel);
-  const int64_t data_per = b.static_shape(data)[1] / groups, taps_per = b.static_shape(taps)[1] / groups;
-  std::vector<V> parts;
-  for (int64_t j = 0; j < groups; ++j) {
-    auto channels = [&](const V& v, int64_t per) {
-      return b.call1("Slice", {v, b.int64s({j * per}), b.int64s({(j + 1) * per}), b.int64s({1})});
-    };
-    parts.push_back(correlate_for_weight(b, channels(data, data_per), channels(taps, taps_per), strides, dilations,
-                                         pads, kernel));
-  }
-  return b.call1("Concat", parts, {{"axis", int64_t(0)}});
+  return output_padding;
 }
 // A per-channel bias's gradient: dy summed over the batch and spatial axes.
 V bias_grad(G& b) {
@@ -169,34 +145,48 @@ V bias_grad(G& b) {
   for (int64_t a = 2; a < b.rank(b.dy()); ++a) axes.push_back(a);
   return b.reduce_sum(b.dy(), axes, false);
 }
-// dX is the transposed convolution of dy with W (grouped like the forward); dW the convolution of X
-// with dy, batch and channels swapped (the forward's strides become dilations and the other way
-// round), cut to the kernel's size, per group (grouped_weight_grad).
+// dX is the transposed convolution of dy with W (grouped like the forward); dW one ConvWeightGrad.
 void conv_vjp(G& b) {
   const int64_t groups = b.attr_int("group");
   const ConvGeometry c = conv_geometry(b);
   const Shape xs = b.static_shape(b.x(0)), gs = b.static_shape(b.dy());
-  const size_t n = xs.size() - 2;
   if (b.wants(0)) {
-    std::vector<int64_t> output_padding;
-    for (size_t i = 0; i < n; ++i) {
-      int64_t natural = c.strides[i] * (gs[2 + i] - 1) + (c.kernel[i] - 1) * c.dilations[i] + 1 - c.pads[i] - c.pads[n + i];
-      output_padding.push_back(xs[2 + i] - natural);
-    }
+    const std::vector<int64_t> output_padding = data_grad_output_padding(c, xs, gs);
     // W [M, C/g, k...] is ConvTranspose's weight layout [C_in, C_out/g, k...] for the same groups.
     b.grad(0, b.call1("ConvTranspose", {b.dy(), b.x(1)},
                       {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads},
                        {"output_padding", output_padding}, {"group", groups}}));
   }
   if (b.wants(1)) {
-    b.grad(1, grouped_weight_grad(b, b.x(0), b.dy(), groups, c.strides, c.dilations, c.pads, c.kernel));
+    // One backward-filter op (cuDNN's, oneDNN's): the correlation of X with dy, per group.
+    b.grad(1, b.call1("ConvWeightGrad", {b.x(0), b.dy()},
+                      {{"kernel_shape", c.kernel}, {"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads},
+                       {"group", groups}},
+                      kIngotDomain));
   }
   if (b.wants(2)) b.grad(2, bias_grad(b));
 }
 
+// ConvWeightGrad(X, dy) is bilinear: for a cotangent G of the weight's shape, X's gradient is the
+// data gradient of a Conv with weight G (a ConvTranspose of dy), dy's the Conv of X with G.
+void conv_weight_grad_vjp(G& b) {
+  const int64_t groups = b.attr_int("group");
+  const ConvGeometry c = conv_geometry(b, b.attr_ints("kernel_shape"));
+  const Shape xs = b.static_shape(b.x(0)), gs = b.static_shape(b.x(1));
+  if (b.wants(0)) {
+    const std::vector<int64_t> output_padding = data_grad_output_padding(c, xs, gs);
+    b.grad(0, b.call1("ConvTranspose", {b.x(1), b.dy()},
+                      {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads},
+                       {"output_padding", output_padding}, {"group", groups}}));
+  }
+  if (b.wants(1)) {
+    b.grad(1, b.call1("Conv", {b.x(0), b.dy()},
+                      {{"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads}, {"group", groups}}));
+  }
+}
+
 // ConvTranspose, the adjoint of Conv: dX is the convolution of dy with W (same strides, pads and
-// dilations); dW the convolution of dy with X, batch and channels swapped (strides and dilations
-// exchanged), cut to the kernel's size.
+// dilations); dW the weight gradient of that convolution (ConvWeightGrad of dy and X).
 void conv_transpose_vjp(G& b) {
   const int64_t groups = b.attr_int("group");
   if (b.has_attr("output_shape") || b.attr("auto_pad", AttrKind::String).s != "NOTSET")
@@ -211,7 +201,12 @@ void conv_transpose_vjp(G& b) {
     b.grad(0, b.call1("Conv", {b.dy(), b.x(1)},
                       {{"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", groups}}));
   }
-  if (b.wants(1)) b.grad(1, grouped_weight_grad(b, b.dy(), b.x(0), groups, strides, dilations, pads, kernel));
+  // X = Conv(Y, W) with the same geometry, so dW is that Conv's weight gradient: data dy, taps X.
+  if (b.wants(1))
+    b.grad(1, b.call1("ConvWeightGrad", {b.dy(), b.x(0)},
+                      {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations}, {"pads", pads},
+                       {"group", groups}},
+                      kIngotDomain));
   if (b.wants(2)) b.grad(2, bias_grad(b));
 }
 
@@ -664,6 +659,21 @@ INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
     .tag(OpTag::AutocastLowPrecision)
     .vjp(conv_vjp)
     .batch(batching::fold_batch);
+
+// The weight gradient of Conv (its rule above): dW [M, C/group, k...] = the correlation of X [N, C,
+// D...] with dY [N, M, O...], summed over the batch, for the forward's kernel_shape (required),
+// strides, dilations, pads and group. A backward-filter primitive on each backend.
+INGOT_OP(ConvWeightGrad)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("X", "T")
+    .input("dY", "T")
+    .output("dW", "T")
+    .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .conv_attrs()
+    .summary("Conv's weight gradient dW [M, C/group, k...] from X [N, C, D...] and dY [N, M, O...] (kernel_shape "
+             "required; strides, dilations, pads and group the forward's).")
+    .vjp(conv_weight_grad_vjp);
 
 INGOT_OP(ConvTranspose)
     .versions(1)

@@ -75,6 +75,37 @@ ConvGeometry conv_geometry(const KernelContext& ctx) {
   return g;
 }
 
+ConvGeometry conv_weight_grad_geometry(const KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& dy = ctx.input(1);
+  if (x.rank() < 3 || x.rank() > 5)
+    fail("input 0 (X): expected [N, C, spatial...] with 1 to 3 spatial axes, got {}", shape_str(x.shape()));
+  if (dy.rank() != x.rank() || dy.dim(0) != x.dim(0))
+    fail("input 1 (dY): expected rank {} and batch {} like X {}, got {}", x.rank(), x.dim(0), shape_str(x.shape()),
+         shape_str(dy.shape()));
+  if (dy.dtype() != x.dtype()) fail("input 1 (dY): expected {} like X, got {}", dtype_name(x.dtype()), dtype_name(dy.dtype()));
+  if (!ctx.has_attr("kernel_shape") || ctx.attr_ints("kernel_shape").size() != size_t(x.rank() - 2))
+    fail("attribute 'kernel_shape': required, with {} values", x.rank() - 2);
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.out_channels = dy.dim(1);
+  g.group = ctx.attr_int("group");
+  if (g.group < 1 || g.in_channels % g.group || g.out_channels % g.group)
+    fail("attribute 'group' {}: must divide X's {} and dY's {} channels", g.group, g.in_channels, g.out_channels);
+  g.win = resolve_window(ctx, spatial_dims(x.shape()), ctx.attr_ints("kernel_shape"));
+  if (g.win.out != spatial_dims(dy.shape()))
+    fail("input 1 (dY) {}: the convolution of X {} makes spatial size {}", shape_str(dy.shape()), shape_str(x.shape()),
+         shape_str(g.win.out));
+  return g;
+}
+
+Shape weight_grad_shape(const ConvGeometry& g) {
+  Shape s{g.out_channels, g.in_channels / g.group};
+  s.insert(s.end(), g.win.kernel.begin(), g.win.kernel.end());
+  return s;
+}
+
 ConvGeometry conv_transpose_geometry(const KernelContext& ctx) {
   check_inputs(ctx, "ConvTranspose");
   const Tensor& x = ctx.input(0);

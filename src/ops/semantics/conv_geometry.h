@@ -32,6 +32,11 @@ Ints to_channels_first_perm(size_t rank);
 ConvGeometry conv_geometry(const KernelContext& ctx);
 // Validates inputs 0-2 (X, W, optional B) and attributes of ConvTranspose.
 ConvGeometry conv_transpose_geometry(const KernelContext& ctx);
+// Validates ai.ingot.ConvWeightGrad's inputs (X [N, C, D...], dY [N, M, O...]) and attributes:
+// the forward Conv's geometry (out_channels M), whose output size must be dY's.
+ConvGeometry conv_weight_grad_geometry(const KernelContext& ctx);
+// Its output: [M, C/group, kernel...].
+Shape weight_grad_shape(const ConvGeometry& g);
 // [N, C_out, spatial out...] ([N, spatial out..., C_out] when channels_last)
 Shape conv_output_shape(const ConvGeometry& g);
 

@@ -130,6 +130,45 @@ void run_reference(const ConvGeometry& g, const Tensor& x, const Tensor& w, cons
   });
 }
 
+// dW[m, c, k] = sum over n and output positions o of X[n, group(m) * C/g + c, o * s + k * d - p] * dY[n, m, o]
+// (ConvWeightGrad's loops: float64, and where oneDNN declines).
+template <class T>
+void conv_weight_grad_reference(const ConvGeometry& g, const T* x, const T* dy, T* dw) {
+  const Window win = sem::to_3d(g.win);
+  const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
+  const int64_t in_plane = win.in[0] * win.in[1] * win.in[2];
+  const int64_t out_plane = win.out[0] * win.out[1] * win.out[2];
+  const int64_t ksize = win.kernel[0] * win.kernel[1] * win.kernel[2];
+  parallel_for(g.out_channels * icg, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t oc = item / icg, ic = item % icg, grp = oc / ocg;
+      for (int64_t kd = 0; kd < win.kernel[0]; ++kd)
+        for (int64_t kh = 0; kh < win.kernel[1]; ++kh)
+          for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
+            double acc = 0.0;
+            for (int64_t n = 0; n < g.batch; ++n) {
+              const T* xp = x + (n * g.in_channels + grp * icg + ic) * in_plane;
+              const T* gp = dy + (n * g.out_channels + oc) * out_plane;
+              for (int64_t od = 0; od < win.out[0]; ++od) {
+                const int64_t id = od * win.strides[0] - win.pad_begin[0] + kd * win.dilations[0];
+                if (id < 0 || id >= win.in[0]) continue;
+                for (int64_t oh = 0; oh < win.out[1]; ++oh) {
+                  const int64_t ih = oh * win.strides[1] - win.pad_begin[1] + kh * win.dilations[1];
+                  if (ih < 0 || ih >= win.in[1]) continue;
+                  for (int64_t ow = 0; ow < win.out[2]; ++ow) {
+                    const int64_t iw = ow * win.strides[2] - win.pad_begin[2] + kw * win.dilations[2];
+                    if (iw < 0 || iw >= win.in[2]) continue;
+                    acc += double(xp[(id * win.in[1] + ih) * win.in[2] + iw]) * double(gp[(od * win.out[1] + oh) * win.out[2] + ow]);
+                  }
+                }
+              }
+            }
+            dw[item * ksize + (kd * win.kernel[1] + kh) * win.kernel[2] + kw] = T(acc);
+          }
+    }
+  });
+}
+
 // ---- depthwise 2-D convolution on NCHW (float32) ----
 // Memory-bound: oneDNN would reorder activations in and out around it (three passes over the
 // data instead of one), so it runs here. Square 3x3 / 5x5 kernels without dilation (nearly every
@@ -361,8 +400,8 @@ Tensor as_float32(const Tensor& t) { return t.dtype() == DType::Float32 ? t : t.
 
 // The user's weight layout as oneDNN dims/strides: ONNX Conv W is [M, C/g, k...] (plain goihw);
 // ConvTranspose W is [C, M/g, k...], i.e. i and o swapped relative to oneDNN's [g, o, i, k...].
-memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
-  const int64_t ksize = shape_numel(sem::spatial_dims(w.shape()));
+memory::desc user_weights_desc(const ConvGeometry& g, const Shape& w_shape) {
+  const int64_t ksize = shape_numel(sem::spatial_dims(w_shape));
   const int64_t icg = g.in_channels / g.group, ocg = g.out_channels / g.group;
   memory::dims dims, strides;
   if (g.group > 1) {
@@ -378,7 +417,7 @@ memory::desc user_weights_desc(const ConvGeometry& g, const Tensor& w) {
     strides.push_back(icg * ksize);
     strides.push_back(ksize);
   }
-  const Ints k = sem::spatial_dims(w.shape());
+  const Ints k = sem::spatial_dims(w_shape);
   int64_t stride = ksize;
   for (int64_t kd : k) {
     stride /= kd;
@@ -419,7 +458,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, const Tensor& x, con
 
   const memory::dims src_dims = onednn::to_dims(x.shape());
   const memory::dims dst_dims = onednn::to_dims(output_shape(g));
-  memory::desc user_w = user_weights_desc(g, w);
+  memory::desc user_w = user_weights_desc(g, w.shape());
   // A pointwise convolution on NCHW is one matrix product per image: oneDNN runs it as a GEMM on
   // our layout directly, which beats blocking plus two activation reorders. Other convolutions
   // let oneDNN pick its (blocked or channels-last) activation layout.
@@ -741,8 +780,102 @@ void fused_conv_kernel(KernelContext& ctx) {
   run_conv(ctx, g, Epilogue{args.residual, args.act});
 }
 
+// ---- ConvWeightGrad: oneDNN's backward-weights primitive (float32; 16-bit inputs through float32) ----
+
+// oneDNN's convolution_backward_weights for this geometry, with the reorders between our plain
+// tensors and its layouts. nullptr when oneDNN cannot express it (the reference loops run).
+struct WeightGradPlan {
+  Shape x_shape, dy_shape;
+  dnnl::primitive primitive;
+  memory user_src, user_diff_dst, user_diff_w;  // plain (data handles set per call)
+  memory src, diff_dst, diff_w;                 // oneDNN's layouts (the user_* objects when the same)
+};
+struct WeightGradState {
+  std::unique_ptr<WeightGradPlan> plan;
+};
+
+std::unique_ptr<WeightGradPlan> build_weight_grad_plan(const ConvGeometry& g, const Shape& xs, const Shape& dys,
+                                                       const Shape& dws) {
+  profiler::detail::PhaseScope phase("oneDNN convolution plan");
+  const Window& win = g.win;
+  dnnl::engine& eng = onednn::engine();
+  auto plan = std::make_unique<WeightGradPlan>();
+  plan->x_shape = xs;
+  plan->dy_shape = dys;
+  const memory::dims src_dims = onednn::to_dims(xs), dst_dims = onednn::to_dims(dys);
+  const memory::desc user_w = user_weights_desc(g, dws);
+  auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
+  const memory::dims strides = dnnl_dims(win.strides), dilations = dnnl_dims(win.dilations, 1);
+  const memory::dims pad_begin = dnnl_dims(win.pad_begin), pad_end = dnnl_dims(win.pad_end);
+  try {
+    dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        any(src_dims), any(user_w.dims()), any(dst_dims), strides, dilations, pad_begin,
+                                        pad_end);
+    dnnl::convolution_forward::primitive_desc fwd_pd(fwd, eng);
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, any(src_dims), any(user_w.dims()),
+                                                 any(dst_dims), strides, dilations, pad_begin, pad_end);
+    dnnl::convolution_backward_weights::primitive_desc pd(bwd, eng, fwd_pd);
+    plan->primitive = dnnl::convolution_backward_weights(pd);
+    plan->user_src = memory(onednn::plain_desc(src_dims), eng, DNNL_MEMORY_NONE);
+    plan->user_diff_dst = memory(onednn::plain_desc(dst_dims), eng, DNNL_MEMORY_NONE);
+    plan->user_diff_w = memory(user_w, eng, DNNL_MEMORY_NONE);
+    auto own = [&](const memory& user, const memory::desc& want) { return want == user.get_desc() ? user : memory(want, eng); };
+    plan->src = own(plan->user_src, pd.src_desc());
+    plan->diff_dst = own(plan->user_diff_dst, pd.diff_dst_desc());
+    plan->diff_w = own(plan->user_diff_w, pd.diff_weights_desc());
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  return plan;
+}
+
+void run_weight_grad_plan(WeightGradPlan& plan, const Tensor& x32, const Tensor& dy32, Tensor& dw32) {
+  dnnl::stream stream(onednn::engine());
+  plan.user_src.set_data_handle(x32.raw_data());
+  plan.user_diff_dst.set_data_handle(dy32.raw_data());
+  plan.user_diff_w.set_data_handle(dw32.raw_data());
+  auto in = [&](memory& user, memory& own) {
+    if (own != user) dnnl::reorder(user, own).execute(stream, user, own);
+  };
+  in(plan.user_src, plan.src);
+  in(plan.user_diff_dst, plan.diff_dst);
+  plan.primitive.execute(stream, {{DNNL_ARG_SRC, plan.src}, {DNNL_ARG_DIFF_DST, plan.diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, plan.diff_w}});
+  if (plan.diff_w != plan.user_diff_w) dnnl::reorder(plan.diff_w, plan.user_diff_w).execute(stream, plan.diff_w, plan.user_diff_w);
+  stream.wait();
+}
+
+void conv_weight_grad_kernel(KernelContext& ctx) {
+  const ConvGeometry g = sem::conv_weight_grad_geometry(ctx);
+  const Tensor& x = ctx.input(0);
+  const Tensor& dy = ctx.input(1);
+  const Shape dws = sem::weight_grad_shape(g);
+  Tensor& dw = ctx.allocate(0, x.dtype(), dws);
+  if (dw.numel() == 0) return;
+  if (x.numel() == 0 || dy.numel() == 0) {
+    std::memset(dw.raw_data(), 0, dw.nbytes());
+    return;
+  }
+  if (x.dtype() != DType::Float64) {
+    auto& state = ctx.state<WeightGradState>();
+    if (!state.plan || state.plan->x_shape != x.shape() || state.plan->dy_shape != dy.shape())
+      state.plan = build_weight_grad_plan(g, x.shape(), dy.shape(), dws);
+    if (state.plan) {
+      if (x.dtype() == DType::Float32) {
+        run_weight_grad_plan(*state.plan, x, dy, dw);
+      } else {
+        Tensor dw32 = Tensor::empty(DType::Float32, dws);
+        run_weight_grad_plan(*state.plan, x.cast(DType::Float32), dy.cast(DType::Float32), dw32);
+        copy_tensor(dw32.cast(dw.dtype()), dw);
+      }
+      return;
+    }
+  }
+  dispatch_float(x.dtype(), [&]<class T>() { conv_weight_grad_reference<T>(g, x.data<T>(), dy.data<T>(), dw.data<T>()); });
+}
+
 }  // namespace
 
+INGOT_CPU_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});

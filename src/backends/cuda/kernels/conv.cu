@@ -393,7 +393,7 @@ __global__ void conv_transpose_direct_kernel(const T* x, const T* w, T* y, Direc
 
 #define INGOT_CUDA_CONV_TYPES DType::Float32, DType::Float16, DType::BFloat16
 
-void run_direct(const ConvGeometry& g, const Tensor& x, const Tensor& w, Tensor& y) {
+DirectParams direct_params(const ConvGeometry& g) {
   DirectParams p;
   p.n = g.batch;
   p.c = g.in_channels;
@@ -405,6 +405,11 @@ void run_direct(const ConvGeometry& g, const Tensor& x, const Tensor& w, Tensor&
   p.s = spatial3(g.win.strides, 1);
   p.d = spatial3(g.win.dilations, 1);
   p.pb = spatial3(g.win.pad_begin, 0);
+  return p;
+}
+
+void run_direct(const ConvGeometry& g, const Tensor& x, const Tensor& w, Tensor& y) {
+  const DirectParams p = direct_params(g);
   const int64_t total = y.numel();
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
     if (g.transposed) {
@@ -1043,6 +1048,177 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   apply_epilogue(y, b, residual, act, g.out_channels);
 }
 
+// ---- ConvWeightGrad: cuDNN's backward-filter (legacy API), the direct kernel where cuDNN declines ----
+
+// One thread per weight element: the sum over the batch and the output positions (a fallback).
+template <class T>
+__global__ void conv_weight_grad_direct_kernel(const T* x, const T* dy, T* dw, DirectParams p) {
+  using A = compute_t<T>;
+  const int64_t in_plane = p.in.v[0] * p.in.v[1] * p.in.v[2];
+  const int64_t out_plane = p.out.v[0] * p.out.v[1] * p.out.v[2];
+  const int64_t ksize = p.k.v[0] * p.k.v[1] * p.k.v[2];
+  const int64_t icg = p.c / p.group, ocg = p.m / p.group;
+  const int64_t total = p.m * icg * ksize;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t kw = i % p.k.v[2], kh = (i / p.k.v[2]) % p.k.v[1], kd = (i / (p.k.v[2] * p.k.v[1])) % p.k.v[0];
+    const int64_t ic = (i / ksize) % icg, oc = i / (ksize * icg), grp = oc / ocg;
+    A acc = A(0);
+    for (int64_t n = 0; n < p.n; ++n) {
+      const T* xp = x + (n * p.c + grp * icg + ic) * in_plane;
+      const T* gp = dy + (n * p.m + oc) * out_plane;
+      for (int64_t od = 0; od < p.out.v[0]; ++od) {
+        const int64_t id = od * p.s.v[0] - p.pb.v[0] + kd * p.d.v[0];
+        if (id < 0 || id >= p.in.v[0]) continue;
+        for (int64_t oh = 0; oh < p.out.v[1]; ++oh) {
+          const int64_t ih = oh * p.s.v[1] - p.pb.v[1] + kh * p.d.v[1];
+          if (ih < 0 || ih >= p.in.v[1]) continue;
+          for (int64_t ow = 0; ow < p.out.v[2]; ++ow) {
+            const int64_t iw = ow * p.s.v[2] - p.pb.v[2] + kw * p.d.v[2];
+            if (iw < 0 || iw >= p.in.v[2]) continue;
+            acc += A(load(xp[(id * p.in.v[1] + ih) * p.in.v[2] + iw])) * A(load(gp[(od * p.out.v[1] + oh) * p.out.v[2] + ow]));
+          }
+        }
+      }
+    }
+    dw[i] = store<T>(acc);
+  }
+}
+
+struct WeightGradPlan {
+  Shape x_shape, dy_shape;
+  DType dtype = DType::Float32;
+  bool tf32 = false;
+  bool use_cudnn = false;
+  // X copied into a zero-padded temporary when the pads are not symmetric (cuDNN's are).
+  bool pad_input = false;
+  Ints x_sp, pad_offset;
+  Shape x_tmp_shape;
+  cudnnTensorDescriptor_t x_desc = nullptr, dy_desc = nullptr;
+  cudnnFilterDescriptor_t dw_desc = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc = nullptr;
+  cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  size_t workspace = 0;
+
+  WeightGradPlan() = default;
+  WeightGradPlan(const WeightGradPlan&) = delete;
+  WeightGradPlan& operator=(const WeightGradPlan&) = delete;
+  ~WeightGradPlan() {
+    if (x_desc) cudnnDestroyTensorDescriptor(x_desc);
+    if (dy_desc) cudnnDestroyTensorDescriptor(dy_desc);
+    if (dw_desc) cudnnDestroyFilterDescriptor(dw_desc);
+    if (conv_desc) cudnnDestroyConvolutionDescriptor(conv_desc);
+  }
+};
+struct WeightGradState {
+  std::unique_ptr<WeightGradPlan> plan;
+};
+
+// Descriptors and cuDNN's first ranked algorithm that fits (exact float32 unless TF32 is allowed);
+// use_cudnn stays false when cuDNN cannot express the problem.
+void build_weight_grad_plan(WeightGradPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& dy, const Shape& dws) {
+  const Window& win = g.win;
+  const size_t nd = win.in.size();
+  Ints pads(nd, 0);
+  p.x_sp = win.in;
+  p.pad_offset.assign(nd, 0);
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t sym = std::min(win.pad_begin[i], win.pad_end[i]);
+    const int64_t extra_b = win.pad_begin[i] - sym, extra_e = win.pad_end[i] - sym;
+    pads[i] = sym;
+    p.x_sp[i] = win.in[i] + extra_b + extra_e;
+    p.pad_offset[i] = -extra_b;
+    if (extra_b != 0 || extra_e != 0) p.pad_input = true;
+  }
+  p.x_tmp_shape = {g.batch, g.in_channels};
+  p.x_tmp_shape.insert(p.x_tmp_shape.end(), p.x_sp.begin(), p.x_sp.end());
+  std::vector<int64_t> all = p.x_tmp_shape;
+  all.insert(all.end(), dy.shape().begin(), dy.shape().end());
+  all.insert(all.end(), dws.begin(), dws.end());
+  all.push_back(shape_numel(p.x_tmp_shape));
+  all.push_back(dy.numel());
+  if (!fits_int(all) || pads.size() > 3) return;
+  const cudnnDataType_t t = cudnn_dtype(x.dtype());
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.dy_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p.dw_desc));
+  INGOT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p.conv_desc));
+  set_tensor(p.x_desc, t, cudnn_dims(g.batch, g.in_channels, p.x_sp));
+  set_tensor(p.dy_desc, t, cudnn_dims(g.batch, g.out_channels, win.out));
+  const std::vector<int> wd = cudnn_dims(dws[0], dws[1], win.kernel);
+  INGOT_CUDNN_CHECK(cudnnSetFilterNdDescriptor(p.dw_desc, t, CUDNN_TENSOR_NCHW, int(wd.size()), wd.data()));
+  const std::vector<int> cp = cudnn_spatial(pads, 0), cs = cudnn_spatial(win.strides, 1), cd = cudnn_spatial(win.dilations, 1);
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(p.conv_desc, int(cp.size()), cp.data(), cs.data(), cd.data(),
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p.conv_desc, int(g.group)));
+  // The forward of X with these weights must make dY's shape.
+  std::vector<int> got(wd.size()), want = cudnn_dims(g.batch, g.out_channels, win.out);
+  if (cudnnGetConvolutionNdForwardOutputDim(p.conv_desc, p.x_desc, p.dw_desc, int(got.size()), got.data()) !=
+          CUDNN_STATUS_SUCCESS ||
+      got != want)
+    return;
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int returned = 0;
+  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(cuda::cudnn(), p.x_desc, p.dy_desc, p.conv_desc, p.dw_desc,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf) !=
+      CUDNN_STATUS_SUCCESS)
+    return;
+  for (int i = 0; i < returned; ++i) {
+    const auto& c = perf[i];
+    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > kFindWorkspaceBytes) continue;
+    if (x.dtype() == DType::Float32 && !p.tf32 && c.mathType != CUDNN_FMA_MATH) continue;  // exact float32
+    if (cudnnSetConvolutionMathType(p.conv_desc, c.mathType) != CUDNN_STATUS_SUCCESS) continue;
+    p.algo = c.algo;
+    p.workspace = c.memory;
+    p.use_cudnn = true;
+    return;
+  }
+}
+
+void conv_weight_grad_kernel(KernelContext& ctx) {
+  const ConvGeometry g = sem::conv_weight_grad_geometry(ctx);
+  const Tensor& x = ctx.input(0);
+  const Tensor& dy = ctx.input(1);
+  const Shape dws = sem::weight_grad_shape(g);
+  Tensor& dw = ctx.allocate(0, x.dtype(), dws);
+  if (dw.numel() == 0) return;
+  if (x.numel() == 0 || dy.numel() == 0) {
+    INGOT_CUDA_CHECK(cudaMemsetAsync(dw.raw_data(), 0, dw.nbytes(), cuda::stream()));
+    return;
+  }
+  auto& state = ctx.state<WeightGradState>();
+  const bool tf32 = x.dtype() == DType::Float32 && cuda::allow_tf32();
+  WeightGradPlan* p = state.plan.get();
+  if (!p || p->x_shape != x.shape() || p->dy_shape != dy.shape() || p->dtype != x.dtype() || p->tf32 != tf32) {
+    state.plan = std::make_unique<WeightGradPlan>();
+    p = state.plan.get();
+    p->x_shape = x.shape();
+    p->dy_shape = dy.shape();
+    p->dtype = x.dtype();
+    p->tf32 = tf32;
+    build_weight_grad_plan(*p, g, x, dy, dws);
+  }
+  if (p->use_cudnn) {
+    Tensor xin = x;
+    if (p->pad_input) {
+      xin = Tensor::empty(x.dtype(), p->x_tmp_shape, ctx.device());
+      cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(
+          x.dtype(), [&]<class T>() { window_copy<T>(x, xin, g.win.in, p->x_sp, p->pad_offset); });
+    }
+    void* ws = p->workspace > 0 ? cuda::workspace(p->workspace) : nullptr;
+    const float one = 1.0f, zero = 0.0f;
+    INGOT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda::cudnn(), &one, p->x_desc, xin.raw_data(), p->dy_desc,
+                                                     dy.raw_data(), p->conv_desc, p->algo, ws, p->workspace, &zero,
+                                                     p->dw_desc, dw.raw_data()));
+    return;
+  }
+  const DirectParams d = direct_params(g);
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    conv_weight_grad_direct_kernel<T><<<blocks_for(dw.numel()), kThreads, 0, cuda::stream()>>>(
+        cuda::ptr<const T>(x), cuda::ptr<const T>(dy), cuda::ptr<T>(dw), d);
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
 void conv_kernel(KernelContext& ctx) { run_conv(ctx, conv_geometry(ctx)); }
 void conv_transpose_kernel(KernelContext& ctx) { run_conv(ctx, conv_transpose_geometry(ctx)); }
 
@@ -1057,5 +1233,6 @@ void fused_conv_kernel(KernelContext& ctx) {
 INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
 INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
 INGOT_CUDA_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
 
 }  // namespace ingot
