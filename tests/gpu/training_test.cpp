@@ -184,5 +184,37 @@ TEST(CudaTraining, RecurrentAndAttentionModulesMatchTheCpu) {
   }
 }
 
+// ai.ingot.ConvWeightGrad on CUDA (cuDNN's backward-filter; asymmetric pads through a padded copy,
+// 16-bit inputs) against the CPU's.
+TEST(CudaTraining, ConvWeightGradMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    Shape x, dy;
+    Attributes attrs;
+  };
+  const std::vector<Case> cases = {
+      {{8, 3, 28, 28}, {8, 16, 28, 28}, {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{2, 4, 11, 11}, {2, 6, 6, 5}, {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"dilations", Ints{1, 2}}}},
+      {{3, 8, 7, 7}, {3, 8, 7, 7}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(8)}, {"pads", Ints{1, 1, 1, 1}}}},
+      {{4, 64, 14, 14}, {4, 128, 7, 7}, {{"kernel_shape", Ints{1, 1}}, {"strides", Ints{2, 2}}}},
+      {{2, 3, 20}, {2, 4, 6}, {{"kernel_shape", Ints{5}}, {"strides", Ints{3}}}},
+  };
+  uint64_t seed = 11;
+  for (const Case& c : cases) {
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+      SCOPED_TRACE(shape_str(c.x) + " " + std::string(dtype_name(dt)));
+      const Tensor x = random_tensor(DType::Float32, c.x, seed++).cast(dt), dy = random_tensor(DType::Float32, c.dy, seed++).cast(dt);
+      const Tensor want = ops::call("ConvWeightGrad", {x.cast(DType::Float32), dy.cast(DType::Float32)}, c.attrs, 1, "ai.ingot").at(0);
+      const Device gpu = Device::parse("cuda");
+      const Tensor got = ops::call("ConvWeightGrad", {x.to(gpu), dy.to(gpu)}, c.attrs, 1, "ai.ingot").at(0);
+      EXPECT_EQ(got.device().type, DeviceType::CUDA);
+      EXPECT_EQ(got.dtype(), dt);
+      // 16-bit results are rounded once (and cuDNN may accumulate partial sums in 16 bits).
+      expect_near(got, want, dt == DType::Float32 ? 1e-4 : 3e-2, "dW");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test
