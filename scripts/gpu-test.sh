@@ -238,6 +238,12 @@ run() {
         --data "$dir/data/fashion-mnist" --json "$out/train-torch-cuda-$p.json" >"$out/train-torch-cuda-$p.log" 2>&1 || true
       tail -n 3 "$out/train-torch-cuda-$p.log"
     done
+    # TRAIN_LSTM_EPOCHS=N (default 0: none): the sequence version (--network lstm) as well.
+    if [ "${TRAIN_LSTM_EPOCHS:-0}" -gt 0 ]; then
+      timeout "${TRAIN_TIMEOUT:-200}" "$dir/bin/ingot-fashion-mnist" --device cuda --network lstm --epochs "$TRAIN_LSTM_EPOCHS" \
+        --data "$dir/data/fashion-mnist" --json "$out/train-ingot-cuda-lstm.json" >"$out/train-ingot-cuda-lstm.log" 2>&1 || true
+      grep -E "^epoch [0-9]+:|accuracy|rror" "$out/train-ingot-cuda-lstm.log" | tail -n 12
+    fi
     summary+=("train: train-{ingot,torch}-cuda-PRECISION.json (Fashion-MNIST, $epochs epochs)")
   fi
   if want trainbench && [ -x "$dir/bin/ingot-bench-training" ]; then
