@@ -107,9 +107,13 @@ run() {
   if want unit; then
     local rc=0
     # The concurrency test reads the real models from the bundle.
-    INGOT_MODEL_CACHE="$dir/data/models" "$dir/bin/ingot-gpu-tests" --gtest_brief=1 >"$out/gpu-unit.log" 2>&1 || rc=$?
+    # GPU_TEST_FILTER=PATTERN: only those tests (gtest's --gtest_filter), and none of the variants below.
+    INGOT_MODEL_CACHE="$dir/data/models" "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter="${GPU_TEST_FILTER:-*}" \
+      >"$out/gpu-unit.log" 2>&1 || rc=$?
     tail -n 40 "$out/gpu-unit.log"
     summary+=("unit: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit.log" | tr '\n' ' ') (exit $rc)")
+  fi
+  if want unit && [ -z "${GPU_TEST_FILTER:-}" ]; then
     # The fused elementwise kernels again without NVRTC: the interpreter kernel.
     rc=0
     INGOT_NO_NVRTC=1 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='FusedElementwise*' \
@@ -251,12 +255,13 @@ run() {
     # model, Ingot eager fp32 and AMP, PyTorch eager fp32 and AMP, and torch.compile AMP; one JSON
     # line each in trainbench.jsonl. TRAINBENCH_MODELS (default "fashion resnet50 transformer"),
     # TRAINBENCH_AMP (default bf16), TRAINBENCH_STEPS (default 20); TRAINBENCH_COMPILE=0 leaves
-    # torch.compile out (its compilation takes a minute per model).
+    # torch.compile out (its compilation takes a minute per model), TRAINBENCH_TORCH=0 PyTorch.
     local m amp="${TRAINBENCH_AMP:-bf16}" steps="${TRAINBENCH_STEPS:-20}"
     for m in ${TRAINBENCH_MODELS:-fashion resnet50 transformer}; do
       for p in fp32 "$amp"; do
         timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" --steps "$steps" \
           2>>"$out/trainbench.err" | sed 's/^{/{"engine":"ingot",/' >>"$out/trainbench.jsonl" || true
+        [ "${TRAINBENCH_TORCH:-1}" = 1 ] || continue
         timeout 300 python3 "$ROOT/bench/training_torch.py" --model "$m" --precision "$p" --steps "$steps" \
           2>>"$out/trainbench.err" | sed 's/^{/{"engine":"torch",/' >>"$out/trainbench.jsonl" || true
       done

@@ -1156,6 +1156,10 @@ void build_weight_grad_plan(WeightGradPlan& p, const ConvGeometry& g, const Tens
           CUDNN_STATUS_SUCCESS ||
       got != want)
     return;
+  // The heuristics' ranking for the math this problem may use (exact float32: FMA, no TF32), then
+  // the first algorithm that runs with it within the workspace limit.
+  const bool exact = x.dtype() == DType::Float32 && !p.tf32;
+  INGOT_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, base_math(x.dtype(), p.tf32)));
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int returned = 0;
   if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(cuda::cudnn(), p.x_desc, p.dy_desc, p.conv_desc, p.dw_desc,
@@ -1164,11 +1168,16 @@ void build_weight_grad_plan(WeightGradPlan& p, const ConvGeometry& g, const Tens
     return;
   for (int i = 0; i < returned; ++i) {
     const auto& c = perf[i];
-    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > kFindWorkspaceBytes) continue;
-    if (x.dtype() == DType::Float32 && !p.tf32 && c.mathType != CUDNN_FMA_MATH) continue;  // exact float32
-    if (cudnnSetConvolutionMathType(p.conv_desc, c.mathType) != CUDNN_STATUS_SUCCESS) continue;
+    if (c.status != CUDNN_STATUS_SUCCESS) continue;
+    const cudnnMathType_t math = exact ? CUDNN_FMA_MATH : c.mathType;
+    size_t ws = 0;
+    if (cudnnSetConvolutionMathType(p.conv_desc, math) != CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(cuda::cudnn(), p.x_desc, p.dy_desc, p.conv_desc, p.dw_desc, c.algo,
+                                                       &ws) != CUDNN_STATUS_SUCCESS ||
+        ws > kFindWorkspaceBytes)
+      continue;
     p.algo = c.algo;
-    p.workspace = c.memory;
+    p.workspace = ws;
     p.use_cudnn = true;
     return;
   }
