@@ -1234,10 +1234,12 @@ void conv_weight_grad_kernel(KernelContext& ctx) {
     INGOT_CUDA_CHECK(cudaMemsetAsync(dw.raw_data(), 0, dw.nbytes(), cuda::stream()));
     return;
   }
-  // 16-bit inputs are computed in float32 with TF32 tensor cores (no less precise than the inputs):
-  // cuDNN's 16-bit NCHW backward-filter measured 2-3x slower than that on the H200 (ResNet-50 at
-  // batch 128: 641 ms per bf16 step against 307 ms per float32 step).
-  const bool widen = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
+  // INGOT_CONV_WGRAD_WIDEN=1: 16-bit inputs computed in float32 with TF32 tensor cores (no less
+  // precise than the inputs). cuDNN's 16-bit NCHW backward-filter measured 2x slower per step than
+  // float32 on the H200 (ResNet-50 at batch 128: 641 ms per bf16 step against 307 ms per float32
+  // step); this path has not run on a GPU yet, so it stays off by default.
+  static const bool widen_16bit = flags::enabled("INGOT_CONV_WGRAD_WIDEN");
+  const bool widen = widen_16bit && (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16);
   const DType compute = widen ? DType::Float32 : x.dtype();
   auto& state = ctx.state<WeightGradState>();
   const bool tf32 = widen || (x.dtype() == DType::Float32 && cuda::allow_tf32());
