@@ -3,7 +3,7 @@
 // autograd and AdamW, on the CPU or a GPU, and reports the test accuracy. Public API only
 // (include/ingot/).
 //
-//   ingot-fashion-mnist [--device cpu|cuda] [--network cnn|lstm] [--precision fp32|bf16|fp16] [--epochs N]
+//   ingot-fashion-mnist [--device cpu|cuda] [--network cnn|lstm] [--precision fp32|bf16|fp16] [--compile] [--epochs N]
 //                       [--batch B] [--lr LR] [--json FILE] [--plot FILE.png] [--save FILE.safetensors]
 //                       [--export FILE.onnx|FILE.ingot] [--profile TRACE.json] [--data DIR] [--limit N]
 #include <ingot/amp.h>
@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Trains a CNN on Fashion-MNIST with Ingot and reports the test accuracy"};
   std::string device_name = "cpu", network = "cnn", precision = "fp32", json, plot, save, exported, profile, dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 10;
+  bool compiled = false;
   int64_t batch_size = 128, limit = 0;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cnn", "lstm"}));
   app.add_option("--precision", precision, "fp32, or bf16 / fp16 autocast (fp16 with a GradScaler)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_flag("--compile", compiled, "Run each training step as one compiled graph (optim::CompiledStep; not with fp16)");
   app.add_option("--epochs", epochs, "Passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--batch", batch_size, "Batch size")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "AdamW learning rate");
@@ -156,6 +158,14 @@ int main(int argc, char** argv) {
     const bool autocast = precision != "fp32";
     const DType low = precision == "fp16" ? DType::Float16 : DType::BFloat16;
     amp::GradScaler scaler({.enabled = precision == "fp16"});
+    if (compiled && precision == "fp16")
+      fail("--compile with --precision fp16: the GradScaler's skipped steps cannot be compiled; use bf16");
+    auto loss_of = [&](const std::vector<Tensor>& b) {
+      amp::Autocast region(device.type, low, autocast);
+      return nn::functional::cross_entropy(net->forward(b[0]), b[1]);
+    };
+    std::unique_ptr<optim::CompiledStep> compiled_step;
+    if (compiled) compiled_step = std::make_unique<optim::CompiledStep>(*net, opt, loss_of);
     data::DataLoader loader(train_x, train_y, {.batch_size = batch_size, .shuffle = true, .device = device, .transform = to_float});
     std::fprintf(stderr, "ingot-fashion-mnist: %lld parameters, %lld training images, batch %lld, %s\n",
                  (long long)net->num_parameters(), (long long)train_x.dim(0), (long long)batch_size, device.str().c_str());
@@ -171,15 +181,16 @@ int main(int argc, char** argv) {
       while (auto batch = loader.next()) {
         const bool profiling = !profile.empty() && epoch == 1 && batch->index >= 3 && batch->index < 8;
         if (profiling && batch->index == 3) profiler::start();
-        opt.zero_grad();
         Tensor loss;
-        {
-          amp::Autocast region(device.type, low, autocast);
-          loss = nn::functional::cross_entropy(net->forward(batch->inputs), batch->targets);
+        if (compiled_step) {
+          loss = (*compiled_step)({batch->inputs, batch->targets});
+        } else {
+          opt.zero_grad();
+          loss = loss_of({batch->inputs, batch->targets});
+          scaler.scale(loss).backward();
+          scaler.step(opt);
+          scaler.update();
         }
-        scaler.scale(loss).backward();
-        scaler.step(opt);
-        scaler.update();
         if (pending.defined()) loss_sum += pending.to(Device::cpu()).cast(DType::Float64).item_double() * double(batch_size);
         pending = loss.detach();
         if (profiling && batch->index == 7) {
@@ -209,7 +220,7 @@ int main(int argc, char** argv) {
     if (!json.empty()) {
       nlohmann::json j = {{"test_accuracy", test_accuracy}, {"epochs", epochs}, {"seconds_per_epoch", seconds / epochs},
                           {"samples_per_s", double(samples) / seconds}, {"final_loss", final_loss}, {"device", device.str()},
-                          {"precision", precision}, {"network", network}, {"batch", batch_size}, {"train_images", train_x.dim(0)}};
+                          {"precision", precision}, {"network", network}, {"compile", compiled}, {"batch", batch_size}, {"train_images", train_x.dim(0)}};
       std::ofstream(json) << j.dump(2) << "\n";
     }
     if (!plot.empty()) apps::plot::save_epochs_png(plot, "Fashion-MNIST, Ingot " + device.str(), curves);

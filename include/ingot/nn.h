@@ -37,6 +37,9 @@ void manual_seed(uint64_t seed);
 // The next 64 random bits of that generator (thread-safe).
 uint64_t random_u64();
 
+namespace optim {
+class CompiledStep;
+}
 namespace nn {
 
 class Module {
@@ -83,6 +86,7 @@ class Module {
   }
 
  private:
+  friend class optim::CompiledStep;  // rebinds buffers around a trace
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool params, std::vector<std::pair<std::string, Tensor*>>& out) const;
   std::vector<std::pair<std::string, Tensor*>> slots(bool params) const;

@@ -9,15 +9,21 @@
 //   optim::AdamW opt(net->parameters(), {.lr = 1e-3});
 //   for (...) { opt.zero_grad(); loss(net, batch).backward(); opt.step(); }
 #pragma once
+#include <ingot/attribute.h>
 #include <ingot/export.h>
 #include <ingot/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 INGOT_API_BEGIN
+namespace ingot::nn {
+class Module;
+}
 namespace ingot::optim {
 
 class Optimizer {
@@ -29,7 +35,7 @@ class Optimizer {
 
   // One update of every parameter with a gradient (under no_grad); parameters without one are left
   // alone, as PyTorch does.
-  virtual void step() = 0;
+  void step();
   void zero_grad();  // set_to_none
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -44,6 +50,17 @@ class Optimizer {
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
+  friend class CompiledStep;
+  // What one step is: the fused op (ai.ingot.SGDStep / AdamStep), its hyperparameters (input 0), its
+  // attributes, and the state tensors that follow each (parameter, gradient) pair ("" for a slot left
+  // empty, SGD's buffer without momentum). step() runs it in place; CompiledStep traces it.
+  struct FusedUpdate {
+    const char* op;
+    std::vector<double> hyperparameters;
+    Attributes attrs;
+    std::vector<std::string> states;
+  };
+  virtual FusedUpdate fused_update() const = 0;
   // State tensor `name` of parameter i (zeros like the parameter, made at first use).
   Tensor& state(size_t i, const std::string& name);
   std::vector<Tensor> params_;
@@ -61,11 +78,11 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options = {});
-  void step() override;
   double momentum() const override { return options_.momentum; }
   void set_momentum(double m) override { options_.momentum = m; }
 
  private:
+  FusedUpdate fused_update() const override;
   SGDOptions options_;
 };
 
@@ -76,7 +93,6 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions options = {});
-  void step() override;
   double momentum() const override { return options_.beta1; }
   void set_momentum(double beta1) override { options_.beta1 = beta1; }
 
@@ -84,6 +100,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
 
  private:
+  FusedUpdate fused_update() const override;
   AdamOptions options_;
   bool decoupled_;
 };
@@ -94,6 +111,37 @@ struct AdamWOptions : AdamOptions {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+};
+
+// A training step compiled once (autograd's compile, docs/TRAINING.md "Compiled steps"): `loss`
+// (the forward and the loss on a batch, autocast regions included), the gradients of every
+// parameter of `module` and `optimizer`'s update are traced into one graph on the first call, which
+// then goes through the compile pipeline (elementwise chains and epilogues fused, a memory plan; a
+// CUDA graph on a GPU where the run allows) and runs in place of the eager step. After every call
+// the module's parameters and buffers (batch-norm statistics) and the optimizer's state hold the
+// new values, in place, as after opt.step(); the optimizer's lr and momentum are read at every call
+// (schedules work) and dropout draws a new mask every step. The parameters' .grad() are not set.
+// A new batch shape traces again. GradScaler's skipped steps are data-dependent control flow and
+// are not supported: use bf16 autocast, or the eager step for fp16.
+//
+//   optim::CompiledStep step(*net, opt, [&](const std::vector<Tensor>& b) {
+//     return nn::functional::cross_entropy(net->forward(b[0]), b[1]);
+//   });
+//   for (...) Tensor loss = step({images, labels});
+class CompiledStep {
+ public:
+  using Loss = std::function<Tensor(const std::vector<Tensor>& batch)>;
+  CompiledStep(nn::Module& module, Optimizer& optimizer, Loss loss);
+  ~CompiledStep();
+  CompiledStep(const CompiledStep&) = delete;
+  CompiledStep& operator=(const CompiledStep&) = delete;
+  Tensor operator()(const std::vector<Tensor>& batch);  // the loss of this step (before the update)
+  // How the last batch shape's graph runs (nodes, fallbacks, memory plan, CUDA graph or why not).
+  std::string report() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // Scales the gradients so that their total norm is at most max_norm (torch.nn.utils.clip_grad_norm_);

@@ -1,4 +1,5 @@
 #include "nn/constants.h"
+#include "nn/traced_seeds.h"
 
 #include <ingot/nn.h>
 #include <ingot/ops.h>
@@ -61,5 +62,19 @@ Tensor filled(Shape shape, float value) {
   for (float& v : t.span<float>()) v = value;
   return t;
 }
+
+namespace detail {
+namespace {
+thread_local TracedSeeds* t_seeds = nullptr;
+}  // namespace
+
+TracedSeeds::TracedSeeds(Tensor base) : base_(std::move(base)), previous_(t_seeds) { t_seeds = this; }
+TracedSeeds::~TracedSeeds() { t_seeds = previous_; }
+TracedSeeds* TracedSeeds::active() { return t_seeds; }
+Tensor TracedSeeds::next() {
+  // Offsets far apart (the base is below 2^62): the Philox streams of two dropouts never meet.
+  return ops::add(base_, Tensor::scalar<int64_t>(++count_ * (int64_t(1) << 40)));
+}
+}  // namespace detail
 
 }  // namespace ingot::nn

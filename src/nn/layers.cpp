@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "nn/constants.h"
+#include "nn/traced_seeds.h"
 
 namespace ingot::nn {
 namespace {
@@ -144,10 +145,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
     } else {
       running_var = out[2];
     }
-    // On the host it counts there; on a device it adds there (no wait for the device).
-    num_batches_tracked = num_batches_tracked.device().type == DeviceType::CPU
-                              ? Tensor::scalar<int64_t>(num_batches_tracked.item_int() + 1)
-                              : ops::add(num_batches_tracked, scalar_like(1.0, num_batches_tracked));
+    // An op where the buffer lives (no wait for a device; a compiled step traces it).
+    num_batches_tracked = ops::add(num_batches_tracked, scalar_like(1.0, num_batches_tracked));
   }
   return out[0];
 }
@@ -246,6 +245,8 @@ namespace functional {
 Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
   if (!(p > 0 && p < 1)) fail("dropout: p must be in [0, 1), got {}", p);
+  if (detail::TracedSeeds* seeds = detail::TracedSeeds::active())  // a compiled step: the seed is an input
+    return ops::call("Dropout", {x, seeds->next()}, {{"ratio", float(p)}, {"seed", int64_t(0)}}, 2, kIngotDomainName).at(0);
   const int64_t seed = int64_t(random_u64() >> 1);
   return ops::call("Dropout", {x}, {{"ratio", float(p)}, {"seed", seed}}, 2, kIngotDomainName).at(0);
 }

@@ -62,26 +62,30 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& saved) {
   }
 }
 
-namespace {
-
 // One fused step node per device (a model's parameters share one): the hyperparameters and the
-// step count (host inputs), then, for each parameter with a gradient, the `group` tensors that
-// `append(i, inputs)` adds (the parameter, its gradient, its states); written in place.
-void fused_step(const char* op, const std::vector<Tensor>& params, const std::vector<double>& hyper, int64_t step,
-                size_t group, Attributes attrs, const std::function<void(size_t, std::vector<Tensor>&)>& append) {
+// step count (host inputs), then, for each parameter with a gradient, (parameter, gradient,
+// states...); written in place.
+void Optimizer::step() {
+  const FusedUpdate u = fused_update();
+  const size_t group = 2 + u.states.size();
   autograd::NoGradGuard no_grad;
   std::map<std::pair<int, int>, std::vector<Tensor>> inputs;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].grad().defined()) continue;
-    auto& in = inputs[{int(params[i].device().type), params[i].device().index}];
-    if (in.empty()) in = {Tensor::from_vector<double>(hyper, {int64_t(hyper.size())}), Tensor::scalar<double>(double(step))};
-    append(i, in);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    auto& in = inputs[{int(params_[i].device().type), params_[i].device().index}];
+    if (in.empty()) {
+      in = {Tensor::from_vector<double>(u.hyperparameters, {int64_t(u.hyperparameters.size())}),
+            Tensor::scalar<double>(double(steps_ + 1))};
+    }
+    in.push_back(params_[i]);
+    in.push_back(params_[i].grad());
+    for (const std::string& name : u.states) in.push_back(name.empty() ? Tensor() : state(i, name));
   }
+  Attributes attrs = u.attrs;
   attrs["in_place"] = int64_t(1);
-  for (auto& [device, in] : inputs) ops::call(op, in, attrs, int((in.size() - 2) / group * (group - 1)), "ai.ingot");
+  for (auto& [device, in] : inputs) ops::call(u.op, in, attrs, int((in.size() - 2) / group * (group - 1)), "ai.ingot");
+  ++steps_;
 }
-
-}  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(params), options.lr), options_(options) {
   if (options.momentum < 0) fail("SGD: momentum must be >= 0, got {}", options.momentum);
@@ -90,15 +94,11 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(p
     fail("SGD: nesterov needs momentum > 0 and dampening 0");
 }
 
-void SGD::step() {
-  fused_step("SGDStep", params_, {lr_, options_.momentum, options_.dampening, options_.weight_decay}, steps_ + 1, 3,
-             {{"nesterov", int64_t(options_.nesterov)}, {"maximize", int64_t(options_.maximize)}},
-             [&](size_t i, std::vector<Tensor>& in) {
-               in.push_back(params_[i]);
-               in.push_back(params_[i].grad());
-               in.push_back(options_.momentum != 0 ? state(i, "momentum_buffer") : Tensor());
-             });
-  ++steps_;
+Optimizer::FusedUpdate SGD::fused_update() const {
+  return {"SGDStep",
+          {lr_, options_.momentum, options_.dampening, options_.weight_decay},
+          {{"nesterov", int64_t(options_.nesterov)}, {"maximize", int64_t(options_.maximize)}},
+          {options_.momentum != 0 ? "momentum_buffer" : ""}};
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, false) {}
@@ -111,19 +111,15 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
   if (!(options.weight_decay >= 0)) fail("{}: weight_decay must be >= 0", decoupled ? "AdamW" : "Adam");
 }
 
-void Adam::step() {
-  fused_step("AdamStep", params_, {lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay}, steps_ + 1,
-             options_.amsgrad ? 5 : 4,
-             {{"decoupled_weight_decay", int64_t(decoupled_)}, {"amsgrad", int64_t(options_.amsgrad)},
-              {"maximize", int64_t(options_.maximize)}},
-             [&](size_t i, std::vector<Tensor>& in) {
-               in.push_back(params_[i]);
-               in.push_back(params_[i].grad());
-               in.push_back(state(i, "exp_avg"));
-               in.push_back(state(i, "exp_avg_sq"));
-               if (options_.amsgrad) in.push_back(state(i, "max_exp_avg_sq"));
-             });
-  ++steps_;
+Optimizer::FusedUpdate Adam::fused_update() const {
+  FusedUpdate u{"AdamStep",
+                {lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay},
+                {{"decoupled_weight_decay", int64_t(decoupled_)},
+                 {"amsgrad", int64_t(options_.amsgrad)},
+                 {"maximize", int64_t(options_.maximize)}},
+                {"exp_avg", "exp_avg_sq"}};
+  if (options_.amsgrad) u.states.push_back("max_exp_avg_sq");
+  return u;
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : Adam(std::move(params), options, true) {}

@@ -422,6 +422,73 @@ TEST(Optim, SchedulesMatchPyTorch) {
   }
 }
 
+// optim::CompiledStep against the eager step it replaces: three steps of a CNN with batch norm
+// (its running statistics and counter are updated by the compiled graph too) under SGD with
+// momentum, plain SGD and AdamW, with the lr changed between steps; the losses, every parameter and
+// buffer and the optimizer's state agree.
+TEST(Optim, CompiledStepMatchesTheEagerStep) {
+  auto make = [] {
+    manual_seed(5);
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+        std::make_shared<nn::Conv2d>(1, 4, 3, nn::ConvOptions{.padding = 1}), std::make_shared<nn::BatchNorm2d>(4),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Linear>(4 * 4 * 4, 5)});
+  };
+  Tensor x = Tensor::empty(DType::Float32, {6, 1, 8, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::sin(0.37 * double(i)));
+  Tensor y = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 0}, {6});
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"sgd momentum", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}); }},
+      {"sgd", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1}); }},
+      {"adamw", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{}); }},
+  };
+  for (const auto& [name, make_opt] : optimizers) {
+    SCOPED_TRACE(name);
+    auto eager_net = make(), compiled_net = make();
+    auto eager_opt = make_opt(eager_net->parameters()), compiled_opt = make_opt(compiled_net->parameters());
+    optim::CompiledStep step(*compiled_net, *compiled_opt, [&](const std::vector<Tensor>& b) {
+      return nn::functional::cross_entropy(compiled_net->forward(b[0]), b[1]);
+    });
+    for (int t = 0; t < 3; ++t) {
+      eager_opt->set_lr(0.05 * (t + 1));
+      compiled_opt->set_lr(0.05 * (t + 1));
+      eager_opt->zero_grad();
+      Tensor eager_loss = nn::functional::cross_entropy(eager_net->forward(x), y);
+      eager_loss.backward();
+      eager_opt->step();
+      Tensor compiled_loss = step({x, y});
+      expect_close(compiled_loss, eager_loss, 1e-5, "loss of step " + std::to_string(t));
+      for (const auto& [k, v] : eager_net->state_dict())
+        expect_close(compiled_net->state_dict().at(k), v, 1e-5, k + " after step " + std::to_string(t));
+    }
+    for (const auto& [k, v] : eager_net->state_dict()) expect_close(compiled_net->state_dict().at(k), v, 1e-5, k);
+    const auto compiled_state = compiled_opt->state_dict();
+    for (const auto& [k, v] : eager_opt->state_dict()) expect_close(compiled_state.at(k), v, 1e-5, "optimizer " + k);
+    EXPECT_NE(step.report().find("nodes"), std::string::npos) << step.report();
+  }
+}
+
+// Dropout inside a compiled step draws a new mask every call (its seed is an argument of the graph,
+// not a constant of the trace): with lr 0 the parameters stay, so the losses differ by the masks only.
+TEST(Optim, CompiledStepDrawsANewDropoutMaskEveryStep) {
+  manual_seed(2);
+  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+      std::make_shared<nn::Linear>(16, 64), std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(64, 1)});
+  optim::SGD opt(net->parameters(), {.lr = 0.0});
+  Tensor x = Tensor::empty(DType::Float32, {8, 16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::cos(0.11 * double(i)));
+  Tensor target = Tensor::zeros(DType::Float32, {8, 1});
+  optim::CompiledStep step(*net, opt, [&](const std::vector<Tensor>& b) { return nn::functional::mse_loss(net->forward(b[0]), b[1]); });
+  std::set<double> losses;
+  for (int t = 0; t < 4; ++t) losses.insert(step({x, target}).cast(DType::Float64).item_double());
+  EXPECT_EQ(losses.size(), 4u);
+  // An optimizer over other tensors than the module's is refused.
+  nn::Linear other(16, 64);
+  optim::SGD wrong(other.parameters(), {.lr = 0.1});
+  EXPECT_THROW(optim::CompiledStep(*net, wrong, [](const std::vector<Tensor>& b) { return b[0]; }), Error);
+}
+
 // A small regression trained end to end: nn + autograd + AdamW reduce the loss.
 TEST(Optim, TrainingAnMlpReducesItsLoss) {
   manual_seed(1);

@@ -684,20 +684,24 @@ INGOT_OP(Dropout)
     .vjp(dropout_vjp)
     .batch(batching::first_input_only);
 
-// Training-mode dropout for nn::Dropout (include/ingot/nn.h): element i is kept when the Philox uniform of (seed, i) is
+// Training-mode dropout for nn::Dropout (include/ingot/nn.h; the seed from input 1 when given, see
+// ops/semantics/dropout_args.h): element i is kept when the Philox uniform of (seed, i) is
 // >= ratio (ops/semantics/philox.h), the same mask on every backend for one seed, unlike ONNX's
 // Dropout, whose seeded stream is numpy's (the CPU kernel reproduces it for imported models).
 INGOT_OP(Dropout)
     .domain(kIngotDomain)
     .versions(1)
     .input("data", "T")
+    .optional_input("seed", "I")
     .output("output", "T")
     .output("mask", "B")
     .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .type("I", {DType::Int64})
     .type("B", {DType::Bool})
     .attr("ratio", 0.5f)
     .required_attr("seed", AttrKind::Int)
-    .summary("x * mask / (1 - ratio) with mask[i] = Philox(seed, i) >= ratio; outputs the bool mask too.")
+    .summary("x * mask / (1 - ratio) with mask[i] = Philox(seed, i) >= ratio; outputs the bool mask too. Input 1 (an "
+             "int64 scalar), when given, is the seed instead of the attribute (compiled training steps).")
     .tag(OpTag::AutocastFollow)
     .vjp(ingot_dropout_vjp)
     .batch(batching::first_input_only);

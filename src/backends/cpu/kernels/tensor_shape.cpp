@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/dropout_args.h"
 #include "ops/semantics/philox.h"
 
 namespace ingot::cpu {
@@ -259,7 +260,7 @@ void ingot_dropout(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float ratio = ctx.attr_float("ratio");
   INGOT_CHECK(ratio >= 0.0f && ratio < 1.0f, "attribute ratio: must be in [0, 1), got {}", ratio);
-  const uint64_t seed = uint64_t(ctx.attr_int("seed"));
+  const uint64_t seed = sem::dropout_seed(ctx);
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   bool* mask = ctx.allocate(1, DType::Bool, x.shape()).data<bool>();
   const float scale = 1.0f / (1.0f - ratio);

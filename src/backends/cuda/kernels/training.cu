@@ -13,6 +13,7 @@
 
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "ops/semantics/optimizer_args.h"
+#include "ops/semantics/dropout_args.h"
 #include "ops/semantics/philox.h"
 
 namespace ingot::cuda {
@@ -169,7 +170,7 @@ void ingot_dropout(KernelContext& ctx) {
   if (n == 0) return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), ptr<bool>(mask), n,
-                                                                uint64_t(ctx.attr_int("seed")), ratio, 1.0f / (1.0f - ratio));
+                                                                sem::dropout_seed(ctx), ratio, 1.0f / (1.0f - ratio));
   });
   INGOT_CUDA_LAUNCH_CHECK();
 }
@@ -223,6 +224,6 @@ void unscale_grads(KernelContext& ctx) {
 INGOT_CUDA_KERNEL(UnscaleGrads, unscale_grads).domain(kIngotDomain).versions(1).host_inputs({0}).dtypes({DType::Float32, DType::Float64});
 INGOT_CUDA_KERNEL(SGDStep, sgd_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
 INGOT_CUDA_KERNEL(AdamStep, adam_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
-INGOT_CUDA_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES}).host_inputs({1});
 
 }  // namespace ingot::cuda
