@@ -14,6 +14,9 @@
 #include <ingot/ops.h>
 #include <ingot/optim.h>
 
+#include <set>
+#include <tuple>
+
 #include "nn/traced_seeds.h"
 
 namespace ingot::optim {
@@ -25,6 +28,9 @@ struct CompiledStep::State {
   std::vector<std::pair<std::string, Tensor*>> buffers;  // the module's buffer slots
   std::vector<Tensor> last_args;
   std::unique_ptr<CompiledFunction> compiled;
+  // The batch signatures traced so far (dtype, shape, device of each batch tensor; the parameters'
+  // device): a new one traces again, with the module's own tensors as arguments.
+  std::set<std::vector<std::tuple<DType, Shape, int, int>>> traced;
   size_t params = 0, states_per_param = 0;
 };
 
@@ -107,7 +113,11 @@ Tensor CompiledStep::operator()(const std::vector<Tensor>& batch) {
   // inputs by their data). Later calls give copies of the parameters: a kernel may cache what it
   // derived from an input it takes for a constant (the CPU convolution's reordered weights, keyed by
   // the weight's storage), and parameters change in place between steps.
-  const bool traced = !s.last_args.empty();
+  std::vector<std::tuple<DType, Shape, int, int>> signature;
+  const Device where = opt.params().empty() ? Device::cpu() : opt.params()[0].device();
+  signature.emplace_back(DType::Undefined, Shape{}, int(where.type), where.index);
+  for (const Tensor& t : batch) signature.emplace_back(t.dtype(), t.shape(), int(t.device().type), t.device().index);
+  const bool traced = !s.traced.insert(signature).second;
   std::vector<Tensor> args = opt.params();
   if (traced) {
     for (Tensor& p : args) p = p.detach().clone();

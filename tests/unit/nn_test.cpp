@@ -422,10 +422,10 @@ TEST(Optim, SchedulesMatchPyTorch) {
   }
 }
 
-// optim::CompiledStep against the eager step it replaces: three steps of a CNN with batch norm
+// optim::CompiledStep against the eager step it replaces: four steps of a CNN with batch norm
 // (its running statistics and counter are updated by the compiled graph too) under SGD with
-// momentum, plain SGD and AdamW, with the lr changed between steps; the losses, every parameter and
-// buffer and the optimizer's state agree.
+// momentum, plain SGD and AdamW, with the lr changed between steps and the batch size too; the
+// losses, every parameter and buffer after every step, and the optimizer's state agree.
 TEST(Optim, CompiledStepMatchesTheEagerStep) {
   auto make = [] {
     manual_seed(5);
@@ -434,9 +434,12 @@ TEST(Optim, CompiledStepMatchesTheEagerStep) {
         std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
         std::make_shared<nn::Linear>(4 * 4 * 4, 5)});
   };
-  Tensor x = Tensor::empty(DType::Float32, {6, 1, 8, 8});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::sin(0.37 * double(i)));
-  Tensor y = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 0}, {6});
+  // Two batch sizes (6, then 4, then 6 twice): the second traces anew, the later ones run the
+  // first's graph (its second run reuses what its kernels cached in the first).
+  Tensor x6 = Tensor::empty(DType::Float32, {6, 1, 8, 8});
+  for (int64_t i = 0; i < x6.numel(); ++i) x6.data<float>()[i] = float(std::sin(0.37 * double(i)));
+  const Tensor y6 = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 0}, {6});
+  const Tensor x4 = x6.slice_rows(1, 5).clone(), y4 = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4});
   using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
   const std::vector<std::pair<std::string, Make>> optimizers = {
       {"sgd momentum", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}); }},
@@ -450,7 +453,9 @@ TEST(Optim, CompiledStepMatchesTheEagerStep) {
     optim::CompiledStep step(*compiled_net, *compiled_opt, [&](const std::vector<Tensor>& b) {
       return nn::functional::cross_entropy(compiled_net->forward(b[0]), b[1]);
     });
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < 4; ++t) {
+      const Tensor& x = t == 1 ? x4 : x6;
+      const Tensor& y = t == 1 ? y4 : y6;
       eager_opt->set_lr(0.05 * (t + 1));
       compiled_opt->set_lr(0.05 * (t + 1));
       eager_opt->zero_grad();
