@@ -194,6 +194,9 @@ void Executable::plan_graphs(const std::vector<bool>& inputs_on_device) {
         else
           step.input_slots.push_back(-2);
       }
+      for (size_t i = 0; i < step.input_slots.size() && i < 64; ++i) {
+        if (step.input_slots[i] >= 0 && plan->is_initializer(step.input_slots[i])) step.constant_inputs |= uint64_t(1) << i;
+      }
       for (const auto& o : n.outputs) step.output_slots.push_back(o.empty() ? -1 : plan->slot_of.at(o));
       if (step.device.type == DeviceType::CPU && !step.kernel->any_device) {
         for (const auto& o : n.outputs) on_host.insert(o);

@@ -45,6 +45,7 @@ struct GraphPlan {
     std::vector<int> body_reads;
     Device device;  // where the kernel runs
     bool fallback = false;
+    uint64_t constant_inputs = 0;  // bit i: input i is an initializer (KernelContext::input_is_constant)
   };
   const Graph* graph = nullptr;
   std::unordered_map<std::string, int> slot_of;

@@ -87,6 +87,12 @@ class KernelContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] && inputs_[i]->kind != Value::Kind::None; }
   const Tensor& input(size_t i) const;
   const Value& input_value(size_t i) const;
+  // Whether input i is a constant of the graph (an initializer): its contents are the same at every
+  // run, so a kernel may keep what it derives from them in state() (reordered weights). Graph
+  // inputs and computed values may change between runs at the same address; eager calls have no
+  // constants.
+  bool input_is_constant(size_t i) const { return i < 64 && ((constant_inputs_ >> i) & 1) != 0; }
+  void set_constant_inputs(uint64_t mask) { constant_inputs_ = mask; }
 
   // Outputs.
   size_t num_outputs() const { return outputs_.size(); }
@@ -132,6 +138,7 @@ class KernelContext {
   mutable std::unique_lock<std::mutex> state_lock_;
   Device device_;
   OutputAllocator* allocator_ = nullptr;
+  uint64_t constant_inputs_ = 0;
 };
 
 using KernelFn = void (*)(KernelContext&);

@@ -14,9 +14,6 @@
 #include <ingot/ops.h>
 #include <ingot/optim.h>
 
-#include <set>
-#include <tuple>
-
 #include "nn/traced_seeds.h"
 
 namespace ingot::optim {
@@ -28,9 +25,6 @@ struct CompiledStep::State {
   std::vector<std::pair<std::string, Tensor*>> buffers;  // the module's buffer slots
   std::vector<Tensor> last_args;
   std::unique_ptr<CompiledFunction> compiled;
-  // The batch signatures traced so far (dtype, shape, device of each batch tensor; the parameters'
-  // device): a new one traces again, with the module's own tensors as arguments.
-  std::set<std::vector<std::tuple<DType, Shape, int, int>>> traced;
   size_t params = 0, states_per_param = 0;
 };
 
@@ -109,19 +103,9 @@ Tensor CompiledStep::operator()(const std::vector<Tensor>& batch) {
   Optimizer& opt = *s.optimizer;
   const Optimizer::FusedUpdate u = opt.fused_update();
   const size_t np = s.params;
-  // The first call traces, with the module's own tensors as the arguments (the tracer names graph
-  // inputs by their data). Later calls give copies of the parameters: a kernel may cache what it
-  // derived from an input it takes for a constant (the CPU convolution's reordered weights, keyed by
-  // the weight's storage), and parameters change in place between steps.
-  std::vector<std::tuple<DType, Shape, int, int>> signature;
-  const Device where = opt.params().empty() ? Device::cpu() : opt.params()[0].device();
-  signature.emplace_back(DType::Undefined, Shape{}, int(where.type), where.index);
-  for (const Tensor& t : batch) signature.emplace_back(t.dtype(), t.shape(), int(t.device().type), t.device().index);
-  const bool traced = !s.traced.insert(signature).second;
+  // The module's own tensors are the arguments (the tracer names graph inputs by their data; kernels
+  // keep nothing derived from graph inputs across runs: KernelContext::input_is_constant).
   std::vector<Tensor> args = opt.params();
-  if (traced) {
-    for (Tensor& p : args) p = p.detach().clone();
-  }
   std::vector<Tensor> buffers;
   for (const auto& [name, slot] : s.buffers) {
     if (!slot->defined()) fail("CompiledStep: buffer '{}' is undefined", name);
@@ -149,7 +133,7 @@ Tensor CompiledStep::operator()(const std::vector<Tensor>& batch) {
   auto copy_back = [](const Tensor& from, const Tensor& to) {
     if (from.storage() != to.storage() || from.byte_offset() != to.byte_offset()) copy_tensor(from, to);
   };
-  for (size_t i = 0; i < np; ++i) copy_back(outs[1 + i], opt.params()[i]);
+  for (size_t i = 0; i < np; ++i) copy_back(outs[1 + i], args[i]);
   for (size_t b = 0; b < buffers.size(); ++b) copy_back(outs[1 + np + b], buffers[b]);
   for (size_t k = 0; k < states.size(); ++k) {
     if (states[k]) copy_back(outs[1 + np + buffers.size() + k], *states[k]);

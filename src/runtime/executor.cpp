@@ -559,6 +559,7 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
       f.current_step = &step;
       if (step.fallback) ++f.stats.fallback_ops;
       KernelContext ctx(*step.def, node.attrs, step.opset, in_values, out_values, &f, plan.state[index].get(), step.device);
+      ctx.set_constant_inputs(step.constant_inputs);
       if (alloc) {
         alloc->begin_step(int(index));
         ctx.set_output_allocator(alloc);

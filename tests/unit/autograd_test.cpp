@@ -706,3 +706,27 @@ TEST(Autograd, ConvWeightGradFloat32MatchesTheFloat64Loops) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// A compiled function whose convolution weight is an argument, changed in place between calls, sees
+// the new weight every call (kernels keep what they derive only from constants of the graph: the
+// CPU convolution's reordered weights used to survive a change of an input at the same address).
+TEST(Autograd, CompiledConvolutionSeesWeightsChangedInPlace) {
+  Function f = [](const std::vector<Tensor>& a) { return ops::call("Conv", {a[0], a[1]}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}); };
+  CompiledFunction compiled = compile(f);
+  const Tensor x = random({2, 3, 9, 9}, 1).cast(DType::Float32);
+  Tensor w = random({4, 3, 3, 3}, 2).cast(DType::Float32);
+  for (int call = 0; call < 4; ++call) {
+    const Tensor got = compiled({x, w}).at(0), want = f({x, w}).at(0);
+    const std::vector<float> g = got.to_vector<float>(), e = want.to_vector<float>();
+    double worst = 0;
+    for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, double(std::abs(g[i] - e[i])));
+    EXPECT_LE(worst, 1e-5) << "call " << call;
+    for (float& v : w.span<float>()) v = v * 0.5f + 0.1f;  // in place, same storage
+  }
+}
+
+}  // namespace
+}  // namespace ingot

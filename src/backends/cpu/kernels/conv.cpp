@@ -577,6 +577,9 @@ ConvPlan* find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
                     bool sum = false, FusedActivation act = FusedActivation::None) {
   auto& state = ctx.state<ConvState>();
   auto& plans = state.plans;
+  // A plan holds the weights (and bias) reordered: kept across runs only for constants. Weights that
+  // are graph inputs or computed may change in place at the same address (a compiled training step).
+  if (!ctx.input_is_constant(1) || (b && !ctx.input_is_constant(2))) plans.clear();
   for (size_t i = 0; i < plans.size(); ++i) {
     ConvPlan& p = *plans[i];
     if (p.x_shape == x.shape() && p.sum == sum && p.act == act && p.weights_key.matches(w) &&
