@@ -222,11 +222,13 @@ Tensor Flatten::forward(const Tensor& x) {
 MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding)
     : kernel_(kernel_size), stride_(stride > 0 ? stride : kernel_size), padding_(padding) {}
 Tensor MaxPool2d::forward(const Tensor& x) {
-  ops::PoolOptions o;
-  o.kernel_shape = {kernel_, kernel_};
-  o.strides = {stride_, stride_};
-  o.pads = {padding_, padding_, padding_, padding_};
-  return ops::max_pool(x, o);
+  const Attributes attrs{{"kernel_shape", Ints{kernel_, kernel_}},
+                         {"strides", Ints{stride_, stride_}},
+                         {"pads", Ints{padding_, padding_, padding_, padding_}}};
+  // Where a gradient will be taken, the Indices output too: MaxPool's rule routes dy through them
+  // instead of pooling again in the backward.
+  if (autograd::grad_enabled() && x.requires_grad()) return ops::call("MaxPool", {x}, attrs, 2).at(0);
+  return call1("MaxPool", {x}, attrs);
 }
 
 AvgPool2d::AvgPool2d(int64_t kernel_size, int64_t stride, int64_t padding)

@@ -145,23 +145,44 @@ bool is_max_pool_2x2s2(const Window& w) {
   return true;
 }
 
-void max_pool_2x2s2(const Window& w, int64_t planes, const float* x, float* y) {
+// With `indices` (MaxPool's second output, row-major flat input offsets), the tap that won: the
+// first of equal maxima, as the reference loop picks.
+void max_pool_2x2s2(const Window& w, int64_t planes, const float* x, float* y, int64_t* indices) {
   const int64_t IH = w.in[0], IW = w.in[1], OH = w.out[0], OW = w.out[1];
   parallel_for(planes, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, 4 * OH * OW)), [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       for (int64_t oh = 0; oh < OH; ++oh) {
-        const float* r0 = x + (plane * IH + 2 * oh) * IW;
+        const int64_t at0 = (plane * IH + 2 * oh) * IW;  // flat offset of the window's first row
+        const float* r0 = x + at0;
         const float* r1 = r0 + IW;
         float* out = y + (plane * OH + oh) * OW;
+        if (!indices) {
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            float best = r0[2 * ow];
+            float v = r0[2 * ow + 1];
+            best = v > best ? v : best;
+            v = r1[2 * ow];
+            best = v > best ? v : best;
+            v = r1[2 * ow + 1];
+            best = v > best ? v : best;
+            out[ow] = best;
+          }
+          continue;
+        }
+        int64_t* idx = indices + (plane * OH + oh) * OW;
         for (int64_t ow = 0; ow < OW; ++ow) {
           float best = r0[2 * ow];
-          float v = r0[2 * ow + 1];
-          best = v > best ? v : best;
-          v = r1[2 * ow];
-          best = v > best ? v : best;
-          v = r1[2 * ow + 1];
-          best = v > best ? v : best;
+          int64_t at = at0 + 2 * ow;
+          auto take = [&](float v, int64_t offset) {
+            const bool more = v > best;
+            best = more ? v : best;
+            at = more ? offset : at;
+          };
+          take(r0[2 * ow + 1], at0 + 2 * ow + 1);
+          take(r1[2 * ow], at0 + IW + 2 * ow);
+          take(r1[2 * ow + 1], at0 + IW + 2 * ow + 1);
           out[ow] = best;
+          idx[ow] = at;
         }
       }
     }
@@ -219,8 +240,8 @@ void pool(KernelContext& ctx, PoolKind kind) {
   if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
   const bool column_major = kind == PoolKind::Max && ctx.attr_int("storage_order") == 1;
   const int64_t planes = x.dim(0) * x.dim(1);
-  if (kind == PoolKind::Max && !indices && x.dtype() == DType::Float32 && is_max_pool_2x2s2(w)) {
-    max_pool_2x2s2(w, planes, x.data<float>(), y.data<float>());
+  if (kind == PoolKind::Max && !column_major && x.dtype() == DType::Float32 && is_max_pool_2x2s2(w)) {
+    max_pool_2x2s2(w, planes, x.data<float>(), y.data<float>(), indices);
     return;
   }
   if (kind == PoolKind::Average && x.dtype() == DType::Float32 && is_average_pool_tiled_2d(w)) {
