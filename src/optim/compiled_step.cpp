@@ -25,7 +25,9 @@ struct CompiledStep::State {
   std::vector<std::pair<std::string, Tensor*>> buffers;  // the module's buffer slots
   std::vector<Tensor> last_args;
   std::unique_ptr<CompiledFunction> compiled;
-  size_t params = 0, states_per_param = 0;
+  size_t params = 0;
+  // Per parameter, the argument for an empty state slot (SGD without momentum): made once.
+  std::vector<Tensor> placeholders;
 };
 
 CompiledStep::CompiledStep(nn::Module& module, Optimizer& optimizer, Loss loss) : state_(std::make_unique<State>()) {
@@ -46,6 +48,7 @@ CompiledStep::CompiledStep(nn::Module& module, Optimizer& optimizer, Loss loss) 
            i, i);
   }
   state_->params = params.size();
+  state_->placeholders.resize(params.size());
   State* s = state_.get();
   Function step = [s](const std::vector<Tensor>& args) {
     Optimizer& opt = *s->optimizer;
@@ -118,7 +121,8 @@ Tensor CompiledStep::operator()(const std::vector<Tensor>& batch) {
       // An empty slot (SGD without momentum) still takes an argument: a one-element placeholder.
       Tensor* t = name.empty() ? nullptr : &opt.state(i, name);
       states.push_back(t);
-      args.push_back(t ? *t : Tensor::zeros(DType::Float32, {1}, opt.params()[i].device()));
+      if (!t && !s.placeholders[i].defined()) s.placeholders[i] = Tensor::zeros(DType::Float32, {1}, opt.params()[i].device());
+      args.push_back(t ? *t : s.placeholders[i]);
     }
   }
   args.push_back(Tensor::from_vector<double>(u.hyperparameters, {int64_t(u.hyperparameters.size())}));
