@@ -2,7 +2,7 @@
 // same models and steps: bench/training_torch.py.
 //
 //   ingot-bench-training --model resnet50|transformer|fashion [--device cuda] [--precision fp32|bf16|fp16]
-//                        [--batch N] [--steps N] [--warmup N] [--json FILE]
+//                        [--batch N] [--steps N] [--warmup N] [--compile] [--profile] [--json FILE]
 //
 // resnet50: torchvision's ResNet-50 (bottlenecks [3, 4, 6, 3]), synthetic 224x224 images and labels,
 // cross-entropy, SGD (lr 0.1, momentum 0.9, weight decay 1e-4). transformer: a Whisper-tiny-encoder
@@ -10,12 +10,15 @@
 // synthetic features, MSE to a synthetic target, AdamW (lr 1e-4). fashion: the Fashion-MNIST
 // example's CNN on synthetic 28x28 images, AdamW (lr 1e-3). bf16 / fp16 run the forward under
 // autocast (fp16 with a GradScaler). Steps are timed after warm-up, from the first to the last
-// step's loss being read back (one wait at the end).
+// step's loss being read back (one wait at the end). --compile runs each step as one compiled graph
+// (optim::CompiledStep; not with fp16); --profile then profiles three more steps and prints the time
+// per op type to stderr.
 #include <CLI/CLI.hpp>
 #include <ingot/amp.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
 #include <ingot/optim.h>
+#include <ingot/profiler.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -142,6 +145,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup);
   app.add_option("--json", json);
+  bool compiled = false, profile = false;
+  app.add_flag("--compile", compiled, "Each step as one compiled graph (optim::CompiledStep)");
+  app.add_flag("--profile", profile, "Profile three steps after the timed ones (time per op type to stderr)");
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = Device::parse(device_name);
@@ -174,14 +180,18 @@ int main(int argc, char** argv) {
     const bool autocast = precision != "fp32";
     const DType low = precision == "fp16" ? DType::Float16 : DType::BFloat16;
     amp::GradScaler scaler({.enabled = precision == "fp16"});
+    if (compiled && precision == "fp16") throw std::runtime_error("--compile with fp16: the GradScaler's skipped steps cannot be compiled");
+    auto loss_of = [&](const std::vector<Tensor>& b) {
+      amp::Autocast region(device.type, low, autocast);
+      Tensor out = net->forward(b[0]);
+      return model == "transformer" ? nn::functional::mse_loss(out, b[1]) : nn::functional::cross_entropy(out, b[1]);
+    };
+    std::unique_ptr<optim::CompiledStep> compiled_step;
+    if (compiled) compiled_step = std::make_unique<optim::CompiledStep>(*net, *opt, loss_of);
     auto step = [&] {
+      if (compiled_step) return (*compiled_step)({x, y});
       opt->zero_grad();
-      Tensor loss;
-      {
-        amp::Autocast region(device.type, low, autocast);
-        Tensor out = net->forward(x);
-        loss = model == "transformer" ? nn::functional::mse_loss(out, y) : nn::functional::cross_entropy(out, y);
-      }
+      Tensor loss = loss_of({x, y});
       scaler.scale(loss).backward();
       scaler.step(*opt);
       scaler.update();
@@ -201,8 +211,18 @@ int main(int argc, char** argv) {
                           {"ms_per_step", 1e3 * seconds / steps},
                           {"samples_per_s", double(batch) * steps / seconds},
                           {"final_loss", final_loss},
+                          {"compile", compiled},
                           {"parameters", net->num_parameters()}};
     std::cout << out.dump() << "\n";
+    if (compiled_step) std::fprintf(stderr, "compiled step: %s\n", compiled_step->report().c_str());
+    if (profile) {
+      profiler::start();
+      for (int i = 0; i < 3; ++i) loss = step();
+      (void)loss.to(Device::cpu());
+      const profiler::Trace trace = profiler::stop();
+      std::fprintf(stderr, "profile of 3 steps (%s %s %s):\n%s\n", model.c_str(), device.str().c_str(), precision.c_str(),
+                   trace.summary_table().c_str());
+    }
     if (!json.empty()) std::ofstream(json) << out.dump(2) << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ingot-bench-training: %s\n", e.what());

@@ -238,6 +238,12 @@ run() {
         --data "$dir/data/fashion-mnist" --json "$out/train-ingot-cuda-$p.json" --plot "$out/train-ingot-cuda-$p.png" \
         --profile "$out/train-ingot-cuda-$p-trace.json" >"$out/train-ingot-cuda-$p.log" 2>&1 || true
       grep -E "^epoch|accuracy|rror" "$out/train-ingot-cuda-$p.log" | tail -n 12
+      # TRAIN_COMPILE=1: the same with --compile (one compiled graph per step; not fp16).
+      if [ "${TRAIN_COMPILE:-0}" = 1 ] && [ "$p" != fp16 ]; then
+        timeout "${TRAIN_TIMEOUT:-200}" "$dir/bin/ingot-fashion-mnist" --device cuda --precision "$p" --epochs "$epochs" --compile \
+          --data "$dir/data/fashion-mnist" --json "$out/train-ingot-cuda-$p-compiled.json" >"$out/train-ingot-cuda-$p-compiled.log" 2>&1 || true
+        grep -E "^epoch|accuracy|rror|compiled step" "$out/train-ingot-cuda-$p-compiled.log" | tail -n 12
+      fi
       timeout "${TRAIN_TIMEOUT:-200}" python3 "$ROOT/bench/fashion_mnist_torch.py" --device cuda --precision "$p" --epochs "$epochs" \
         --data "$dir/data/fashion-mnist" --json "$out/train-torch-cuda-$p.json" >"$out/train-torch-cuda-$p.log" 2>&1 || true
       tail -n 3 "$out/train-torch-cuda-$p.log"
@@ -256,11 +262,26 @@ run() {
     # line each in trainbench.jsonl. TRAINBENCH_MODELS (default "fashion resnet50 transformer"),
     # TRAINBENCH_AMP (default bf16), TRAINBENCH_STEPS (default 20); TRAINBENCH_COMPILE=0 leaves
     # torch.compile out (its compilation takes a minute per model), TRAINBENCH_TORCH=0 PyTorch.
-    local m amp="${TRAINBENCH_AMP:-bf16}" steps="${TRAINBENCH_STEPS:-20}"
+    # TRAINBENCH_INGOT_COMPILE=1 adds Ingot's compiled step (optim::CompiledStep) for fp32 and the
+    # AMP precision (not fp16); TRAINBENCH_WGRAD16="1 2" adds AMP rows under INGOT_CONV_WGRAD_16BIT=N;
+    # TRAINBENCH_PROFILE=1 prints each Ingot row's time per op type (trainbench.err).
+    local m amp="${TRAINBENCH_AMP:-bf16}" steps="${TRAINBENCH_STEPS:-20}" prof=()
+    [ "${TRAINBENCH_PROFILE:-0}" = 1 ] && prof=(--profile)
     for m in ${TRAINBENCH_MODELS:-fashion resnet50 transformer}; do
       for p in fp32 "$amp"; do
-        timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" --steps "$steps" \
+        timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" --steps "$steps" "${prof[@]}" \
           2>>"$out/trainbench.err" | sed 's/^{/{"engine":"ingot",/' >>"$out/trainbench.jsonl" || true
+        if [ "${TRAINBENCH_INGOT_COMPILE:-0}" = 1 ] && [ "$p" != fp16 ]; then
+          timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" --steps "$steps" --compile \
+            "${prof[@]}" 2>>"$out/trainbench.err" | sed 's/^{/{"engine":"ingot compiled",/' >>"$out/trainbench.jsonl" || true
+        fi
+        if [ "$p" = "$amp" ]; then
+          for w in ${TRAINBENCH_WGRAD16:-}; do
+            INGOT_CONV_WGRAD_16BIT="$w" timeout 300 "$dir/bin/ingot-bench-training" --model "$m" --device cuda --precision "$p" \
+              --steps "$steps" "${prof[@]}" 2>>"$out/trainbench.err" | sed "s/^{/{\"engine\":\"ingot wgrad16=$w\",/" \
+              >>"$out/trainbench.jsonl" || true
+          done
+        fi
         [ "${TRAINBENCH_TORCH:-1}" = 1 ] || continue
         timeout 300 python3 "$ROOT/bench/training_torch.py" --model "$m" --precision "$p" --steps "$steps" \
           2>>"$out/trainbench.err" | sed 's/^{/{"engine":"torch",/' >>"$out/trainbench.jsonl" || true

@@ -212,6 +212,7 @@ int main(int argc, char** argv) {
       progress(epoch, epochs, loader.batches_per_epoch(), loader.batches_per_epoch(), final_loss, double(seen) / elapsed, tty);
       test_accuracy = accuracy(*net, test_x, test_y, device, autocast, low);
       std::fprintf(stderr, "epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s\n", epoch, final_loss, 100 * test_accuracy, elapsed);
+      if (compiled_step && epoch == 1) std::fprintf(stderr, "compiled step: %s\n", compiled_step->report().c_str());
       curves[0].values.push_back(final_loss);
       curves[1].values.push_back(test_accuracy);
     }

@@ -28,9 +28,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
     {"INGOT_DEPTHWISE_VEC", Kind::Bool, "1",
      "Vectorized channels-last depthwise convolution kernel (0: the scalar one)."},
-    {"INGOT_CONV_WGRAD_WIDEN", Kind::Bool, "0",
-     "16-bit convolution weight gradients on CUDA computed in float32 with TF32 (1), or by cuDNN in 16 bits (0). "
-     "Not yet measured on a GPU: off until it is (docs/TRAINING.md)."},
+    {"INGOT_CONV_WGRAD_16BIT", Kind::Int, "1",
+     "How autograd computes 16-bit convolution weight gradients: 1 one ai.ingot.ConvWeightGrad in 16 bits (cuDNN's "
+     "backward-filter on CUDA), 2 the same widened to float32 (TF32 tensor cores on CUDA), 0 a correlation of "
+     "transposed tensors. An A/B switch (docs/TRAINING.md has the measurements)."},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
     {"INGOT_CONV_RETIME", Kind::Int, "1",

@@ -71,10 +71,7 @@ thread_local TracedSeeds* t_seeds = nullptr;
 TracedSeeds::TracedSeeds(Tensor base) : base_(std::move(base)), previous_(t_seeds) { t_seeds = this; }
 TracedSeeds::~TracedSeeds() { t_seeds = previous_; }
 TracedSeeds* TracedSeeds::active() { return t_seeds; }
-Tensor TracedSeeds::next() {
-  // Offsets far apart (the base is below 2^62): the Philox streams of two dropouts never meet.
-  return ops::add(base_, Tensor::scalar<int64_t>(++count_ * (int64_t(1) << 40)));
-}
+TracedSeeds::Seed TracedSeeds::next() { return {base_, ++count_}; }
 }  // namespace detail
 
 }  // namespace ingot::nn

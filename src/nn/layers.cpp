@@ -247,8 +247,10 @@ namespace functional {
 Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
   if (!(p > 0 && p < 1)) fail("dropout: p must be in [0, 1), got {}", p);
-  if (detail::TracedSeeds* seeds = detail::TracedSeeds::active())  // a compiled step: the seed is an input
-    return ops::call("Dropout", {x, seeds->next()}, {{"ratio", float(p)}, {"seed", int64_t(0)}}, 2, kIngotDomainName).at(0);
+  if (detail::TracedSeeds* seeds = detail::TracedSeeds::active()) {  // a compiled step: the seed is an input
+    const detail::TracedSeeds::Seed s = seeds->next();
+    return ops::call("Dropout", {x, s.base}, {{"ratio", float(p)}, {"seed", s.stream}}, 2, kIngotDomainName).at(0);
+  }
   const int64_t seed = int64_t(random_u64() >> 1);
   return ops::call("Dropout", {x}, {{"ratio", float(p)}, {"seed", seed}}, 2, kIngotDomainName).at(0);
 }

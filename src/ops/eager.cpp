@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "autograd/tape.h"
 #include "ops/autocast.h"
@@ -42,6 +44,50 @@ const Node& profiled_node(const OpDef& def) {
     n->domain = def.domain;
   }
   return *n;
+}
+
+// The state eager calls of one signature share, for kernels whose state is a signature-keyed cache
+// (KernelDef::eager_state: cuDNN plans, backward-filter algorithm choices): a training step's
+// convolutions then build their plans once, not at every step. Keyed by the kernel, opset, device,
+// attributes and input shapes; the 1024 most recently used are kept. Null (a fresh state per call)
+// for other kernels and for attributes that hold tensors or graphs.
+std::shared_ptr<NodeState> eager_state(const KernelDef& kernel, const Attributes& attrs, int opset,
+                                       const std::vector<Value>& inputs, size_t outputs, Device device) {
+  if (!kernel.eager_state) return nullptr;
+  std::string key = fmt::format("{}|{}|{}|{}|{}", static_cast<const void*>(&kernel), opset, device.str(), outputs, attrs.size());
+  for (const auto& [name, a] : attrs) {
+    if (a.kind == AttrKind::Tensor || a.kind == AttrKind::Graph || a.kind == AttrKind::Tensors || a.kind == AttrKind::Graphs)
+      return nullptr;
+    fmt::format_to(std::back_inserter(key), "|{}={}", name, a.str());
+  }
+  for (const Value& v : inputs) {
+    if (v.kind == Value::Kind::None) {
+      key += "|-";
+    } else {
+      fmt::format_to(std::back_inserter(key), "|{}{}", dtype_name(v.tensor.dtype()), shape_str(v.tensor.shape()));
+    }
+  }
+  constexpr size_t kMaxStates = 1024;
+  struct Cache {
+    std::mutex mutex;
+    std::list<std::pair<std::string, std::shared_ptr<NodeState>>> recent;  // most recent first
+    std::unordered_map<std::string, std::list<std::pair<std::string, std::shared_ptr<NodeState>>>::iterator> index;
+  };
+  // Never destroyed: states may hold device memory and library handles, which must not be released
+  // after the CUDA runtime has shut down at exit.
+  static Cache* cache = new Cache;
+  std::lock_guard lock(cache->mutex);
+  if (auto it = cache->index.find(key); it != cache->index.end()) {
+    cache->recent.splice(cache->recent.begin(), cache->recent, it->second);
+    return it->second->second;
+  }
+  if (cache->recent.size() == kMaxStates) {
+    cache->index.erase(cache->recent.back().first);
+    cache->recent.pop_back();
+  }
+  cache->recent.emplace_front(key, std::make_shared<NodeState>());
+  cache->index[cache->recent.front().first] = cache->recent.begin();
+  return cache->recent.front().second;
 }
 
 }  // namespace
@@ -108,14 +154,16 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
     std::vector<const Value*> in_ptrs;
     for (const Value& v : in_values) in_ptrs.push_back(v.kind == Value::Kind::None ? nullptr : &v);
     std::vector<Value> outputs(size_t(num_outputs >= 0 ? num_outputs : def->min_outputs));
-    NodeState state;
+    std::shared_ptr<NodeState> shared = eager_state(*kernel, attrs, opset, in_values, outputs.size(), device);
+    NodeState fresh;
+    NodeState* state = shared ? shared.get() : &fresh;
     profiler::detail::Range range;  // off: one relaxed load and branch
     const Node* profiled = nullptr;
     if (profiler::detail::op_hooks()) [[unlikely]] {
       profiled = &profiled_node(*def);
       range.begin_op(*profiled, device.type != DeviceType::CPU);
     }
-    KernelContext ctx(*def, attrs, opset, in_ptrs, outputs, nullptr, &state, device);
+    KernelContext ctx(*def, attrs, opset, in_ptrs, outputs, nullptr, state, device);
     kernel->fn(ctx);
     if (range.active()) [[unlikely]]
       range.end_op(*profiled, backend_for(device).name(), in_ptrs, fallback);

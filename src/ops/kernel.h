@@ -177,6 +177,10 @@ struct KernelDef {
   bool any_device = false;
   AcceptsFn accepts = nullptr;  // nullptr: every node its dtypes allow
   int max_rank = 0;             // inputs of higher static rank are refused at placement; 0: no limit
+  // The kernel's state() is a cache keyed by what the call's signature fixes (input shapes and dtypes,
+  // attributes): plans, algorithm choices, library primitives, nothing derived from input contents.
+  // Eager calls of one signature then share one state (ops/eager.cpp) instead of building it anew.
+  bool eager_state = false;
 
   // "" when the kernel takes a node of this signature (its dtypes aside), else why not.
   std::string rejects(const NodeSignature& node) const;
@@ -251,6 +255,10 @@ class KernelBuilder {
   }
   KernelBuilder& accepts(AcceptsFn fn) {
     def_.accepts = fn;
+    return *this;
+  }
+  KernelBuilder& eager_state() {
+    def_.eager_state = true;
     return *this;
   }
   KernelBuilder& max_rank(int rank) {

@@ -95,6 +95,10 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(p
 }
 
 Optimizer::FusedUpdate SGD::fused_update() const {
+  // Checked here, on the host, at every step (set_momentum may change it): the CUDA kernel reads the
+  // values on the device.
+  if (options_.nesterov && (options_.momentum <= 0 || options_.dampening != 0))
+    fail("SGD: nesterov needs momentum > 0 and dampening 0, got momentum {}", options_.momentum);
   return {"SGDStep",
           {lr_, options_.momentum, options_.dampening, options_.weight_decay},
           {{"nesterov", int64_t(options_.nesterov)}, {"maximize", int64_t(options_.maximize)}},

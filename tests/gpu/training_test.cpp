@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "gpu_test_util.h"
 
@@ -185,7 +186,7 @@ TEST(CudaTraining, RecurrentAndAttentionModulesMatchTheCpu) {
 }
 
 // ai.ingot.ConvWeightGrad on CUDA (cuDNN's backward-filter; asymmetric pads through a padded copy,
-// 16-bit inputs) against the CPU's.
+// 16-bit inputs, in 16 bits and widened to float32) against the CPU's.
 TEST(CudaTraining, ConvWeightGradMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   using Ints = std::vector<int64_t>;
@@ -207,13 +208,108 @@ TEST(CudaTraining, ConvWeightGradMatchesTheCpu) {
       const Tensor x = random_tensor(DType::Float32, c.x, seed++).cast(dt), dy = random_tensor(DType::Float32, c.dy, seed++).cast(dt);
       const Tensor want = ops::call("ConvWeightGrad", {x.cast(DType::Float32), dy.cast(DType::Float32)}, c.attrs, 1, "ai.ingot").at(0);
       const Device gpu = Device::parse("cuda");
-      const Tensor got = ops::call("ConvWeightGrad", {x.to(gpu), dy.to(gpu)}, c.attrs, 1, "ai.ingot").at(0);
-      EXPECT_EQ(got.device().type, DeviceType::CUDA);
-      EXPECT_EQ(got.dtype(), dt);
-      // 16-bit results are rounded once (and cuDNN may accumulate partial sums in 16 bits).
-      expect_near(got, want, dt == DType::Float32 ? 1e-4 : 3e-2, "dW");
+      for (int64_t widen : {0, 1}) {
+        if (widen && dt == DType::Float32) continue;
+        Attributes attrs = c.attrs;
+        attrs["widen"] = widen;
+        const Tensor got = ops::call("ConvWeightGrad", {x.to(gpu), dy.to(gpu)}, attrs, 1, "ai.ingot").at(0);
+        EXPECT_EQ(got.device().type, DeviceType::CUDA);
+        EXPECT_EQ(got.dtype(), dt);
+        // 16-bit results are rounded once (and cuDNN may accumulate partial sums in 16 bits; widened,
+        // TF32 products).
+        expect_near(got, want, dt == DType::Float32 ? 1e-4 : 3e-2, widen ? "dW widened" : "dW");
+      }
     }
   }
+}
+
+// optim::CompiledStep on the GPU against the eager step on the CPU: five steps with the learning
+// rate changed at every one (a schedule), SGD with momentum over conv + batch norm and AdamW over
+// an MLP (bias correction changes every step). From the third step the whole step replays as one
+// CUDA graph: the hyperparameters and the step count are device inputs, read by the kernels.
+TEST(CudaTraining, CompiledStepMatchesTheEagerCpuStepAndReplaysAsOneCudaGraph) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  using Build = std::function<std::shared_ptr<nn::Sequential>()>;
+  using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  struct Case {
+    std::string name;
+    Build build;
+    MakeOpt make_opt;
+    Shape x;
+  };
+  const std::vector<Case> cases = {
+      {"conv bn sgd momentum",
+       [] {
+         manual_seed(3);
+         return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+             std::make_shared<nn::Conv2d>(1, 8, 3, nn::ConvOptions{.padding = 1}), std::make_shared<nn::BatchNorm2d>(8),
+             std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
+             std::make_shared<nn::Linear>(8 * 7 * 7, 10)});
+       },
+       [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}); },
+       {16, 1, 14, 14}},
+      {"mlp adamw",
+       [] {
+         manual_seed(4);
+         return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+             std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(196, 64), std::make_shared<nn::GELU>(),
+             std::make_shared<nn::Linear>(64, 10)});
+       },
+       [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{}); },
+       {16, 1, 14, 14}},
+  };
+  Tensor y = Tensor::empty(DType::Int64, {16});
+  for (int64_t i = 0; i < 16; ++i) y.data<int64_t>()[i] = (i * 7) % 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Tensor x = random_tensor(DType::Float32, c.x, 9);
+    auto cpu_net = c.build(), gpu_net = c.build();
+    gpu_net->to(gpu);
+    auto cpu_opt = c.make_opt(cpu_net->parameters()), gpu_opt = c.make_opt(gpu_net->parameters());
+    optim::CompiledStep step(*gpu_net, *gpu_opt, [&](const std::vector<Tensor>& b) {
+      return nn::functional::cross_entropy(gpu_net->forward(b[0]), b[1]);
+    });
+    const Tensor xg = x.to(gpu), yg = y.to(gpu);
+    for (int t = 0; t < 5; ++t) {
+      const double lr = (c.name == "mlp adamw" ? 1e-3 : 0.05) * (1 + 0.5 * t);
+      cpu_opt->set_lr(lr);
+      gpu_opt->set_lr(lr);
+      cpu_opt->zero_grad();
+      Tensor cpu_loss = nn::functional::cross_entropy(cpu_net->forward(x), y);
+      cpu_loss.backward();
+      cpu_opt->step();
+      Tensor gpu_loss = step({xg, yg});
+      EXPECT_EQ(gpu_loss.device().type, DeviceType::CUDA);
+      expect_near(gpu_loss, cpu_loss, 1e-4, "loss of step " + std::to_string(t));
+    }
+    const auto gpu_state = gpu_net->state_dict();
+    for (const auto& [name, t] : cpu_net->state_dict()) {
+      EXPECT_EQ(gpu_state.at(name).device().type, DeviceType::CUDA) << name;
+      expect_near(gpu_state.at(name), t, 2e-4, name);
+    }
+    const auto gpu_opt_state = gpu_opt->state_dict();
+    for (const auto& [name, t] : cpu_opt->state_dict()) expect_near(gpu_opt_state.at(name), t, 2e-4, "optimizer " + name);
+    EXPECT_NE(step.report().find("CUDA graph: replayed"), std::string::npos) << step.report();
+  }
+}
+
+// Dropout in a compiled step on the GPU draws a new mask at every replay of the captured graph (its
+// seed is a device input): with lr 0 the parameters stay, so the losses differ by the masks only.
+TEST(CudaTraining, CompiledStepDrawsANewDropoutMaskAtEveryReplay) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  manual_seed(2);
+  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Layer>>{
+      std::make_shared<nn::Linear>(16, 64), std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(64, 1)});
+  net->to(gpu);
+  optim::SGD opt(net->parameters(), {.lr = 0.0});
+  const Tensor x = random_tensor(DType::Float32, {8, 16}, 3).to(gpu), target = Tensor::zeros(DType::Float32, {8, 1}).to(gpu);
+  optim::CompiledStep step(*net, opt, [&](const std::vector<Tensor>& b) { return nn::functional::mse_loss(net->forward(b[0]), b[1]); });
+  std::set<double> losses;
+  for (int t = 0; t < 6; ++t) losses.insert(step({x, target}).to(Device::cpu()).cast(DType::Float64).item_double());
+  EXPECT_EQ(losses.size(), 6u);
+  EXPECT_NE(step.report().find("CUDA graph: replayed"), std::string::npos) << step.report();
 }
 
 }  // namespace

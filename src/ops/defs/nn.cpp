@@ -7,6 +7,7 @@
 
 #include <ingot/ops.h>
 
+#include "core/flags.h"
 #include "ops/batching.h"
 #include "ops/gradient.h"
 #include "ops/op_def.h"
@@ -181,18 +182,19 @@ V bias_grad(G& b) {
   return b.reduce_sum(b.dy(), axes, false);
 }
 // A convolution's weight gradient from `data` (the forward's input) and `taps` (its output's
-// gradient): one ConvWeightGrad (cuDNN's backward-filter, oneDNN's backward-weights) for float32 and
-// float64; for 16-bit tensors still the correlation of transposed tensors, which measured faster on
-// the H200 than cuDNN's 16-bit NCHW backward-filter (Fashion-MNIST bf16 step 5.3 against 15.8 ms;
-// docs/TRAINING.md) until the float32-widened path (INGOT_CONV_WGRAD_WIDEN) is measured.
+// gradient): one ConvWeightGrad (cuDNN's backward-filter, oneDNN's backward-weights). For 16-bit
+// tensors INGOT_CONV_WGRAD_16BIT chooses (an A/B switch): 1 (default) ConvWeightGrad in 16 bits, 2
+// widened to float32 (`widen` 1: TF32 on CUDA), 0 the correlation of transposed tensors. On the H200
+// (ResNet-50 bf16 step at batch 128, docs/TRAINING.md): 229, 238 and 542 ms.
 V weight_grad(G& b, const V& data, const V& taps, int64_t groups, const std::vector<int64_t>& strides,
               const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads, const std::vector<int64_t>& kernel) {
   const DType dt = b.dtype(data);
-  if (dt == DType::Float16 || dt == DType::BFloat16)
-    return grouped_weight_grad(b, data, taps, groups, strides, dilations, pads, kernel);
-  return b.call1("ConvWeightGrad", {data, taps},
-                 {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", groups}},
-                 kIngotDomain);
+  const bool low = dt == DType::Float16 || dt == DType::BFloat16;
+  static const int64_t mode = flags::integer("INGOT_CONV_WGRAD_16BIT");
+  if (low && mode == 0) return grouped_weight_grad(b, data, taps, groups, strides, dilations, pads, kernel);
+  Attributes attrs{{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", groups}};
+  if (low && mode == 2) attrs["widen"] = int64_t(1);
+  return b.call1("ConvWeightGrad", {data, taps}, attrs, kIngotDomain);
 }
 
 // dX is the transposed convolution of dy with W (grouped like the forward); dW weight_grad's.
@@ -704,7 +706,8 @@ INGOT_OP(Conv).versions(1).inputs(2, 3).conv_attrs().summary(
 
 // The weight gradient of Conv (its rule above): dW [M, C/group, k...] = the correlation of X [N, C,
 // D...] with dY [N, M, O...], summed over the batch, for the forward's kernel_shape (required),
-// strides, dilations, pads and group. A backward-filter primitive on each backend.
+// strides, dilations, pads and group. A backward-filter primitive on each backend; `widen` 1 computes
+// 16-bit tensors in float32 (TF32 tensor cores on CUDA; the CPU accumulates 16-bit in float32 anyway).
 INGOT_OP(ConvWeightGrad)
     .domain(kIngotDomain)
     .versions(1)
@@ -713,6 +716,7 @@ INGOT_OP(ConvWeightGrad)
     .output("dW", "T")
     .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
     .conv_attrs()
+    .attr("widen", 0)
     .summary("Conv's weight gradient dW [M, C/group, k...] from X [N, C, D...] and dY [N, M, O...] (kernel_shape "
              "required; strides, dilations, pads and group the forward's).")
     .vjp(conv_weight_grad_vjp);

@@ -701,7 +701,7 @@ INGOT_OP(Dropout)
     .attr("ratio", 0.5f)
     .required_attr("seed", AttrKind::Int)
     .summary("x * mask / (1 - ratio) with mask[i] = Philox(seed, i) >= ratio; outputs the bool mask too. Input 1 (an "
-             "int64 scalar), when given, is the seed instead of the attribute (compiled training steps).")
+             "int64 scalar), when given, is the key and the attribute the stream (compiled training steps).")
     .tag(OpTag::AutocastFollow)
     .vjp(ingot_dropout_vjp)
     .batch(batching::first_input_only);

@@ -16,12 +16,17 @@ OptimizerArgs optimizer_args(const KernelContext& ctx, size_t hyperparameters, s
   const Tensor& h = ctx.input(0);
   INGOT_CHECK(h.rank() == 1 && h.numel() == int64_t(hyperparameters) && is_floating(h.dtype()),
               "input 0 (hyperparameters): expected {} float values, got {}", hyperparameters, h.describe());
-  for (int64_t k = 0; k < h.numel(); ++k) a.hyper.push_back(h.item_double(k));
   const Tensor& s = ctx.input(1);
   INGOT_CHECK(s.numel() == 1 && is_floating(s.dtype()), "input 1 (step): expected a one-element float tensor, got {}",
               s.describe());
-  a.step = s.item_double();
-  INGOT_CHECK(a.step >= 1, "input 1 (step): the step count starts at 1, got {}", a.step);
+  INGOT_CHECK(h.device() == s.device(), "inputs 0 and 1 (hyperparameters, step): on {} and {}", h.device().str(),
+              s.device().str());
+  a.host_values = h.device().type == DeviceType::CPU;
+  if (a.host_values) {
+    for (int64_t k = 0; k < h.numel(); ++k) a.hyper.push_back(h.item_double(k));
+    a.step = s.item_double();
+    INGOT_CHECK(a.step >= 1, "input 1 (step): the step count starts at 1, got {}", a.step);
+  }
   a.in_place = ctx.attr_int("in_place") != 0;
   for (size_t i = 0; i < a.count; ++i) {
     const Tensor& p = ctx.input(a.input(i, 0));

@@ -9,7 +9,11 @@
 namespace ingot::sem {
 
 struct OptimizerArgs {
-  std::vector<double> hyper;  // input 0: the op's hyperparameters, in its order
+  // Input 0 (the op's hyperparameters, in its order) and input 1 (the step count) when they are on
+  // the host (the CPU kernels); on a device (CUDA, so that a captured step replays new values) they
+  // stay there, `hyper` is empty and the kernel reads them itself.
+  bool host_values = false;
+  std::vector<double> hyper;
   double step = 0;
   size_t group = 0;  // inputs per parameter: the parameter, its gradient, then its states
   size_t count = 0;  // parameters updated
@@ -20,8 +24,8 @@ struct OptimizerArgs {
   size_t output(size_t i, size_t j) const { return i * (group - 1) + (j == 0 ? 0 : j - 1); }
 };
 
-// `hyperparameters` values from input 0 and the step from input 1 (float tensors, read on the host),
-// then `group` tensors per parameter with the parameter's shape and dtype; an input listed in
+// `hyperparameters` values from input 0 and the step from input 1 (float tensors; read when on the
+// host, else only their shapes checked), then `group` tensors per parameter with the parameter's shape and dtype; an input listed in
 // `optional` (a position in the group) may be empty, and its output is then empty too.
 OptimizerArgs optimizer_args(const KernelContext& ctx, size_t hyperparameters, size_t group, size_t optional = 0);
 

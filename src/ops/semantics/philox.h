@@ -43,9 +43,11 @@ INGOT_HD Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, 
 // Uniform in [0, 1) with 24 random bits (exact in float).
 INGOT_HD float uniform01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
 
-// Dropout's keep decision for element i under `seed`: kept when its uniform is >= ratio.
-INGOT_HD bool dropout_keeps(uint64_t seed, uint64_t i, float ratio) {
-  const Philox4 r = philox4x32(uint32_t(i >> 2), uint32_t(i >> 34), 0u, 0u, uint32_t(seed), uint32_t(seed >> 32));
+// Dropout's keep decision for element i under key `seed` and `stream` (the counter's upper half;
+// distinct streams of one key never share numbers): kept when its uniform is >= ratio.
+INGOT_HD bool dropout_keeps(uint64_t seed, uint64_t stream, uint64_t i, float ratio) {
+  const Philox4 r = philox4x32(uint32_t(i >> 2), uint32_t(i >> 34), uint32_t(stream), uint32_t(stream >> 32),
+                               uint32_t(seed), uint32_t(seed >> 32));
   return uniform01(r.v[i & 3]) >= ratio;
 }
 

@@ -878,7 +878,7 @@ void conv_weight_grad_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CPU_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES}).eager_state();
 INGOT_CPU_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});

@@ -260,7 +260,7 @@ void ingot_dropout(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float ratio = ctx.attr_float("ratio");
   INGOT_CHECK(ratio >= 0.0f && ratio < 1.0f, "attribute ratio: must be in [0, 1), got {}", ratio);
-  const uint64_t seed = sem::dropout_seed(ctx);
+  const sem::DropoutKey key = sem::dropout_key(ctx);
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   bool* mask = ctx.allocate(1, DType::Bool, x.shape()).data<bool>();
   const float scale = 1.0f / (1.0f - ratio);
@@ -270,7 +270,7 @@ void ingot_dropout(KernelContext& ctx) {
     T* out = y.data<T>();
     parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const bool keep = sem::dropout_keeps(seed, uint64_t(i), ratio);
+        const bool keep = sem::dropout_keeps(key.seed, key.stream, uint64_t(i), ratio);
         mask[i] = keep;
         out[i] = keep ? T(A(in[i]) * A(scale)) : T(0.0f);
       }

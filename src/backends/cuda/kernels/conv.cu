@@ -1234,12 +1234,10 @@ void conv_weight_grad_kernel(KernelContext& ctx) {
     INGOT_CUDA_CHECK(cudaMemsetAsync(dw.raw_data(), 0, dw.nbytes(), cuda::stream()));
     return;
   }
-  // INGOT_CONV_WGRAD_WIDEN=1: 16-bit inputs computed in float32 with TF32 tensor cores (no less
-  // precise than the inputs). cuDNN's 16-bit NCHW backward-filter measured 2x slower per step than
-  // float32 on the H200 (ResNet-50 at batch 128: 641 ms per bf16 step against 307 ms per float32
-  // step); this path has not run on a GPU yet, so it stays off by default.
-  static const bool widen_16bit = flags::enabled("INGOT_CONV_WGRAD_WIDEN");
-  const bool widen = widen_16bit && (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16);
+  // widen 1 (autograd's choice under INGOT_CONV_WGRAD_16BIT=2): 16-bit inputs computed in float32 with
+  // TF32 tensor cores (no less precise than the inputs); measured a little slower than cuDNN's 16-bit
+  // backward-filter on the H200 (ResNet-50 bf16 step at batch 128: 238 against 229 ms).
+  const bool widen = ctx.attr_int("widen") != 0 && (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16);
   const DType compute = widen ? DType::Float32 : x.dtype();
   auto& state = ctx.state<WeightGradState>();
   const bool tf32 = widen || (x.dtype() == DType::Float32 && cuda::allow_tf32());
@@ -1283,9 +1281,9 @@ void fused_conv_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
-INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES}).eager_state();
+INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES}).eager_state();
 INGOT_CUDA_KERNEL(FusedConv, fused_conv_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
-INGOT_CUDA_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES});
+INGOT_CUDA_KERNEL(ConvWeightGrad, conv_weight_grad_kernel).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_CONV_TYPES}).eager_state();
 
 }  // namespace ingot

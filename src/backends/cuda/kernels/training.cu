@@ -6,8 +6,9 @@
 // An optimizer step is multi-tensor, as PyTorch's foreach/fused paths: one launch updates up to
 // kPerLaunch tensors of one dtype, blockIdx.y choosing the tensor and a grid-stride loop over its
 // elements, every pointer passed in the kernel's parameters (no table to upload, so the step can be
-// captured in a CUDA graph). Hyperparameters are kernel arguments read on the host: a captured step
-// replays the values it was captured with. Parameters compute in float (double for float64).
+// captured in a CUDA graph). Hyperparameters and the step count stay on the device and are read
+// there, so a captured step (optim::CompiledStep) replays with every step's values; so does
+// Dropout's seed input. Parameters compute in float (double for float64).
 #include <cmath>
 #include <vector>
 
@@ -29,56 +30,96 @@ struct TensorList {
   int64_t n[kPerLaunch];
 };
 
-struct SgdScalars {
-  float lr, momentum, keep, decay, sign;
-  bool first, nesterov;
+// Inputs 0 (hyperparameters) and 1 (step count) of an optimizer node, read on the device by every
+// thread (a captured step replays with each step's values: learning-rate schedules, Adam's bias
+// correction). The optimizer classes check the values on the host before they are uploaded.
+struct DeviceHyper {
+  const void* values;
+  const void* step;
+  bool values_f64, step_f64;
+  __device__ double operator[](int k) const {
+    return values_f64 ? static_cast<const double*>(values)[k] : double(static_cast<const float*>(values)[k]);
+  }
+  __device__ double count() const {
+    return step_f64 ? *static_cast<const double*>(step) : double(*static_cast<const float*>(step));
+  }
 };
-struct AdamScalars {
-  float beta1, beta2, eps, step_size, root2, shrink, decay, sign;
+
+struct SgdFlags {
+  float sign;
+  bool nesterov;
+};
+struct AdamFlags {
+  float sign;
   bool decoupled, amsgrad;
 };
 
+// SGD: hyperparameters (lr, momentum, dampening, weight_decay). A node without a momentum buffer
+// whose momentum turns out nonzero cannot apply it: its parameters become NaN rather than take a
+// silently different step (the optimizer classes always pass a buffer when momentum is set).
 template <class T>
-__global__ void sgd_kernel(TensorList<T> l, SgdScalars s) {
+__global__ void sgd_kernel(TensorList<T> l, DeviceHyper h, SgdFlags f) {
   using A = acc_of<compute_t<T>>;
+  const A lr = A(h[0]), momentum = A(h[1]), keep = A(1 - h[2]), decay = A(h[3]);
+  const bool first = h.count() == 1;
   const int t = blockIdx.y;
   const int64_t n = l.n[t];
+  const bool has_buffer = l.in[2][t] != nullptr;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     const A p = A(load(l.in[0][t][i]));
-    A d = A(s.sign) * A(load(l.in[1][t][i])) + A(s.decay) * p;
-    if (s.momentum != 0.0f) {
-      const A buf = s.first ? d : A(s.momentum) * A(load(l.in[2][t][i])) + A(s.keep) * d;
+    A d = A(f.sign) * A(load(l.in[1][t][i])) + decay * p;
+    if (momentum != A(0)) {
+      if (!has_buffer) {
+        l.out[0][t][i] = store<T>(A(NAN));
+        continue;
+      }
+      const A buf = first ? d : momentum * A(load(l.in[2][t][i])) + keep * d;
       l.out[2][t][i] = store<T>(buf);
-      d = s.nesterov ? d + A(s.momentum) * buf : buf;
+      d = f.nesterov ? d + momentum * buf : buf;
     }
-    l.out[0][t][i] = store<T>(p - A(s.lr) * d);
+    l.out[0][t][i] = store<T>(p - lr * d);
   }
 }
 
+// Adam/AdamW: hyperparameters (lr, beta1, beta2, eps, weight_decay).
 template <class T>
-__global__ void adam_kernel(TensorList<T> l, AdamScalars s) {
+__global__ void adam_kernel(TensorList<T> l, DeviceHyper h, AdamFlags f) {
   using A = acc_of<compute_t<T>>;
+  const double lr = h[0], beta1 = h[1], beta2 = h[2], decay = h[4], step = h.count();
+  const A b1 = A(beta1), b2 = A(beta2), eps = A(h[3]), wd = A(decay), shrink = A(1 - lr * decay);
+  const A step_size = A(lr / (1 - pow(beta1, step))), root2 = A(sqrt(1 - pow(beta2, step)));
   const int t = blockIdx.y;
   const int64_t n = l.n[t];
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     A p = A(load(l.in[0][t][i]));
-    A g = A(s.sign) * A(load(l.in[1][t][i]));
-    if (s.decoupled) {
-      p *= A(s.shrink);
+    A g = A(f.sign) * A(load(l.in[1][t][i]));
+    if (f.decoupled) {
+      p *= shrink;
     } else {
-      g += A(s.decay) * p;
+      g += wd * p;
     }
-    const A m = A(s.beta1) * A(load(l.in[2][t][i])) + (A(1) - A(s.beta1)) * g;
-    const A v = A(s.beta2) * A(load(l.in[3][t][i])) + (A(1) - A(s.beta2)) * g * g;
+    const A m = b1 * A(load(l.in[2][t][i])) + (A(1) - b1) * g;
+    const A v = b2 * A(load(l.in[3][t][i])) + (A(1) - b2) * g * g;
     A used = v;
-    if (s.amsgrad) {
+    if (f.amsgrad) {
       used = max(A(load(l.in[4][t][i])), v);
       l.out[4][t][i] = store<T>(used);
     }
     l.out[2][t][i] = store<T>(m);
     l.out[3][t][i] = store<T>(v);
-    l.out[0][t][i] = store<T>(p - A(s.step_size) * m / (sqrt(used) / A(s.root2) + A(s.eps)));
+    l.out[0][t][i] = store<T>(p - step_size * m / (sqrt(used) / root2 + eps));
   }
+}
+
+DeviceHyper device_hyper(const KernelContext& ctx, const sem::OptimizerArgs& a) {
+  INGOT_CHECK(!a.host_values, "inputs 0 and 1 (hyperparameters, step): the CUDA kernel reads them on the device");
+  const Tensor &h = ctx.input(0), &s = ctx.input(1);
+  for (const Tensor* t : {&h, &s}) {
+    INGOT_CHECK(t->dtype() == DType::Float32 || t->dtype() == DType::Float64,
+                "input {} ({}): expected float32 or float64, got {}", t == &h ? 0 : 1, t == &h ? "hyperparameters" : "step",
+                t->describe());
+  }
+  return {h.raw_data(), s.raw_data(), h.dtype() == DType::Float64, s.dtype() == DType::Float64};
 }
 
 // Fills the lists (parameters of one dtype at a time, kPerLaunch per launch) and launches `launch`
@@ -122,39 +163,31 @@ void for_each_launch(KernelContext& ctx, const sem::OptimizerArgs& a, Launch lau
 
 void sgd_step(KernelContext& ctx) {
   const sem::OptimizerArgs a = sem::optimizer_args(ctx, 4, 3, 2);
-  const double momentum = a.hyper[1], dampening = a.hyper[2];
-  const bool nesterov = ctx.attr_int("nesterov") != 0;
-  INGOT_CHECK(!nesterov || (momentum > 0 && dampening == 0), "nesterov needs momentum > 0 and dampening 0");
-  for (size_t i = 0; i < a.count; ++i) {
-    INGOT_CHECK(momentum == 0 || ctx.has_input(a.input(i, 2)), "input {}: momentum {} needs parameter {}'s buffer",
-                a.input(i, 2), momentum, i);
-  }
-  const SgdScalars s{float(a.hyper[0]), float(momentum), float(1 - dampening), float(a.hyper[3]),
-                     ctx.attr_int("maximize") != 0 ? -1.0f : 1.0f, a.step == 1, nesterov};
+  const DeviceHyper h = device_hyper(ctx, a);
+  const SgdFlags f{ctx.attr_int("maximize") != 0 ? -1.0f : 1.0f, ctx.attr_int("nesterov") != 0};
   for_each_launch(ctx, a, [&]<class T>(const TensorList<T>& l, dim3 grid) {
-    sgd_kernel<T><<<grid, kThreads, 0, stream()>>>(l, s);
+    sgd_kernel<T><<<grid, kThreads, 0, stream()>>>(l, h, f);
   });
 }
 
 void adam_step(KernelContext& ctx) {
   const bool amsgrad = ctx.attr_int("amsgrad") != 0;
   const sem::OptimizerArgs a = sem::optimizer_args(ctx, 5, amsgrad ? 5 : 4);
-  const double lr = a.hyper[0], beta1 = a.hyper[1], beta2 = a.hyper[2], decay = a.hyper[4];
-  const double correction1 = 1 - std::pow(beta1, a.step), correction2 = 1 - std::pow(beta2, a.step);
-  const AdamScalars s{float(beta1), float(beta2), float(a.hyper[3]), float(lr / correction1), float(std::sqrt(correction2)),
-                      float(1 - lr * decay), float(decay), ctx.attr_int("maximize") != 0 ? -1.0f : 1.0f,
-                      ctx.attr_int("decoupled_weight_decay") != 0, amsgrad};
+  const DeviceHyper h = device_hyper(ctx, a);
+  const AdamFlags f{ctx.attr_int("maximize") != 0 ? -1.0f : 1.0f, ctx.attr_int("decoupled_weight_decay") != 0, amsgrad};
   for_each_launch(ctx, a, [&]<class T>(const TensorList<T>& l, dim3 grid) {
-    adam_kernel<T><<<grid, kThreads, 0, stream()>>>(l, s);
+    adam_kernel<T><<<grid, kThreads, 0, stream()>>>(l, h, f);
   });
 }
 
 template <class T>
 __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask, int64_t n,
-                               uint64_t seed, float ratio, float scale) {
+                               const int64_t* seed_input, uint64_t seed_attr, float ratio, float scale) {
   using A = compute_t<T>;
+  // ops/semantics/dropout_args.h: with input 1 the attribute is the stream.
+  const uint64_t seed = seed_input ? uint64_t(*seed_input) : seed_attr, stream = seed_input ? seed_attr : 0;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
-    const bool keep = sem::dropout_keeps(seed, uint64_t(i), ratio);
+    const bool keep = sem::dropout_keeps(seed, stream, uint64_t(i), ratio);
     mask[i] = keep;
     y[i] = keep ? store<T>(A(load(x[i])) * A(scale)) : store<T>(A(0));
   }
@@ -168,9 +201,12 @@ void ingot_dropout(KernelContext& ctx) {
   Tensor& mask = ctx.allocate(1, DType::Bool, x.shape());
   const int64_t n = x.numel();
   if (n == 0) return;
+  const Tensor* seed = sem::dropout_seed_input(ctx);  // on the device
+  const uint64_t seed_attr = uint64_t(ctx.attr_int("seed"));
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), ptr<bool>(mask), n,
-                                                                sem::dropout_seed(ctx), ratio, 1.0f / (1.0f - ratio));
+                                                                seed ? ptr<const int64_t>(*seed) : nullptr, seed_attr,
+                                                                ratio, 1.0f / (1.0f - ratio));
   });
   INGOT_CUDA_LAUNCH_CHECK();
 }
@@ -222,8 +258,8 @@ void unscale_grads(KernelContext& ctx) {
 }  // namespace
 
 INGOT_CUDA_KERNEL(UnscaleGrads, unscale_grads).domain(kIngotDomain).versions(1).host_inputs({0}).dtypes({DType::Float32, DType::Float64});
-INGOT_CUDA_KERNEL(SGDStep, sgd_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
-INGOT_CUDA_KERNEL(AdamStep, adam_step).domain(kIngotDomain).versions(1).host_inputs({0, 1}).dtypes({DType::Float32, DType::Float64});
-INGOT_CUDA_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES}).host_inputs({1});
+INGOT_CUDA_KERNEL(SGDStep, sgd_step).domain(kIngotDomain).versions(1).dtypes({DType::Float32, DType::Float64});
+INGOT_CUDA_KERNEL(AdamStep, adam_step).domain(kIngotDomain).versions(1).dtypes({DType::Float32, DType::Float64});
+INGOT_CUDA_KERNEL(Dropout, ingot_dropout).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 
 }  // namespace ingot::cuda
