@@ -423,6 +423,10 @@ const std::map<std::string, CaseMaker>& cases() {
           {{s.r({1, 4, 5, 5}), s.r({1, 6, 5, 5})}, {{"kernel_shape", Ints{3, 3}}, {"group", int64_t(2)}, {"pads", Ints{1, 1, 1, 1}}}},
           {{s.r({2, 2, 9}), s.r({2, 3, 2})}, {{"kernel_shape", Ints{4}}, {"strides", Ints{3}}}}};
     };
+    t["ai.ingot.BatchNormGrad"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({3, 2, 4}), s.r({3, 2, 4}), s.r({2})}, {}, 3},
+                               {{s.r({4, 3}), s.r({4, 3}), s.r({3})}, {{"epsilon", 0.1f}}, 3}};
+    };
     t["ai.ingot.LayerNormalization"] = t["LayerNormalization"];
     t["ai.ingot.HardSwish"] = t["HardSwish"];
     t["ai.ingot.FusedMatMul"] = [](Sampler& s) {

@@ -312,5 +312,41 @@ TEST(CudaTraining, CompiledStepDrawsANewDropoutMaskAtEveryReplay) {
   EXPECT_NE(step.report().find("CUDA graph: replayed"), std::string::npos) << step.report();
 }
 
+// Batch norm in training mode on CUDA against the CPU: the forward's batch statistics and
+// ai.ingot.BatchNormGrad, for shapes whose channels are split over many blocks (a ResNet's first
+// layer at batch 32), few elements per channel, and 16-bit tensors with float32 parameters. The
+// inputs have a large mean: the shifted sums must not cancel.
+TEST(CudaTraining, BatchNormTrainingForwardAndBackwardMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  const std::vector<Shape> shapes = {{32, 64, 56, 56}, {128, 2048, 7, 7}, {3, 5, 2}, {16, 7}};
+  uint64_t seed = 60;
+  for (const Shape& shape : shapes) {
+    for (DType dt : {DType::Float32, DType::BFloat16}) {
+      SCOPED_TRACE(shape_str(shape) + " " + std::string(dtype_name(dt)));
+      const int64_t c = shape[1];
+      const Tensor x = ops::add(random_tensor(DType::Float32, shape, seed++), Tensor::scalar<float>(20.0f)).cast(dt);
+      const Tensor dy = random_tensor(DType::Float32, shape, seed++).cast(dt);
+      const Tensor scale = random_tensor(DType::Float32, {c}, seed++), bias = random_tensor(DType::Float32, {c}, seed++);
+      const Tensor mean = Tensor::zeros(DType::Float32, {c}), var = ops::add(Tensor::zeros(DType::Float32, {c}), Tensor::scalar<float>(1.0f));
+      const Attributes train{{"training_mode", int64_t(1)}, {"momentum", 0.9f}};
+      auto on = [&](const Tensor& t, Device d) { return t.to(d); };
+      const auto cpu_fwd = ops::call("BatchNormalization", {x, scale, bias, mean, var}, train, 3);
+      const auto gpu_fwd = ops::call("BatchNormalization", {on(x, gpu), on(scale, gpu), on(bias, gpu), on(mean, gpu), on(var, gpu)}, train, 3);
+      const double tol = dt == DType::Float32 ? 2e-4 : 2e-2;
+      expect_near(gpu_fwd[0], cpu_fwd[0], tol, "Y");
+      expect_near(gpu_fwd[1], cpu_fwd[1], 1e-4, "running mean");
+      expect_near(gpu_fwd[2], cpu_fwd[2], 1e-3, "running var");
+      const auto cpu_bwd = ops::call("BatchNormGrad", {dy, x, scale}, {}, 3, "ai.ingot");
+      const auto gpu_bwd = ops::call("BatchNormGrad", {on(dy, gpu), on(x, gpu), on(scale, gpu)}, {}, 3, "ai.ingot");
+      EXPECT_EQ(gpu_bwd[0].device().type, DeviceType::CUDA);
+      expect_near(gpu_bwd[0], cpu_bwd[0], tol, "dX");
+      // Sums over up to 100k elements: relative to their size.
+      expect_near(gpu_bwd[1], cpu_bwd[1], dt == DType::Float32 ? 1e-3 : 1e-1, "dscale");
+      expect_near(gpu_bwd[2], cpu_bwd[2], dt == DType::Float32 ? 1e-3 : 1e-1, "dbias");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test

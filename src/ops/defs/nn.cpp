@@ -351,12 +351,11 @@ void batch_norm_vjp(G& b) {
     for (size_t k = 1; k < b.num_outputs(); ++k) {
       if (b.dy(k).defined()) b.unsupported("through its running statistics");
     }
-    std::vector<int64_t> axes{0};
-    for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
-    Normalized n = normalized_backward(b, x, axes, b.mul(b.dy(), per_channel(b.x(1))));
-    if (b.wants(0)) b.grad(0, n.dx);
-    if (b.wants(1)) b.grad(1, b.reduce_sum(b.mul(b.dy(), n.xhat), axes, false));
-    if (b.wants(2)) b.grad(2, b.reduce_sum(b.dy(), axes, false));
+    // One fused node (two passes over X and dY) for dX, dscale and dbias.
+    std::vector<V> g = b.call("BatchNormGrad", {b.dy(), x, b.x(1)}, {{"epsilon", b.attr_float("epsilon")}}, 3, kIngotDomain);
+    for (size_t i = 0; i < 3; ++i) {
+      if (b.wants(i)) b.grad(i, b.dtype(g[i]) == b.dtype(b.x(i)) ? g[i] : b.cast_like(g[i], b.x(i)));
+    }
     return;  // the input statistics do not reach Y
   }
   V var_eps = b.add(b.x(4), b.scalar(b.attr_float("epsilon"), b.x(4)));
@@ -374,6 +373,69 @@ void batch_norm_vjp(G& b) {
     V dxhat_x = b.reduce_sum(b.mul(b.dy(), centered), reduce, false);  // sum dy (x - mean)
     V r3 = b.mul(r, b.mul(r, r));
     b.grad(4, b.mul(b.mul(dxhat_x, b.x(1)), b.mul(r3, b.scalar(-0.5, r3))));
+  }
+}
+
+// BatchNormGrad (dY, X, scale) -> (dX, dscale, dbias), per channel over the M elements of N and the
+// spatial axes, x^ = (x - mean) r, r = 1 / sqrt(var + eps), P(v) = v - mean(v) - x^ mean(v x^):
+// dX = scale r P(dY), dscale = sum(dY x^), dbias = sum(dY). Its own gradient (second order, and jvp
+// through batch norm) for cotangents u, a, c of the three outputs: P is self-adjoint, so dY's is
+// BatchNormGrad(u, X, scale)'s dX + a x^ + c; scale's sum(u r P(dY)); X's, with w = scale u,
+// g1 = mean(dY), g2 = mean(dY x^), W1 = sum(w (dY - g1)), W2 = sum(w x^):
+//   r^2 (-x^ W1 / M + 3 x^ g2 W2 / M - (W2 / M)(dY - g1) - g2 (w - mean(w))) + a r P(dY).
+void batch_norm_grad_vjp(G& b) {
+  const V &dy = b.x(0), &x = b.x(1), &scale = b.x(2);
+  const int64_t rank = b.rank(x);
+  std::vector<int64_t> axes{0}, channel_axes;
+  for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
+  for (int64_t a = 1; a + 1 < rank; ++a) channel_axes.push_back(a);
+  auto per_channel = [&](const V& v) {  // [C] -> [C, 1...] in X's dtype
+    return b.unsqueeze(b.dtype(v) == b.dtype(x) ? v : b.cast_like(v, x), channel_axes);
+  };
+  const Attributes eps{{"epsilon", b.attr_float("epsilon")}};
+  const V u = b.dy(0), a = b.dy(1), c = b.dy(2);
+  V ones = b.add(b.zeros_like(scale), b.scalar(1.0, scale));
+  V mean = b.reduce_mean(x, axes, true), centered = b.sub(x, mean);
+  V r = b.call1("Reciprocal", {b.call1("Sqrt", {b.add(b.reduce_mean(b.mul(centered, centered), axes, true), b.scalar(b.attr_float("epsilon"), x))})});
+  V xhat = b.mul(centered, r);
+  // r P(dY), which the scale and X gradients share: BatchNormGrad's dX for a scale of ones.
+  V rp;
+  if ((b.wants(1) && a.defined()) || (b.wants(2) && u.defined()))
+    rp = b.call("BatchNormGrad", {dy, x, ones}, eps, 1, kIngotDomain).at(0);
+  if (b.wants(0)) {
+    V g;
+    if (u.defined()) g = b.call("BatchNormGrad", {u, x, scale}, eps, 1, kIngotDomain).at(0);
+    if (a.defined()) g = g.defined() ? b.add(g, b.mul(xhat, per_channel(a))) : b.mul(xhat, per_channel(a));
+    if (c.defined()) g = g.defined() ? b.add(g, per_channel(c)) : b.add(b.zeros_like(x), per_channel(c));
+    if (g.defined()) b.grad(0, g);
+  }
+  if (b.wants(2) && u.defined()) {
+    V gs = b.reduce_sum(b.mul(u, rp), axes, false);
+    b.grad(2, b.dtype(gs) == b.dtype(scale) ? gs : b.cast_like(gs, scale));
+  }
+  if (b.wants(1)) {
+    V g;
+    if (u.defined()) {
+      const double count = [&] {
+        const Shape s = b.static_shape(x);
+        int64_t m = s[0];
+        for (size_t i = 2; i < s.size(); ++i) m *= s[i];
+        return double(m);
+      }();
+      V inv_m = b.scalar(1.0 / count, x);
+      V w = b.mul(u, per_channel(scale));
+      V g1 = b.reduce_mean(dy, axes, true), g2 = b.reduce_mean(b.mul(dy, xhat), axes, true);
+      V dyc = b.sub(dy, g1);
+      V w1 = b.mul(b.reduce_sum(b.mul(w, dyc), axes, true), inv_m), w2 = b.mul(b.reduce_sum(b.mul(w, xhat), axes, true), inv_m);
+      V t = b.sub(b.mul(xhat, b.sub(b.mul(b.scalar(3.0, x), b.mul(g2, w2)), w1)), b.mul(w2, dyc));
+      t = b.sub(t, b.mul(g2, b.sub(w, b.reduce_mean(w, axes, true))));
+      g = b.mul(b.mul(r, r), t);
+    }
+    if (a.defined()) {
+      V ga = b.mul(rp, per_channel(a));
+      g = g.defined() ? b.add(g, ga) : ga;
+    }
+    if (g.defined()) b.grad(1, g);
   }
 }
 
@@ -826,6 +888,25 @@ INGOT_OP(BatchNormalization)
     .summary("Per-channel normalization; training_mode (opset 14+) also outputs running mean/var.")
     .vjp(batch_norm_vjp)
     .batch(batch_norm_batch);
+
+// BatchNormalization's training-mode backward, fused (its rule above): per channel over N and the
+// spatial axes of X [N, C, ...], with X's batch statistics, dX = scale r (dY - mean(dY) - x^ mean(dY
+// x^)), dscale = sum(dY x^), dbias = sum(dY) (x^ = (x - mean) r, r = 1 / sqrt(var + epsilon)).
+INGOT_OP(BatchNormGrad)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("dY", "T")
+    .input("X", "T")
+    .input("scale", "U")
+    .output("dX", "T")
+    .optional_output("dscale", "U")
+    .optional_output("dbias", "U")
+    .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .type("U", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .attr("epsilon", 1e-5f)
+    .summary("BatchNormalization's training-mode backward: dX, dscale and dbias from dY, X [N, C, ...] and scale [C], "
+             "with X's batch statistics (two passes over X and dY).")
+    .vjp(batch_norm_grad_vjp);
 
 INGOT_OP(InstanceNormalization)
     .versions(6)

@@ -4,9 +4,16 @@
 #pragma once
 #include <ingot/tensor.h>
 
+#include <cmath>
 #include <tuple>
 
 #include "ops/kernel.h"
+
+#if defined(__CUDACC__)
+#define INGOT_NORM_HD __host__ __device__ inline
+#else
+#define INGOT_NORM_HD inline
+#endif
 
 namespace ingot::sem {
 
@@ -101,6 +108,55 @@ inline LrnArgs lrn_args(const KernelContext& ctx) {
   a.plane = a.n * a.channels > 0 ? x.numel() / (a.n * a.channels) : 0;
   a.before = (a.size - 1) / 2, a.after = a.size - 1 - a.before;
   return a;
+}
+
+// ai.ingot.BatchNormGrad: dY and X [N, C, ...] of one shape and dtype, scale [C].
+struct BatchNormGradArgs {
+  int64_t n = 0, channels = 0, plane = 0;
+  double epsilon = 0;
+  int64_t count() const { return n * plane; }  // elements per channel
+};
+
+inline BatchNormGradArgs batch_norm_grad_args(const KernelContext& ctx) {
+  const Tensor &dy = ctx.input(0), &x = ctx.input(1);
+  if (x.rank() < 2) fail("input 1 (X): expected rank >= 2 ([N,C,...]), got {}", shape_str(x.shape()));
+  if (dy.shape() != x.shape() || dy.dtype() != x.dtype())
+    fail("input 0 (dY): expected {} like X, got {}", x.describe(), dy.describe());
+  BatchNormGradArgs a;
+  a.n = x.dim(0), a.channels = x.dim(1);
+  a.plane = a.n * a.channels > 0 ? x.numel() / (a.n * a.channels) : 0;
+  check_channel_param(ctx.input(2), 2, "scale", a.channels);
+  a.epsilon = ctx.attr_float("epsilon");
+  return a;
+}
+
+// One channel's sums, shifted by one of its elements k so that the variance does not cancel:
+// s1 = sum(x - k), s2 = sum((x - k)^2), g = sum(dy), gx = sum(dy (x - k)), over `count` elements.
+struct BatchNormSums {
+  double s1 = 0, s2 = 0, g = 0, gx = 0;
+};
+
+// The batch statistics from the sums.
+struct BatchNormMoments {
+  double mean, var;
+};
+INGOT_NORM_HD BatchNormMoments batch_norm_moments(const BatchNormSums& s, double shift, int64_t count) {
+  const double m = count > 0 ? double(count) : 1.0, d = s.s1 / m, var = s.s2 / m - d * d;
+  return {shift + d, var > 0 ? var : 0.0};
+}
+
+// The backward per channel as dX = a dY + b X + d, with dscale and dbias.
+struct BatchNormGradCoeffs {
+  double a, b, d, dscale, dbias;
+};
+INGOT_NORM_HD BatchNormGradCoeffs batch_norm_grad_coeffs(const BatchNormSums& s, double shift, int64_t count, double scale,
+                                                       double epsilon) {
+  const BatchNormMoments mo = batch_norm_moments(s, shift, count);
+  const double m = count > 0 ? double(count) : 1.0;
+  const double r = 1.0 / sqrt(mo.var + epsilon);
+  const double dscale = r * (s.gx - (mo.mean - shift) * s.g);  // sum(dy (x - mean)) r
+  const double a = scale * r, b = -scale * r * r * dscale / m;
+  return {a, b, -a * s.g / m - b * mo.mean, dscale, s.g};
 }
 
 }  // namespace ingot::sem

@@ -54,23 +54,24 @@ void batch_norm(KernelContext& ctx) {
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     if (training) {
-      // Batch statistics per channel over N and the spatial axes; running stats blend them in.
+      // Batch statistics per channel over N and the spatial axes, summed in double (a channel may
+      // hold millions of elements); running stats blend them in.
       std::vector<A> batch_mean(static_cast<size_t>(channels)), batch_var(static_cast<size_t>(channels));
       parallel_for(channels, 1, [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
-          A sum = 0, sq = 0;
+          double sum = 0, sq = 0;
           for (int64_t i = 0; i < n; ++i) {
             const T* p = xp + (i * channels + c) * plane;
-            for (int64_t j = 0; j < plane; ++j) sum += A(p[j]);
+            for (int64_t j = 0; j < plane; ++j) sum += double(p[j]);
           }
-          const A count = A(std::max<int64_t>(1, n * plane));
-          const A mu = sum / count;
+          const double count = double(std::max<int64_t>(1, n * plane));
+          const double mu = sum / count;
           for (int64_t i = 0; i < n; ++i) {
             const T* p = xp + (i * channels + c) * plane;
-            for (int64_t j = 0; j < plane; ++j) sq += (A(p[j]) - mu) * (A(p[j]) - mu);
+            for (int64_t j = 0; j < plane; ++j) sq += (double(p[j]) - mu) * (double(p[j]) - mu);
           }
-          batch_mean[size_t(c)] = mu;
-          batch_var[size_t(c)] = sq / count;
+          batch_mean[size_t(c)] = A(mu);
+          batch_var[size_t(c)] = A(sq / count);
         }
       });
       auto blend = [&](size_t out, const std::vector<A>& running, const std::vector<A>& current) {
@@ -95,6 +96,47 @@ void batch_norm(KernelContext& ctx) {
       }
     });
   });
+}
+
+// ai.ingot.BatchNormGrad: per channel (in parallel), one pass for the shifted sums of X and dY in
+// double, then dX = a dY + b X + d (ops/semantics/norm_args.h).
+void batch_norm_grad(KernelContext& ctx) {
+  const sem::BatchNormGradArgs args = sem::batch_norm_grad_args(ctx);
+  const Tensor &dy = ctx.input(0), &x = ctx.input(1);
+  const int64_t n = args.n, channels = args.channels, plane = args.plane;
+  Tensor& dx = ctx.allocate(0, x.dtype(), x.shape());
+  const std::vector<double> scale = sem::to_vector_as<double>(ctx.input(2));
+  std::vector<double> dscale(static_cast<size_t>(channels)), dbias(static_cast<size_t>(channels));
+  dispatch_float(x.dtype(), [&]<class T>() {
+    const T *xp = x.data<T>(), *gp = dy.data<T>();
+    T* out = dx.data<T>();
+    parallel_for(channels, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        const double shift = args.count() > 0 ? double(xp[c * plane]) : 0.0;
+        sem::BatchNormSums s;
+        for (int64_t i = 0; i < n; ++i) {
+          const T *xr = xp + (i * channels + c) * plane, *gr = gp + (i * channels + c) * plane;
+          for (int64_t j = 0; j < plane; ++j) {
+            const double d = double(xr[j]) - shift, g = double(gr[j]);
+            s.s1 += d, s.s2 += d * d, s.g += g, s.gx += g * d;
+          }
+        }
+        const sem::BatchNormGradCoeffs k = sem::batch_norm_grad_coeffs(s, shift, args.count(), scale[size_t(c)], args.epsilon);
+        dscale[size_t(c)] = k.dscale, dbias[size_t(c)] = k.dbias;
+        using A = sem::acc_t<T>;
+        const A a = A(k.a), b = A(k.b), d = A(k.d);
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t o = (i * channels + c) * plane;
+          for (int64_t j = 0; j < plane; ++j) out[o + j] = T(a * A(gp[o + j]) + b * A(xp[o + j]) + d);
+        }
+      }
+    });
+  });
+  const Tensor& scale_t = ctx.input(2);
+  for (size_t out = 1; out < 3 && out < ctx.num_outputs(); ++out) {
+    Tensor& t = ctx.allocate(out, scale_t.dtype(), scale_t.shape());
+    copy_tensor(Tensor::from_vector<double>(out == 1 ? dscale : dbias, scale_t.shape()).cast(scale_t.dtype()), t);
+  }
 }
 
 void instance_norm(KernelContext& ctx) {
@@ -297,6 +339,7 @@ void mean_variance_norm(KernelContext& ctx) {
 }  // namespace
 
 INGOT_CPU_KERNEL(BatchNormalization, batch_norm).versions(6).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(BatchNormGrad, batch_norm_grad).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(InstanceNormalization, instance_norm).versions(6).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(LayerNormalization, layer_norm).versions(17).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(LayerNormalization, layer_norm).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});

@@ -1,9 +1,12 @@
-// Normalizations on CUDA: BatchNormalization (inference and training mode), InstanceNormalization,
+// Normalizations on CUDA: BatchNormalization (inference and training mode) and its training backward
+// (ai.ingot.BatchNormGrad), InstanceNormalization,
 // LayerNormalization, GroupNormalization, LRN and MeanVarianceNormalization. The CPU kernels
 // (src/backends/cpu/kernels/norm.cpp) are the reference: statistics in float (double for float64
 // tensors; MeanVarianceNormalization in double throughout), two passes (mean, then the centered
 // variance). Per-row normalizations run one warp per row (short rows) or one block per row.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -222,42 +225,110 @@ __global__ void bn_coeffs_kernel(const A* __restrict__ scale, const A* __restric
   }
 }
 
-template <class T, class A>
+// The channel of flat element i of [N, C, plane]: 32-bit division where the row count fits.
+template <class I>
+__device__ __forceinline__ int64_t channel_of(int64_t i, int64_t plane, int64_t channels) {
+  return int64_t((I(i) / I(plane)) % I(channels));
+}
+
+template <class T, class A, class I>
 __global__ void bn_apply_kernel(const T* __restrict__ x, T* __restrict__ y, const A* __restrict__ a,
                                 const A* __restrict__ b, int64_t total, int64_t channels, int64_t plane) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / plane) % channels;
+    const int64_t c = channel_of<I>(i, plane, channels);
     y[i] = store<T>(A(load(x[i])) * a[c] + b[c]);
   }
 }
 
-// Training mode: batch mean and population variance per channel over N and the spatial axes.
-template <class T, class A>
-__global__ void bn_stats_kernel(const T* __restrict__ x, A* __restrict__ mean, A* __restrict__ var, int64_t n,
-                                int64_t channels, int64_t plane) {
+// Per-channel sums over N and the spatial axes (training-mode statistics and the backward), split
+// over gridDim.y blocks per channel so that a few channels of many elements (a ResNet's first
+// layers: 64 channels of 1.6M elements at batch 128) still fill the device. Block (c, s) sums
+// elements [s chunk, (s + 1) chunk) of channel c, shifted by the channel's first element
+// (ops/semantics/norm_args.h, BatchNormSums), and writes its four partial sums as doubles.
+template <class T, class A, bool kGrad>
+__global__ void bn_sums_kernel(const T* __restrict__ x, const T* __restrict__ dy, double* __restrict__ partials,
+                               int64_t channels, int64_t plane, int64_t count, int64_t chunk) {
   __shared__ A buf[32];
-  const int64_t per_channel = n * plane;
-  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
-    A s = 0;
-    for (int64_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
-      const int64_t i = k / plane, j = k - i * plane;
-      s += A(load(x[(i * channels + c) * plane + j]));
+  const int64_t c = blockIdx.x;
+  const int64_t begin = int64_t(blockIdx.y) * chunk, end = min(count, begin + chunk);
+  const A shift = A(load(x[c * plane]));
+  A s1 = 0, s2 = 0, g = 0, gx = 0;
+  // Element k of the channel is sample k / plane, offset k % plane; (i, j) step by blockDim.x.
+  int64_t k = begin + threadIdx.x, i = k / plane, j = k - i * plane;
+  const int64_t step_i = int64_t(blockDim.x) / plane, step_j = int64_t(blockDim.x) - step_i * plane;
+  for (; k < end; k += blockDim.x) {
+    const int64_t at = (i * channels + c) * plane + j;
+    const A d = A(load(x[at])) - shift;
+    s1 += d;
+    s2 += d * d;
+    if constexpr (kGrad) {
+      const A v = A(load(dy[at]));
+      g += v;
+      gx += v * d;
     }
-    s = block_sum(s, buf);
-    const A count = A(per_channel > 0 ? per_channel : 1);
-    const A mu = s / count;
-    A sq = 0;
-    for (int64_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
-      const int64_t i = k / plane, j = k - i * plane;
-      const A d = A(load(x[(i * channels + c) * plane + j])) - mu;
-      sq += d * d;
-    }
-    sq = block_sum(sq, buf);
-    if (threadIdx.x == 0) {
-      mean[c] = mu;
-      var[c] = sq / count;
+    i += step_i;
+    j += step_j;
+    if (j >= plane) {
+      j -= plane;
+      ++i;
     }
   }
+  s1 = block_sum(s1, buf);
+  s2 = block_sum(s2, buf);
+  if constexpr (kGrad) {
+    g = block_sum(g, buf);
+    gx = block_sum(gx, buf);
+  }
+  if (threadIdx.x == 0) {
+    double* p = partials + (c * gridDim.y + blockIdx.y) * 4;
+    p[0] = double(s1), p[1] = double(s2), p[2] = double(g), p[3] = double(gx);
+  }
+}
+
+// The channel's sums from its blocks' partials.
+__device__ inline sem::BatchNormSums bn_channel_sums(const double* partials, int64_t c, int splits) {
+  sem::BatchNormSums s;
+  for (int b = 0; b < splits; ++b) {
+    const double* p = partials + (c * splits + b) * 4;
+    s.s1 += p[0], s.s2 += p[1], s.g += p[2], s.gx += p[3];
+  }
+  return s;
+}
+
+template <class T, class A>
+__global__ void bn_moments_kernel(const T* __restrict__ x, const double* __restrict__ partials, int splits,
+                                  A* __restrict__ mean, A* __restrict__ var, int64_t channels, int64_t plane,
+                                  int64_t count) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    const sem::BatchNormMoments m =
+        sem::batch_norm_moments(bn_channel_sums(partials, c, splits), double(load(x[c * plane])), count);
+    mean[c] = A(m.mean);
+    var[c] = A(m.var);
+  }
+}
+
+// Blocks per channel for the sums: about 8 elements per thread each, and enough blocks in all to
+// fill the device (at most 65535, the grid's y limit).
+int bn_splits(int64_t channels, int64_t count) {
+  const int64_t by_work = (count + kThreads * 8 - 1) / (kThreads * 8);
+  const int64_t to_fill = (int64_t(sm_count()) * 8 + channels - 1) / std::max<int64_t>(channels, 1);
+  return int(std::clamp<int64_t>(std::min(by_work, std::max<int64_t>(to_fill, 1)), 1, 65535));
+}
+
+// The four sums of every channel (dy null: the statistics only) into a [channels, splits, 4] buffer.
+template <class T, class A>
+Tensor bn_sums(const T* x, const T* dy, int64_t channels, int64_t plane, int64_t count, Device device, int& splits) {
+  splits = bn_splits(channels, count);
+  Tensor partials = Tensor::empty(DType::Float64, {channels, splits, 4}, device);
+  const int64_t chunk = (count + splits - 1) / splits;
+  const dim3 grid{unsigned(channels), unsigned(splits)};
+  if (dy) {
+    bn_sums_kernel<T, A, true><<<grid, kThreads, 0, stream()>>>(x, dy, ptr<double>(partials), channels, plane, count, chunk);
+  } else {
+    bn_sums_kernel<T, A, false><<<grid, kThreads, 0, stream()>>>(x, dy, ptr<double>(partials), channels, plane, count, chunk);
+  }
+  INGOT_CUDA_LAUNCH_CHECK();
+  return partials;
 }
 
 // running * momentum + current * (1 - momentum), in double as the CPU, stored as S.
@@ -282,9 +353,12 @@ void batch_norm(KernelContext& ctx) {
     if (training) {
       Tensor batch_mean = Tensor::empty(mean.dtype(), {channels}, x.device());
       Tensor batch_var = Tensor::empty(mean.dtype(), {channels}, x.device());
-      if (channels > 0) {
-        bn_stats_kernel<T, A><<<unsigned(std::min<int64_t>(channels, 65535)), kThreads, 0, stream()>>>(
-            ptr<const T>(x), ptr<A>(batch_mean), ptr<A>(batch_var), n, channels, plane);
+      if (channels > 0 && n * plane > 0) {
+        int splits = 0;
+        const Tensor partials = bn_sums<T, A>(ptr<const T>(x), nullptr, channels, plane, n * plane, x.device(), splits);
+        bn_moments_kernel<T, A><<<blocks_for(channels), kThreads, 0, stream()>>>(
+            ptr<const T>(x), ptr<const double>(partials), splits, ptr<A>(batch_mean), ptr<A>(batch_var), channels, plane,
+            n * plane);
         INGOT_CUDA_LAUNCH_CHECK();
       }
       auto blend = [&](size_t out, const Tensor& running, const Tensor& current) {
@@ -311,8 +385,70 @@ void batch_norm(KernelContext& ctx) {
                                                                          ptr<const A>(mean), ptr<const A>(var),
                                                                          ptr<A>(a), ptr<A>(b), channels, A(epsilon));
     INGOT_CUDA_LAUNCH_CHECK();
-    bn_apply_kernel<T, A><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), ptr<const A>(a),
-                                                                            ptr<const A>(b), x.numel(), channels, plane);
+    if (x.numel() <= INT32_MAX) {
+      bn_apply_kernel<T, A, uint32_t><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+          ptr<const T>(x), ptr<T>(y), ptr<const A>(a), ptr<const A>(b), x.numel(), channels, plane);
+    } else {
+      bn_apply_kernel<T, A, uint64_t><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+          ptr<const T>(x), ptr<T>(y), ptr<const A>(a), ptr<const A>(b), x.numel(), channels, plane);
+    }
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+// ai.ingot.BatchNormGrad: the four sums per channel (bn_sums), the coefficients of dX = a dY + b X
+// + d with dscale and dbias per channel, then one elementwise pass.
+template <class T, class A, class S>
+__global__ void bn_grad_coeffs_kernel(const T* __restrict__ x, const double* __restrict__ partials, int splits,
+                                      const A* __restrict__ scale, A* __restrict__ coeffs, S* __restrict__ dscale,
+                                      S* __restrict__ dbias, int64_t channels, int64_t plane, int64_t count, double eps) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    const sem::BatchNormGradCoeffs k = sem::batch_norm_grad_coeffs(
+        bn_channel_sums(partials, c, splits), count > 0 ? double(load(x[c * plane])) : 0.0, count, double(scale[c]), eps);
+    coeffs[c] = A(k.a), coeffs[channels + c] = A(k.b), coeffs[2 * channels + c] = A(k.d);
+    if (dscale) dscale[c] = store<S>(k.dscale);
+    if (dbias) dbias[c] = store<S>(k.dbias);
+  }
+}
+
+template <class T, class A, class I>
+__global__ void bn_grad_apply_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
+                                     const A* __restrict__ coeffs, int64_t total, int64_t channels, int64_t plane) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = channel_of<I>(i, plane, channels);
+    dx[i] = store<T>(coeffs[c] * A(load(dy[i])) + coeffs[channels + c] * A(load(x[i])) + coeffs[2 * channels + c]);
+  }
+}
+
+void batch_norm_grad(KernelContext& ctx) {
+  const sem::BatchNormGradArgs args = sem::batch_norm_grad_args(ctx);
+  const Tensor &dy = ctx.input(0), &x = ctx.input(1), &scale_t = ctx.input(2);
+  const int64_t channels = args.channels, plane = args.plane, count = args.count();
+  Tensor& dx = ctx.allocate(0, x.dtype(), x.shape());
+  Tensor* dscale = ctx.num_outputs() > 1 ? &ctx.allocate(1, scale_t.dtype(), scale_t.shape()) : nullptr;
+  Tensor* dbias = ctx.num_outputs() > 2 ? &ctx.allocate(2, scale_t.dtype(), scale_t.shape()) : nullptr;
+  if (channels == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    using A = acc_of<T>;
+    const Tensor scale = to_acc<A>(scale_t);
+    Tensor partials = Tensor::zeros(DType::Float64, {channels, 1, 4}, x.device());
+    int splits = 1;
+    if (count > 0) partials = bn_sums<T, A>(ptr<const T>(x), ptr<const T>(dy), channels, plane, count, x.device(), splits);
+    Tensor coeffs = Tensor::empty(scale.dtype(), {3, channels}, x.device());
+    dispatch_device<INGOT_CUDA_FLOAT_TYPES>(scale_t.dtype(), [&]<class S>() {
+      bn_grad_coeffs_kernel<T, A, S><<<blocks_for(channels), kThreads, 0, stream()>>>(
+          ptr<const T>(x), ptr<const double>(partials), splits, ptr<const A>(scale), ptr<A>(coeffs),
+          dscale ? ptr<S>(*dscale) : nullptr, dbias ? ptr<S>(*dbias) : nullptr, channels, plane, count, args.epsilon);
+      INGOT_CUDA_LAUNCH_CHECK();
+    });
+    if (x.numel() == 0) return;
+    if (x.numel() <= INT32_MAX) {
+      bn_grad_apply_kernel<T, A, uint32_t><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+          ptr<const T>(dy), ptr<const T>(x), ptr<T>(dx), ptr<const A>(coeffs), x.numel(), channels, plane);
+    } else {
+      bn_grad_apply_kernel<T, A, uint64_t><<<blocks_for(x.numel()), kThreads, 0, stream()>>>(
+          ptr<const T>(dy), ptr<const T>(x), ptr<T>(dx), ptr<const A>(coeffs), x.numel(), channels, plane);
+    }
     INGOT_CUDA_LAUNCH_CHECK();
   });
 }
@@ -420,6 +556,7 @@ void mean_variance_norm(KernelContext& ctx) {
 }  // namespace
 
 INGOT_CUDA_KERNEL(BatchNormalization, batch_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(BatchNormGrad, batch_norm_grad).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(InstanceNormalization, instance_norm).versions(6).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).versions(17).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(LayerNormalization, layer_norm).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
