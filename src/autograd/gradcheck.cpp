@@ -162,7 +162,8 @@ const std::map<std::string, CaseMaker>& cases() {
       return std::vector<Case>{
           {{s.r({3, 4}), s.r({4, 5}), s.r({5})}},
           {{s.r({4, 3}), s.r({5, 4}), s.r({3, 5})}, {{"transA", int64_t(1)}, {"transB", int64_t(1)}, {"alpha", 0.5f}, {"beta", 2.0f}}},
-          {{s.r({3, 4}), s.r({5, 4})}, {{"transB", int64_t(1)}}}};
+          {{s.r({3, 4}), s.r({5, 4})}, {{"transB", int64_t(1)}}},
+          {{s.r({4, 3}), s.r({4, 5})}, {{"transA", int64_t(1)}, {"alpha", 2.0f}}}};
     };
     for (const char* op : {"Softmax", "LogSoftmax"}) {
       t[op] = [](Sampler& s) {

@@ -32,6 +32,17 @@ std::vector<int64_t> swap_last_two(int64_t r) {
 void matmul_vjp(G& b) {
   const V &a = b.x(0), &w = b.x(1);
   const bool a_vector = b.rank(a) == 1, w_vector = b.rank(w) == 1;
+  // A batch of rows times one matrix (a Linear over a sequence: [..., M, K] x [K, N]): the rows
+  // flattened into one GEMM each way, dW = A^T dY over all of them (no transposed copy of A, no
+  // per-batch products summed afterwards) and dA = dY W^T.
+  if (b.rank(a) >= 3 && b.rank(w) == 2 && b.emitter().onnx_opset() >= 11) {  // Gemm's C optional from 11
+    if (const std::optional<Shape> ws = b.emitter().shape(w)) {
+      V g = b.reshape(b.dy(), b.int64s({-1, (*ws)[1]}));
+      if (b.wants(0)) b.grad(0, b.reshape_like(b.call1("Gemm", {g, w}, {{"transB", int64_t(1)}}), a));
+      if (b.wants(1)) b.grad(1, b.call1("Gemm", {b.reshape(a, b.int64s({-1, (*ws)[0]})), g}, {{"transA", int64_t(1)}}));
+      return;
+    }
+  }
   V a2 = a_vector ? b.unsqueeze(a, {0}) : a;
   V w2 = w_vector ? b.unsqueeze(w, {1}) : w;
   V g = b.dy();
@@ -45,14 +56,22 @@ void matmul_vjp(G& b) {
 void gemm_vjp(G& b) {
   if (b.opset() < 7 && b.attr_int("broadcast") != 0) b.unsupported("with opset 1-6's `broadcast` attribute");
   const bool ta = b.attr_int("transA") != 0, tb = b.attr_int("transB") != 0;
-  const V &a = b.x(0), &w = b.x(1);
-  V g = b.dy();
+  const V &a = b.x(0), &w = b.x(1), &g = b.dy();
   const double alpha = b.attr_float("alpha"), beta = b.attr_float("beta");
-  if (alpha != 1.0) g = b.mul(g, b.scalar(alpha, g));
-  auto t = [&](const V& v) { return b.transpose(v, {1, 0}); };
-  V a1 = ta ? t(a) : a, w1 = tb ? t(w) : w;
-  if (b.wants(0)) b.grad(0, ta ? b.matmul(w1, t(g)) : b.matmul(g, t(w1)));
-  if (b.wants(1)) b.grad(1, tb ? b.matmul(t(g), a1) : b.matmul(t(a1), g));
+  // Each gradient one Gemm whose trans flags read the operands as stored (no transposed copies):
+  // with A' = op(A), B' = op(B), dA' = alpha g B'^T and dB' = alpha A'^T g.
+  auto gemm = [&](const V& x, bool tx, const V& y, bool ty) {
+    if (b.emitter().onnx_opset() < 11) {  // Gemm's C is optional from 11: transposes and MatMul before
+      auto t = [&](const V& v, bool yes) { return yes ? b.transpose(v, {1, 0}) : v; };
+      V p = b.matmul(t(x, tx), t(y, ty));
+      return alpha != 1.0 ? b.mul(p, b.scalar(alpha, p)) : p;
+    }
+    Attributes at{{"transA", int64_t(tx)}, {"transB", int64_t(ty)}};
+    if (alpha != 1.0) at["alpha"] = float(alpha);
+    return b.call1("Gemm", {x, y}, at);
+  };
+  if (b.wants(0)) b.grad(0, ta ? gemm(w, tb, g, true) : gemm(g, false, w, !tb));
+  if (b.wants(1)) b.grad(1, tb ? gemm(g, true, a, ta) : gemm(a, !ta, g, false));
   if (b.wants(2)) b.grad(2, b.sum_to(beta == 1.0 ? b.dy() : b.mul(b.dy(), b.scalar(beta, b.dy())), b.x(2)));
 }
 
