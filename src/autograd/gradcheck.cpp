@@ -428,6 +428,11 @@ const std::map<std::string, CaseMaker>& cases() {
       return std::vector<Case>{{{s.r({3, 2, 4}), s.r({3, 2, 4}), s.r({2})}, {}, 3},
                                {{s.r({4, 3}), s.r({4, 3}), s.r({3})}, {{"epsilon", 0.1f}}, 3}};
     };
+    t["ai.ingot.SoftmaxGrad"] = [](Sampler& s) {
+      return std::vector<Case>{{{s.r({3, 5}), s.positive({3, 5})}},
+                               {{s.r({2, 3, 4}), s.positive({2, 3, 4})}, {{"axis", int64_t(1)}}},
+                               {{s.r({2, 3, 4}), s.positive({2, 3, 4})}, {{"axis", int64_t(1)}, {"coerce_2d", int64_t(1)}}}};
+    };
     t["ai.ingot.LayerNormalization"] = t["LayerNormalization"];
     t["ai.ingot.HardSwish"] = t["HardSwish"];
     t["ai.ingot.FusedMatMul"] = [](Sampler& s) {

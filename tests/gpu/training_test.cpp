@@ -348,5 +348,30 @@ TEST(CudaTraining, BatchNormTrainingForwardAndBackwardMatchTheCpu) {
   }
 }
 
+// ai.ingot.SoftmaxGrad on CUDA against the CPU: short rows (a warp each), long rows (a block each:
+// attention over 1500 keys), columns (an inner axis) and the coerced 2-D form; float32 and bfloat16.
+TEST(CudaTraining, SoftmaxGradMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const Device gpu = Device::parse("cuda");
+  struct Case {
+    Shape shape;
+    int64_t axis, coerce;
+  };
+  const std::vector<Case> cases = {{{64, 100}, -1, 0}, {{4, 6, 1500}, -1, 0}, {{5, 7, 9}, 1, 0}, {{3, 4, 5}, 1, 1}};
+  uint64_t seed = 80;
+  for (const Case& c : cases) {
+    for (DType dt : {DType::Float32, DType::BFloat16}) {
+      SCOPED_TRACE(shape_str(c.shape) + " " + std::string(dtype_name(dt)));
+      const Tensor y = ops::softmax(random_tensor(DType::Float32, c.shape, seed++), -1).cast(dt);
+      const Tensor dy = random_tensor(DType::Float32, c.shape, seed++).cast(dt);
+      const Attributes a{{"axis", c.axis}, {"coerce_2d", c.coerce}};
+      const Tensor want = ops::call("SoftmaxGrad", {dy, y}, a, 1, "ai.ingot").at(0);
+      const Tensor got = ops::call("SoftmaxGrad", {dy.to(gpu), y.to(gpu)}, a, 1, "ai.ingot").at(0);
+      EXPECT_EQ(got.device().type, DeviceType::CUDA);
+      expect_near(got, want, dt == DType::Float32 ? 1e-5 : 1e-2, "dX");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test

@@ -70,17 +70,17 @@ void attention_vjp(G& b) {
   V q = untransposed(b.x(0), 0), k = untransposed(b.x(1), 1), v = untransposed(b.x(2), 2);
   V dy = untransposed(b.dy(), 3);
   V kt = b.transpose_last_two(k);
-  V scores = b.matmul(q, kt);
+  // The scale folded into Q (a [.., T, D] product, not one over the [.., T, T] scores).
   const double scale = b.attr_float("scale");
-  V scaled = b.mul(scores, b.scalar(scale, scores));
-  V logits = b.has_input(3) ? b.add(scaled, b.x(3)) : scaled;
+  V qs = b.mul(q, b.scalar(scale, q));
+  V scores = b.matmul(qs, kt);
+  V logits = b.has_input(3) ? b.add(scores, b.x(3)) : scores;
   V p = b.call1("Softmax", {logits}, {{"axis", int64_t(-1)}});
   V y = b.matmul(p, v);
   std::vector<V> gpv = b.vjp_of("MatMul", {p, v}, {}, {y}, {dy});
   V dlogits = b.vjp_of("Softmax", {logits}, {{"axis", int64_t(-1)}}, {p}, {gpv[0]}).at(0);
-  V dscores = b.mul(dlogits, b.scalar(scale, dlogits));
-  std::vector<V> gqk = b.vjp_of("MatMul", {q, kt}, {}, {scores}, {dscores});
-  b.grad(0, untransposed(gqk[0], 0));
+  std::vector<V> gqk = b.vjp_of("MatMul", {qs, kt}, {}, {scores}, {dlogits});
+  b.grad(0, untransposed(b.mul(gqk[0], b.scalar(scale, gqk[0])), 0));
   if (gqk[1].defined()) b.grad(1, untransposed(b.transpose_last_two(gqk[1]), 1));
   b.grad(2, untransposed(gpv[1], 2));
   if (b.has_input(3)) b.grad(3, b.sum_to(dlogits, b.x(3)));

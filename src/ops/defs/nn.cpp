@@ -87,11 +87,32 @@ std::vector<int64_t> softmax_axes(G& b) {
   }
   return axes;
 }
+// dX = Y (dY - sum(dY Y)) over Softmax's axes: one fused ai.ingot.SoftmaxGrad.
 void softmax_vjp(G& b) {
   if (!b.wants(0)) return;
   const V& y = b.y();
-  V dot = b.reduce_sum(b.mul(b.dy(), y), softmax_axes(b), true);
-  b.grad(0, b.mul(y, b.sub(b.dy(), dot)));
+  const V dy = b.dtype(b.dy()) == b.dtype(y) ? b.dy() : b.cast_like(b.dy(), y);
+  const bool coerce = b.opset() < 13;
+  const int64_t axis = b.has_attr("axis") ? b.attr_int("axis") : (coerce ? 1 : -1);
+  b.grad(0, b.call1("SoftmaxGrad", {dy, y}, {{"axis", axis}, {"coerce_2d", int64_t(coerce)}}, kIngotDomain));
+}
+
+// SoftmaxGrad (dY, Y) -> Y (dY - s), s = sum(dY Y) over its axes. Linear in dY with a symmetric
+// Jacobian (diag(Y) - Y Y^T), so dY's gradient for a cotangent u is SoftmaxGrad(u, Y); Y's is
+// dY (u - sum(u Y)) - u s.
+void softmax_grad_vjp(G& b) {
+  const V &dy = b.x(0), &y = b.x(1), &u = b.dy();
+  if (b.wants(0)) b.grad(0, b.call1("SoftmaxGrad", {u, y}, b.attrs(), kIngotDomain));
+  if (b.wants(1)) {
+    const int64_t rank = b.rank(y);
+    int64_t axis = b.attr_int("axis");
+    const bool coerce = b.attr_int("coerce_2d") != 0;
+    if (axis < 0) axis += rank;
+    std::vector<int64_t> axes{axis};
+    for (int64_t a = axis + 1; coerce && a < rank; ++a) axes.push_back(a);
+    V uy = b.reduce_sum(b.mul(u, y), axes, true), s = b.reduce_sum(b.mul(dy, y), axes, true);
+    b.grad(1, b.sub(b.mul(dy, b.sub(u, uy)), b.mul(u, s)));
+  }
 }
 void log_softmax_vjp(G& b) {
   if (!b.wants(0)) return;
@@ -993,6 +1014,21 @@ INGOT_SOFTMAX_OP(LogSoftmax, "log(softmax(x)).").tag(OpTag::Float32Inside)
 INGOT_SOFTMAX_OP(Hardmax, "One-hot of the first maximum.").batch(softmax_batch)
     .vjp(hardmax_vjp);
 #undef INGOT_SOFTMAX_OP
+
+// Softmax's backward (its rule above), fused: dX = Y (dY - sum(dY Y)) along `axis`, or with
+// coerce_2d over the axes from `axis` on (Softmax before opset 13).
+INGOT_OP(SoftmaxGrad)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("dY", "T")
+    .input("Y", "T")
+    .output("dX", "T")
+    .type("T", {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
+    .attr("axis", -1)
+    .attr("coerce_2d", 0)
+    .summary("Softmax's backward: Y (dY - sum(dY Y)) along `axis` (coerce_2d: over the axes from `axis` on).")
+    .tag(OpTag::Float32Inside)
+    .vjp(softmax_grad_vjp);
 
 INGOT_OP(Resize)
     .float32_params_from(1)  // roi, scales

@@ -64,16 +64,18 @@ ArgAxis resolve_arg_axis(const KernelContext& ctx, const Tensor& x) {
 AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x) {
   const bool coerce_2d = ctx.opset() < 13;
   const int64_t default_axis = coerce_2d ? 1 : -1;
-  const int64_t rank = std::max<int64_t>(x.rank(), 1);
+  return axis_view(x.shape(), ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis, coerce_2d);
+}
+
+AxisView axis_view(const Shape& s, int64_t axis, bool coerce_2d) {
+  const int64_t x_rank = int64_t(s.size()), rank = std::max<int64_t>(x_rank, 1);
   // Opset < 13 allows axis == rank (everything in `outer`), as numpy reshape would.
-  int64_t axis = ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis;
   if (coerce_2d && axis == rank) {
-    return {x.numel(), 1, 1};
+    return {shape_numel(s), 1, 1};
   }
   axis = normalize_axis(axis, rank);
-  const Shape& s = x.shape();
   AxisView v;
-  for (int64_t d = 0; d < x.rank(); ++d) {
+  for (int64_t d = 0; d < x_rank; ++d) {
     if (d < axis) {
       v.outer *= s[size_t(d)];
     } else if (d == axis || coerce_2d) {

@@ -32,5 +32,8 @@ struct AxisView {
   int64_t outer = 1, dim = 1, inner = 1;
 };
 AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x);
+// The view of `axis` (negative from the end); coerce_2d: every axis from `axis` on in `dim` (and axis
+// == rank allowed: everything in `outer`), as Softmax before opset 13.
+AxisView axis_view(const Shape& shape, int64_t axis, bool coerce_2d);
 
 }  // namespace ingot::sem

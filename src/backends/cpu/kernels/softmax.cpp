@@ -129,6 +129,34 @@ void softmax_family(KernelContext& ctx, SoftmaxKind kind) {
                                            [&]<class T>() { softmax_rows<T>(kind, v, x.data<T>(), y.data<T>()); });
 }
 
+// ai.ingot.SoftmaxGrad: dX = Y (dY - sum(dY Y)) over each [outer, dim, inner] column, the sum in the
+// accumulator type (double for float64, else float).
+void softmax_grad(KernelContext& ctx) {
+  const Tensor &dy = ctx.input(0), &y = ctx.input(1);
+  if (dy.shape() != y.shape() || dy.dtype() != y.dtype())
+    fail("input 0 (dY): expected {} like Y, got {}", y.describe(), dy.describe());
+  const AxisView v = sem::axis_view(y.shape(), ctx.attr_int("axis"), ctx.attr_int("coerce_2d") != 0);
+  Tensor& dx = ctx.allocate(0, y.dtype(), y.shape());
+  if (y.numel() == 0) return;
+  dispatch_float(y.dtype(), [&]<class T>() {
+    using A = sem::acc_t<T>;
+    const T *g = dy.data<T>(), *p = y.data<T>();
+    T* out = dx.data<T>();
+    const int64_t dim = v.dim, inner = v.inner;
+    parallel_for(v.outer * inner, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, dim)), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t base = (c / inner) * dim * inner + c % inner;
+        A s = 0;
+        for (int64_t d = 0; d < dim; ++d) s += A(g[base + d * inner]) * A(p[base + d * inner]);
+        for (int64_t d = 0; d < dim; ++d) {
+          const int64_t i = base + d * inner;
+          out[i] = T(A(p[i]) * (A(g[i]) - s));
+        }
+      }
+    });
+  });
+}
+
 void softmax(KernelContext& ctx) { softmax_family(ctx, SoftmaxKind::Softmax); }
 void log_softmax(KernelContext& ctx) { softmax_family(ctx, SoftmaxKind::LogSoftmax); }
 void hardmax(KernelContext& ctx) { softmax_family(ctx, SoftmaxKind::Hardmax); }
@@ -138,5 +166,6 @@ void hardmax(KernelContext& ctx) { softmax_family(ctx, SoftmaxKind::Hardmax); }
 INGOT_CPU_KERNEL(Softmax, softmax).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(LogSoftmax, log_softmax).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(Hardmax, hardmax).versions(1).dtypes({INGOT_FLOAT_TYPES});
+INGOT_CPU_KERNEL(SoftmaxGrad, softmax_grad).domain(kIngotDomain).versions(1).dtypes({INGOT_FLOAT_TYPES});
 
 }  // namespace ingot

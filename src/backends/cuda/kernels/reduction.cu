@@ -676,6 +676,60 @@ void softmax_family(KernelContext& ctx) {
   });
 }
 
+// ai.ingot.SoftmaxGrad: dX = Y (dY - sum(dY Y)). Contiguous rows: one warp (rows up to 1024) or
+// one block per row, two passes over the row; columns (inner > 1): one thread each, serial.
+template <class T, bool kBlock>
+__global__ void softmax_grad_rows_kernel(const T* __restrict__ dy, const T* __restrict__ y, T* __restrict__ dx,
+                                         int64_t rows, int64_t dim) {
+  using A = acc_of<T>;
+  __shared__ A buf[32];
+  const RowSplit rs = row_split<kBlock>();
+  for (int64_t row = rs.group; row < rows; row += rs.groups) {
+    const T *g = dy + row * dim, *p = y + row * dim;
+    T* out = dx + row * dim;
+    A s = 0;
+    for (int64_t d = rs.lane; d < dim; d += rs.width) s += A(load(g[d])) * A(load(p[d]));
+    s = row_fold<kBlock, SumFold<A>>(s, A(0), buf);
+    for (int64_t d = rs.lane; d < dim; d += rs.width) out[d] = store<T>(A(load(p[d])) * (A(load(g[d])) - s));
+  }
+}
+
+template <class T>
+__global__ void softmax_grad_cols_kernel(const T* __restrict__ dy, const T* __restrict__ y, T* __restrict__ dx,
+                                         int64_t outer, int64_t dim, int64_t inner) {
+  using A = acc_of<T>;
+  for (int64_t c = thread_index(); c < outer * inner; c += grid_stride()) {
+    const int64_t base = (c / inner) * dim * inner + c % inner;
+    A s = 0;
+    for (int64_t d = 0; d < dim; ++d) s += A(load(dy[base + d * inner])) * A(load(y[base + d * inner]));
+    for (int64_t d = 0; d < dim; ++d) {
+      const int64_t i = base + d * inner;
+      dx[i] = store<T>(A(load(y[i])) * (A(load(dy[i])) - s));
+    }
+  }
+}
+
+void softmax_grad(KernelContext& ctx) {
+  const Tensor &dy = ctx.input(0), &y = ctx.input(1);
+  if (dy.shape() != y.shape() || dy.dtype() != y.dtype())
+    fail("input 0 (dY): expected {} like Y, got {}", y.describe(), dy.describe());
+  const AxisView v = sem::axis_view(y.shape(), ctx.attr_int("axis"), ctx.attr_int("coerce_2d") != 0);
+  Tensor& dx = ctx.allocate(0, y.dtype(), y.shape());
+  if (y.numel() == 0) return;
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(y.dtype(), [&]<class T>() {
+    const T *g = ptr<const T>(dy), *p = ptr<const T>(y);
+    T* out = ptr<T>(dx);
+    if (v.inner != 1) {
+      softmax_grad_cols_kernel<T><<<blocks_for(v.outer * v.inner), kThreads, 0, stream()>>>(g, p, out, v.outer, v.dim, v.inner);
+    } else if (v.dim > 1024) {
+      softmax_grad_rows_kernel<T, true><<<blocks_for(v.outer * kThreads), kThreads, 0, stream()>>>(g, p, out, v.outer, v.dim);
+    } else {
+      softmax_grad_rows_kernel<T, false><<<blocks_for(v.outer * 32), kThreads, 0, stream()>>>(g, p, out, v.outer, v.dim);
+    }
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // TopK: one block per row sorts (value, index) pairs with a bitonic network, in shared memory for
 // rows up to kTopKShared elements (padded to a power of two), else in a global scratch buffer.
@@ -834,6 +888,7 @@ INGOT_CUDA_KERNEL(ArgMax, arg_kernel<true>).versions(1).dtypes({INGOT_CUDA_FLOAT
 INGOT_CUDA_KERNEL(ArgMin, arg_kernel<false>).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES, DType::Int32, DType::Int64, DType::Int8, DType::UInt8});
 
 INGOT_CUDA_KERNEL(Softmax, softmax_family<SoftmaxKind::Softmax>).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
+INGOT_CUDA_KERNEL(SoftmaxGrad, softmax_grad).domain(kIngotDomain).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(LogSoftmax, softmax_family<SoftmaxKind::LogSoftmax>).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 INGOT_CUDA_KERNEL(Hardmax, softmax_family<SoftmaxKind::Hardmax>).versions(1).dtypes({INGOT_CUDA_FLOAT_TYPES});
 
