@@ -67,6 +67,13 @@ AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x) {
   return axis_view(x.shape(), ctx.has_attr("axis") ? ctx.attr_int("axis") : default_axis, coerce_2d);
 }
 
+AxisView softmax_grad_view(const KernelContext& ctx) {
+  const Tensor &dy = ctx.input(0), &y = ctx.input(1);
+  if (dy.shape() != y.shape() || dy.dtype() != y.dtype())
+    fail("input 0 (dY): expected {} like Y, got {}", y.describe(), dy.describe());
+  return axis_view(y.shape(), ctx.attr_int("axis"), ctx.attr_int("coerce_2d") != 0);
+}
+
 AxisView axis_view(const Shape& s, int64_t axis, bool coerce_2d) {
   const int64_t x_rank = int64_t(s.size()), rank = std::max<int64_t>(x_rank, 1);
   // Opset < 13 allows axis == rank (everything in `outer`), as numpy reshape would.

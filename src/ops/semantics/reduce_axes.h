@@ -35,5 +35,7 @@ AxisView softmax_axis_view(const KernelContext& ctx, const Tensor& x);
 // The view of `axis` (negative from the end); coerce_2d: every axis from `axis` on in `dim` (and axis
 // == rank allowed: everything in `outer`), as Softmax before opset 13.
 AxisView axis_view(const Shape& shape, int64_t axis, bool coerce_2d);
+// ai.ingot.SoftmaxGrad's view (its `axis` and `coerce_2d`), after checking that dY (input 0) is like Y.
+AxisView softmax_grad_view(const KernelContext& ctx);
 
 }  // namespace ingot::sem

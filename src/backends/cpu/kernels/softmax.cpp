@@ -133,9 +133,7 @@ void softmax_family(KernelContext& ctx, SoftmaxKind kind) {
 // accumulator type (double for float64, else float).
 void softmax_grad(KernelContext& ctx) {
   const Tensor &dy = ctx.input(0), &y = ctx.input(1);
-  if (dy.shape() != y.shape() || dy.dtype() != y.dtype())
-    fail("input 0 (dY): expected {} like Y, got {}", y.describe(), dy.describe());
-  const AxisView v = sem::axis_view(y.shape(), ctx.attr_int("axis"), ctx.attr_int("coerce_2d") != 0);
+  const AxisView v = sem::softmax_grad_view(ctx);
   Tensor& dx = ctx.allocate(0, y.dtype(), y.shape());
   if (y.numel() == 0) return;
   dispatch_float(y.dtype(), [&]<class T>() {

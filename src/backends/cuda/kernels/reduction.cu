@@ -711,9 +711,7 @@ __global__ void softmax_grad_cols_kernel(const T* __restrict__ dy, const T* __re
 
 void softmax_grad(KernelContext& ctx) {
   const Tensor &dy = ctx.input(0), &y = ctx.input(1);
-  if (dy.shape() != y.shape() || dy.dtype() != y.dtype())
-    fail("input 0 (dY): expected {} like Y, got {}", y.describe(), dy.describe());
-  const AxisView v = sem::axis_view(y.shape(), ctx.attr_int("axis"), ctx.attr_int("coerce_2d") != 0);
+  const AxisView v = sem::softmax_grad_view(ctx);
   Tensor& dx = ctx.allocate(0, y.dtype(), y.shape());
   if (y.numel() == 0) return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(y.dtype(), [&]<class T>() {
