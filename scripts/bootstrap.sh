@@ -19,6 +19,8 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
   python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata
+  # the Python module (python/, `import ingot`) and its tests (tests/python: pytest, PyTorch as the reference)
+  python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch
   # the training example's data (idx files, gzip-compressed)
   dataset-fashion-mnist
   # the profiler's HTML report is rendered headless in a test (label browser)

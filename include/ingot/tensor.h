@@ -34,6 +34,10 @@ struct Device {
   static Device parse(std::string_view text);  // "cpu", "cuda", "cuda:1"
 };
 
+// Waits until the work queued on `device` has finished (a no-op on the CPU): before timing, and
+// before memory Ingot wrote on a GPU is handed to another library's stream.
+void synchronize(Device device);
+
 class Storage {
  public:
   Storage(Device device, size_t nbytes, DType dtype);  // allocates

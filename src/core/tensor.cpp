@@ -28,6 +28,8 @@ int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
   return axis < 0 ? axis + rank : axis;
 }
 
+void synchronize(Device device) { backend_for(device).memory().synchronize(device.index); }
+
 std::string Device::str() const { return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index); }
 
 Device Device::parse(std::string_view text) {

@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <atomic>
 #include <omp.h>
 #include <sched.h>
 
@@ -41,7 +42,13 @@ namespace {
 struct PoolState {
   int configured = -1;  // -1: not set up yet; 0: available_cpus()
   ThreadPool pool{1};
+  std::atomic<int> generation{0};  // bumped by every set_num_threads
 };
+// OpenMP's team size is a per-thread setting (its nthreads ICV): a thread that runs kernels after
+// set_num_threads was called on another one (a session run from a thread of the caller's) takes it
+// on here, or oneDNN and the OpenMP loops would size their teams by OpenMP's default instead, and
+// compute other reduction orders than the configured count (other bits).
+thread_local int t_generation = -1;
 PoolState& state() {
   static PoolState s;
   return s;
@@ -84,11 +91,17 @@ void set_num_threads(int threads) {
   // build's openblas_set_num_threads also sets OpenMP's team size, so OpenMP's is set after it.
   openblas_set_num_threads(1);
   omp_set_num_threads(num_threads());
+  t_generation = ++s.generation;
 }
 
 const ThreadPool& cpu_pool() {
-  if (state().configured < 0) set_num_threads(0);
-  return state().pool;
+  PoolState& s = state();
+  if (s.configured < 0) set_num_threads(0);
+  if (const int g = s.generation.load(std::memory_order_acquire); t_generation != g) {
+    omp_set_num_threads(num_threads());
+    t_generation = g;
+  }
+  return s.pool;
 }
 
 }  // namespace ingot

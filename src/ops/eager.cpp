@@ -14,6 +14,7 @@
 #include "ops/autocast.h"
 #include "autograd/trace.h"
 #include "core/backend.h"
+#include "core/thread_pool.h"
 #include "graph/graph.h"
 #include "ops/kernel.h"
 #include "profiler/hooks.h"
@@ -95,6 +96,7 @@ std::shared_ptr<NodeState> eager_state(const KernelDef& kernel, const Attributes
 std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
                          int num_outputs, const std::string& domain, int requested_opset) {
   try {
+    cpu_pool();  // this thread's OpenMP team sized as configured (core/thread_pool.h)
     const OpDef* def = OpCatalogue::instance().find(domain, op);
     if (!def) fail("unsupported op {} (not in Ingot's op catalogue)", op);
     Device device = Device::cpu();
