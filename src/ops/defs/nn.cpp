@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <ingot/ops.h>
 
@@ -77,23 +78,28 @@ void gemm_vjp(G& b) {
 
 // The axes Softmax/LogSoftmax normalize over: `axis` from opset 13; before it every axis from `axis`
 // on (the input coerced to 2-D).
-std::vector<int64_t> softmax_axes(G& b) {
-  const int64_t rank = b.rank(b.x(0));
-  int64_t axis = b.has_attr("axis") ? b.attr_int("axis") : (b.opset() >= 13 ? -1 : 1);
+// `axis` (negative from the end), with coerce_2d every axis after it too.
+std::vector<int64_t> axes_from(int64_t rank, int64_t axis, bool coerce_2d) {
   if (axis < 0) axis += rank;
   std::vector<int64_t> axes{axis};
-  if (b.opset() < 13) {
-    for (int64_t a = axis + 1; a < rank; ++a) axes.push_back(a);
-  }
+  for (int64_t a = axis + 1; coerce_2d && a < rank; ++a) axes.push_back(a);
   return axes;
+}
+// Softmax's `axis` with its opset's default, and whether the opset coerces to 2-D.
+std::pair<int64_t, bool> softmax_axis(G& b) {
+  const bool coerce = b.opset() < 13;
+  return {b.has_attr("axis") ? b.attr_int("axis") : (coerce ? 1 : -1), coerce};
+}
+std::vector<int64_t> softmax_axes(G& b) {
+  const auto [axis, coerce] = softmax_axis(b);
+  return axes_from(b.rank(b.x(0)), axis, coerce);
 }
 // dX = Y (dY - sum(dY Y)) over Softmax's axes: one fused ai.ingot.SoftmaxGrad.
 void softmax_vjp(G& b) {
   if (!b.wants(0)) return;
   const V& y = b.y();
   const V dy = b.dtype(b.dy()) == b.dtype(y) ? b.dy() : b.cast_like(b.dy(), y);
-  const bool coerce = b.opset() < 13;
-  const int64_t axis = b.has_attr("axis") ? b.attr_int("axis") : (coerce ? 1 : -1);
+  const auto [axis, coerce] = softmax_axis(b);
   b.grad(0, b.call1("SoftmaxGrad", {dy, y}, {{"axis", axis}, {"coerce_2d", int64_t(coerce)}}, kIngotDomain));
 }
 
@@ -104,12 +110,7 @@ void softmax_grad_vjp(G& b) {
   const V &dy = b.x(0), &y = b.x(1), &u = b.dy();
   if (b.wants(0)) b.grad(0, b.call1("SoftmaxGrad", {u, y}, b.attrs(), kIngotDomain));
   if (b.wants(1)) {
-    const int64_t rank = b.rank(y);
-    int64_t axis = b.attr_int("axis");
-    const bool coerce = b.attr_int("coerce_2d") != 0;
-    if (axis < 0) axis += rank;
-    std::vector<int64_t> axes{axis};
-    for (int64_t a = axis + 1; coerce && a < rank; ++a) axes.push_back(a);
+    const std::vector<int64_t> axes = axes_from(b.rank(y), b.attr_int("axis"), b.attr_int("coerce_2d") != 0);
     V uy = b.reduce_sum(b.mul(u, y), axes, true), s = b.reduce_sum(b.mul(dy, y), axes, true);
     b.grad(1, b.sub(b.mul(dy, b.sub(u, uy)), b.mul(u, s)));
   }

@@ -8,12 +8,7 @@
 #include <tuple>
 
 #include "ops/kernel.h"
-
-#if defined(__CUDACC__)
-#define INGOT_NORM_HD __host__ __device__ inline
-#else
-#define INGOT_NORM_HD inline
-#endif
+#include "ops/semantics/host_device.h"
 
 namespace ingot::sem {
 
@@ -140,7 +135,7 @@ struct BatchNormSums {
 struct BatchNormMoments {
   double mean, var;
 };
-INGOT_NORM_HD BatchNormMoments batch_norm_moments(const BatchNormSums& s, double shift, int64_t count) {
+INGOT_HD BatchNormMoments batch_norm_moments(const BatchNormSums& s, double shift, int64_t count) {
   const double m = count > 0 ? double(count) : 1.0, d = s.s1 / m, var = s.s2 / m - d * d;
   return {shift + d, var > 0 ? var : 0.0};
 }
@@ -149,7 +144,7 @@ INGOT_NORM_HD BatchNormMoments batch_norm_moments(const BatchNormSums& s, double
 struct BatchNormGradCoeffs {
   double a, b, d, dscale, dbias;
 };
-INGOT_NORM_HD BatchNormGradCoeffs batch_norm_grad_coeffs(const BatchNormSums& s, double shift, int64_t count, double scale,
+INGOT_HD BatchNormGradCoeffs batch_norm_grad_coeffs(const BatchNormSums& s, double shift, int64_t count, double scale,
                                                        double epsilon) {
   const BatchNormMoments mo = batch_norm_moments(s, shift, count);
   const double m = count > 0 ? double(count) : 1.0;

@@ -6,11 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define INGOT_HD __host__ __device__ __forceinline__
-#else
-#define INGOT_HD inline
-#endif
+#include "ops/semantics/host_device.h"
 
 namespace ingot::sem {
 
