@@ -8,7 +8,9 @@
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train trainbench profile latency
-#                                     bench memcheck all, and torch (only when named: ~8 minutes,
+#                                     bench memcheck all, python (only when named; bundle with
+#                                     INGOT_BUNDLE_PYTHON=1: the Python module built there, its tests,
+#                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and ab (only when named: the previous build bundled with
 #                                     INGOT_PREV_BUILD=<build folder> against this one, bench/ab_latency.py).
@@ -56,6 +58,14 @@ bundle() {
     cp "$BUILD/apps/ingot-fashion-mnist" "$stage/bin/"
     mkdir -p "$stage/data/fashion-mnist"
     cp /usr/share/datasets/fashion-mnist/*.gz "$stage/data/fashion-mnist/"
+  fi
+  # INGOT_BUNDLE_PYTHON=1: what the `python` part needs to build Ingot's Python module for the GPU
+  # machine's own python3 (another version than Debian's): libingot.so and the headers its public
+  # headers include (fmt, DLPack).
+  if [ "${INGOT_BUNDLE_PYTHON:-0}" = 1 ]; then
+    cp -L "$BUILD/libingot.so" "$stage/bin/"
+    mkdir -p "$stage/include"
+    cp -r /usr/include/fmt /usr/include/dlpack "$stage/include/"
   fi
   strip "$stage"/bin/*
   for b in "$stage"/bin/*; do
@@ -210,6 +220,33 @@ run() {
                   <(grep -oE 'worst err/tolerance [0-9.]+|^[a-z_0-9]+(128|256)?:' "$out/ab-$p-bin.log") | head -n 24
     done
     summary+=("previous build vs this one on cuda: ab-cuda.md, ab-fp16-*.log, ab-bf16-*.log")
+  fi
+  if [[ " $what " == *" python "* ]] && [ -f "$dir/bin/libingot.so" ]; then
+    # Only when named (bundle with INGOT_BUNDLE_PYTHON=1): Ingot's Python module built here for this
+    # machine's python3 against the bundled libingot.so, then the Python tests (the CUDA ones run
+    # here only), the custom-op story on the GPU and on this machine's CPU, and the reload bench.
+    local py="$dir/python" ext_suffix rc=0
+    mkdir -p "$py/ingot"
+    cp "$ROOT"/python/ingot/*.py "$ROOT"/python/ingot/*.pyi "$py/ingot/"
+    ext_suffix="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+    c++ -O2 -std=c++20 -shared -fPIC $(python3 -m pybind11 --includes) -I"$ROOT/include" -I"$dir/include" \
+      "$ROOT/src/python/module.cpp" -o "$py/ingot/_ingot$ext_suffix" "$dir/bin/libingot.so" -Wl,-rpath,"$dir/bin" \
+      >"$out/python-build.log" 2>&1 || { cat "$out/python-build.log"; rc=1; }
+    if [ "$rc" = 0 ]; then
+      export INGOT_INCLUDE_DIR="$ROOT/include" INGOT_EXTENSIONS_DIR="$dir/extensions"
+      PYTHONPATH="$py" INGOT_CLI="$ingot" python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python" \
+        >"$out/python-pytest.log" 2>&1 || rc=$?
+      tail -n 15 "$out/python-pytest.log"
+      summary+=("python tests on this machine (CUDA ones included): $(tail -n 1 "$out/python-pytest.log") (exit $rc)")
+      for d in cuda cpu; do
+        INGOT_PYTHONPATH="$py" INGOT_CLI="$ingot" PYTHON=python3 bash "$ROOT/examples/custom-op/run.sh" --device "$d" \
+          --out "$out/customop-$d" >"$out/customop-$d.log" 2>&1 || rc=$?
+        grep -E "^== |fallback nodes|ms$" "$out/customop-$d.log" | tail -n 8
+        summary+=("custom-op story on $d: $(grep '^== '"$d" "$out/customop-$d.log" | tail -n 1)")
+      done
+      PYTHONPATH="$py" python3 "$ROOT/bench/extension_reload.py" --cuda --json "$out/extension-reload.json" 2>&1 | tail -n 2
+      summary+=("extension reload bench: extension-reload.json")
+    fi
   fi
   if want bench && [ -x "$dir/bin/ingot-bench-gpu" ]; then
     "$dir/bin/ingot-bench-gpu" --json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log" || true

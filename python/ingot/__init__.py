@@ -13,6 +13,7 @@ from ._ingot import (  # noqa: F401
     Error,
     Session,
     Tensor,
+    convert,
     from_dlpack,
     grad,
     no_grad,
@@ -21,7 +22,10 @@ from ._ingot import (  # noqa: F401
     synchronize,
     tensor,
     zeros,
+    loaded_extensions,
 )
+from .extension import Extension, load_extension, load_extension_library  # noqa: F401
 
-__all__ = ["Error", "Session", "Tensor", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
-           "tensor", "zeros"]
+__all__ = ["Error", "Session", "Tensor", "convert", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
+           "tensor", "zeros",
+           "Extension", "load_extension", "load_extension_library", "loaded_extensions"]

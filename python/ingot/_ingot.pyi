@@ -1,5 +1,5 @@
 # Type hints of the extension module (src/python/module.cpp).
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 class Error(RuntimeError): ...
 
@@ -84,3 +84,21 @@ class profiler:
     def stop() -> "profiler.Trace": ...
     @staticmethod
     def enabled() -> bool: ...
+
+def convert(model: str, output: str, device: str = "cpu", precision: str = "fp32",
+            input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
+            progress: bool | Callable[[str, bool, str], None] = False) -> dict[str, Any]: ...
+
+class ExtensionInfo:
+    name: str
+    library: str
+    digest: str
+    ops: list[str]
+    compiled: bool
+    seconds: float
+
+def _load_extension(name: str, sources: list[str], extra_cflags: list[str], extra_cuda_cflags: list[str],
+                    extra_ldflags: list[str], extra_include_paths: list[str], build_directory: str, verbose: bool,
+                    jobs: int, cuda_arch: str) -> ExtensionInfo: ...
+def _load_extension_library(path: str) -> ExtensionInfo: ...
+def loaded_extensions() -> list[ExtensionInfo]: ...

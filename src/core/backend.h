@@ -43,6 +43,12 @@ class Backend {
   virtual DeviceGraphs* graphs() { return nullptr; }
   // Device-side timing for the profiler and NVTX ranges (core/device_timer.h); nullptr where it has none.
   virtual const DeviceTimer* timer() { return nullptr; }
+  // The queue the backend's kernels run on for this device (a cudaStream_t for CUDA), for code
+  // outside Ingot that enqueues work beside them (extension kernels); nullptr where there is none.
+  virtual void* native_stream(int device_index) { return nullptr; }
+  // The architecture of device `device_index` as compilers name it ("sm_90"); "" when the device is
+  // not there (a CUDA build on a machine without a GPU) or the backend has no such notion.
+  virtual std::string arch(int device_index) { return ""; }
 
   // The name in upper case, as messages write it ("no CUDA kernel for Resize").
   std::string label() const;

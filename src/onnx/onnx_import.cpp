@@ -261,6 +261,7 @@ std::shared_ptr<Model> import_onnx(const std::string& path) {
     if (!proto.has_graph() || proto.ir_version() <= 0) {
       fail("not a valid ONNX model (no graph or no IR version: truncated or not an ONNX file?)");
     }
+    register_shape_rule_schemas();
     infer_shapes(proto);
     auto model = std::make_shared<Model>();
     model->name = name;

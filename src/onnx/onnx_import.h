@@ -18,4 +18,9 @@ std::shared_ptr<Model> import_onnx(const std::string& path);
 Value load_value_pb(const std::string& path, const ValueType& expected);
 Tensor load_tensor_pb(const std::string& path);
 
+// Gives libonnx a schema for each catalogue op outside ONNX's domains that has a shape rule
+// (extension ops), once, so that its shape inference runs through them (onnx_schema.cpp). The
+// importer calls it before inferring.
+void register_shape_rule_schemas();
+
 }  // namespace ingot

@@ -91,6 +91,21 @@ using BatchRule = bool (*)(BatchBuilder& b);
 // An output dtype that an attribute decides where no input does (Constant's value): declared with the op.
 using DTypeRule = DType (*)(const Attributes& attrs, size_t output);
 
+// A value's static type as shape rules see it: dtype Undefined, rank -1 and dims -1 where unknown.
+struct StaticType {
+  DType dtype = DType::Undefined;
+  int rank = -1;
+  std::vector<int64_t> dims;
+};
+struct OpDef;
+// Output types from input types and attributes, for ops that libonnx's shape inference has no
+// schema for (extension ops): graph import infers through them (onnx/onnx_schema.cpp). Throws
+// ingot::Error for inputs the op refuses.
+using ShapeRule = std::vector<StaticType> (*)(const OpDef& def, const Attributes& attrs,
+                                              const std::vector<StaticType>& inputs);
+
+struct ExtensionOp;  // extension/registry.h
+
 struct OpDef {
   std::string name;
   std::string domain;                    // "" = ai.onnx
@@ -120,6 +135,10 @@ struct OpDef {
   // half precision (autocast, and half-precision models): Resize's roi and scales, Dropout's ratio.
   // -1: none.
   int float32_params_from = -1;
+  ShapeRule shape_rule = nullptr;  // see ShapeRule; nullptr: libonnx's inference (ONNX's ops), or none
+  // Ops an extension library defined (extension/registry.h): its kernels, shape rule, gradient op and
+  // the library that carries them (packages embed it). nullptr for Ingot's own ops.
+  const ExtensionOp* extension = nullptr;
 
   const AttrDef* find_attr(std::string_view attr) const;
   // The attribute as set in `attrs`, else the catalogue default; a required attribute that is

@@ -1,13 +1,17 @@
 // `ingot convert`: what Session::load does to an ONNX model before building the executor (the one
 // compile pipeline, compiler/compile.h), done once ahead of time, with input shapes fixed first.
 #include <fmt/format.h>
+#include <ingot/convert.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <random>
 
 #include "compiler/compile.h"
 #include "core/strings.h"
+#include "core/tuning.h"
 #include "onnx/onnx_import.h"
 #include "package/package.h"
 
@@ -98,6 +102,116 @@ std::shared_ptr<Model> convert_model(std::shared_ptr<Model> model, const Convert
   finish_passes();
   step("precision", true);
   return model;
+}
+
+namespace {
+
+// On a GPU, runs the package once (uniform random floats in [-1, 1), integer inputs 0; zeros would
+// time tensor cores unrealistically fast) so that the backends measure their algorithm choices and
+// generate their kernels (core/tuning.h); returns those to store in the package, with what happened
+// in `note`. Symbolic dims run at stand-in sizes (batch 1, other dims 64: large enough for the
+// pooling windows of image models): generated code does not depend on shapes, so it is kept, but
+// the algorithms measured for those shapes are not. A run that fails keeps nothing (the package
+// still works; its first run does the work instead).
+struct Tuned {
+  std::vector<PackageBlob> algorithms, device_code;
+};
+Tuned tune(const std::string& package, Device device, std::string& note) {
+  SessionOptions options;
+  options.device = device;
+  options.report_fallbacks = false;
+  options.cuda_graphs = false;
+  Session session = Session::load(package, options);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<Tensor> inputs;
+  std::string symbolic;
+  for (const TensorInfo& info : session.inputs()) {
+    std::vector<int64_t> dims;
+    for (size_t d = 0; d < info.dims.size(); ++d) {
+      const std::string& dim = info.dims[d];
+      if (!dim.empty() && std::all_of(dim.begin(), dim.end(), ::isdigit)) {
+        dims.push_back(std::stoll(dim));
+      } else {
+        dims.push_back(d == 0 ? 1 : 64);
+        if (symbolic.empty()) symbolic = info.name;
+      }
+    }
+    Tensor t = Tensor::zeros(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, dims);
+    if (is_floating(t.dtype())) {
+      std::vector<double> v(size_t(t.numel()));
+      for (double& x : v) x = dist(rng);
+      t = Tensor::from_vector(v, dims).cast(t.dtype());
+    }
+    inputs.push_back(t);
+  }
+  try {
+    session.run(inputs);
+  } catch (const Error& e) {
+    note = fmt::format("skipped: a run on random inputs failed: {}", e.what());
+    return {};
+  }
+  auto blobs = [](tuning::Store& store) {
+    std::vector<PackageBlob> out;
+    for (const auto& [key, value] : store.entries()) out.push_back({key, {value.begin(), value.end()}});
+    return out;
+  };
+  Tuned tuned;
+  tuned.device_code = blobs(tuning::device_code());
+  if (symbolic.empty()) tuned.algorithms = blobs(tuning::algorithms());
+  if (!symbolic.empty())
+    note = fmt::format("no algorithms: input '{}' has symbolic dims, fix them with --input-shape", symbolic);
+  return tuned;
+}
+
+}  // namespace
+
+ConvertResult convert(const std::string& model_path, const std::string& package_path, const ConvertSettings& settings) {
+  auto report = [&](const std::string& step, bool done, const std::string& note = "") {
+    if (settings.progress) settings.progress(step, done, note);
+  };
+  ConvertOptions options;
+  options.device = settings.device;
+  options.precision = settings.precision;
+  options.optimize = settings.optimize;
+  options.input_shapes = settings.input_shapes;
+  options.progress = [&](const std::string& step, bool done) { report(step, done); };
+  // The target is checked first: a conversion for a GPU this machine lacks would only fail at load.
+  PackageMetadata meta;
+  meta.device = settings.device.type == DeviceType::CPU ? "cpu" : "cuda";
+  meta.arch = current_arch(settings.device);
+  if (meta.arch.empty()) fail("--device {}: no CUDA device on this machine to build the package for", settings.device.str());
+  meta.precision = std::string(precision_name(settings.precision));
+  meta.source_model = std::filesystem::path(model_path).filename().string();
+
+  std::shared_ptr<Model> model = convert_model(model_path, options);
+  report("writing", false);
+  save_package(*model, meta, package_path);
+  ConvertResult r;
+  r.path = package_path;
+  r.device = meta.device;
+  r.arch = meta.arch;
+  r.precision = meta.precision;
+  r.bytes = int64_t(std::filesystem::file_size(package_path));
+  report("writing", true, fmt::format("{:.1f} MB", double(r.bytes) / 1e6));
+  if (settings.device.type != DeviceType::CPU) {
+    // Algorithm search now rather than at the package's first run; the package is written again
+    // with the choices.
+    report("tuning", false);
+    Tuned tuned = tune(package_path, settings.device, r.tuning_note);
+    meta.algorithms = std::move(tuned.algorithms);
+    meta.device_code = std::move(tuned.device_code);
+    if (!meta.algorithms.empty() || !meta.device_code.empty()) {
+      save_package(*model, meta, package_path);
+      r.bytes = int64_t(std::filesystem::file_size(package_path));
+    }
+    r.algorithms = int(meta.algorithms.size());
+    r.device_code = int(meta.device_code.size());
+    report("tuning", true, fmt::format("{} algorithm choices, {} generated kernels{}", r.algorithms, r.device_code,
+                                       r.tuning_note.empty() ? "" : "; " + r.tuning_note));
+  }
+  for (const PackageExtension& e : read_package_metadata(package_path).extensions) r.extensions.push_back(e.name);
+  return r;
 }
 
 }  // namespace ingot

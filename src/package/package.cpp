@@ -10,19 +10,20 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "core/backend.h"
 #include "core/strings.h"
+#include "extension/registry.h"
+#include "ops/op_def.h"
 #include "package/ingot_package_generated.h"
-
-#ifdef INGOT_HAS_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #ifndef INGOT_VERSION
 #define INGOT_VERSION "0.1.0"
@@ -61,21 +62,9 @@ std::string_view precision_name(Precision precision) {
 }
 
 std::string current_arch(Device device) {
-  if (device.type == DeviceType::CUDA) {
-#ifdef INGOT_HAS_CUDA
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || device.index >= count) {
-      cudaGetLastError();  // clear the sticky "no device" error
-      return "";
-    }
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index) != cudaSuccess)
-      return "";
-    return fmt::format("sm_{}{}", major, minor);
-#else
-    return "";
-#endif
+  if (device.type != DeviceType::CPU) {
+    Backend* backend = find_backend(device.type);
+    return backend ? backend->arch(device.index) : "";
   }
 #if defined(__x86_64__)
 #if defined(__AVX512F__)
@@ -241,6 +230,28 @@ std::string iso_time(int64_t unix_seconds) {
 
 }  // namespace
 
+namespace {
+
+// The extension libraries whose ops the graph (and its subgraphs) use, each once, in first-use order.
+std::vector<const ExtensionLibrary*> extensions_used(const Graph& graph) {
+  std::vector<const ExtensionLibrary*> out;
+  std::function<void(const Graph&)> walk = [&](const Graph& g) {
+    for (const Node& n : g.nodes) {
+      const OpDef* def = OpCatalogue::instance().find(n.domain, n.op_type);
+      if (def && def->extension && std::find(out.begin(), out.end(), def->extension->library) == out.end())
+        out.push_back(def->extension->library);
+      for (const auto& [name, a] : n.attrs) {
+        if (a.g) walk(*a.g);
+        for (const auto& sub : a.graphs) walk(*sub);
+      }
+    }
+  };
+  walk(graph);
+  return out;
+}
+
+}  // namespace
+
 void save_package(const Model& model, const PackageMetadata& metadata, const std::string& path) {
   std::string file = fs::path(path).filename().string();
   try {
@@ -270,7 +281,15 @@ void save_package(const Model& model, const PackageMetadata& metadata, const std
     auto weights = w.fbb.CreateVector(w.weights);
     auto device_code = w.blobs(m.device_code);
     auto algorithms = w.blobs(m.algorithms);
-    w.fbb.Finish(pkg::CreatePackage(w.fbb, meta, model_off, weights, device_code, algorithms));
+    std::vector<Offset<pkg::Extension>> extensions;
+    for (const ExtensionLibrary* lib : extensions_used(*model.graph)) {
+      std::vector<Offset<flatbuffers::String>> ops;
+      for (const std::string& op : lib->ops) ops.push_back(w.fbb.CreateString(op));
+      extensions.push_back(pkg::CreateExtension(w.fbb, w.fbb.CreateString(lib->name), w.fbb.CreateString(lib->digest),
+                                                w.fbb.CreateVector(ops), w.fbb.CreateVector(lib->bytes)));
+    }
+    w.fbb.Finish(pkg::CreatePackage(w.fbb, meta, model_off, weights, device_code, algorithms,
+                                    w.fbb.CreateVector(extensions)));
 
     PackageHeader h{};
     std::memcpy(h.magic, kPackageMagic, 8);
@@ -548,6 +567,13 @@ PackageMetadata read_metadata(const pkg::Package* root) {
   };
   out.device_code = blobs(root->device_code());
   out.algorithms = blobs(root->algorithms());
+  if (root->extensions())
+    for (const auto* e : *root->extensions()) {
+      PackageExtension x{str(e->name()), str(e->digest()), {}, e->library() ? e->library()->size() : 0};
+      if (e->ops())
+        for (const auto* op : *e->ops()) x.ops.push_back(op->str());
+      out.extensions.push_back(std::move(x));
+    }
   return out;
 }
 
@@ -590,6 +616,17 @@ std::shared_ptr<Model> load(const std::string& path, const Device* device_or_nul
     model->producer = str(pm->producer());
     if (pm->opsets())
       for (const auto* op : *pm->opsets()) model->opsets[str(op->domain())] = op->version();
+    // The extension libraries the model's ops come from, loaded from the package's copies (one
+    // already loaded, the same bytes, is used as it is).
+    if (device_or_null && o.root->extensions())
+      for (const auto* e : *o.root->extensions()) {
+        const auto* lib = e->library();
+        const ExtensionLibrary& loaded =
+            extension::load_bytes(str(e->name()), lib ? std::vector<uint8_t>(lib->begin(), lib->end()) : std::vector<uint8_t>{});
+        if (loaded.digest != str(e->digest()))
+          fail("extension '{}': its library's digest is {}, the package records {}", str(e->name()), loaded.digest,
+               str(e->digest()));
+      }
     model->graph = reader.graph(pm->graph());
     // The algorithms `ingot convert` measured and the code it generated: a real load hands them to
     // the backends.

@@ -26,6 +26,13 @@ struct PackageBlob {
   std::vector<uint8_t> data;
 };
 
+// An extension library embedded in the package (the ops of the model it defines).
+struct PackageExtension {
+  std::string name, digest;
+  std::vector<std::string> ops;
+  size_t nbytes = 0;
+};
+
 struct PackageMetadata {
   uint32_t format_version = kPackageFormatVersion;
   std::string producer;   // "ingot 0.1.0"; save_package fills it when empty
@@ -36,6 +43,8 @@ struct PackageMetadata {
   std::string source_model;
   int64_t created_unix = 0;  // 0: now
   std::vector<PackageBlob> device_code, algorithms;
+  // Read back from a package; save_package embeds the libraries of the model's extension ops itself.
+  std::vector<PackageExtension> extensions;
 };
 
 // The arch string of `device` on this machine and build: "x86_64-avx2" for the CPU, "sm_90" for a

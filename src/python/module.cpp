@@ -8,6 +8,8 @@
 // with Ingot's message. Names and defaults follow numpy's and PyTorch's where users compare.
 #include <dlpack/dlpack.h>
 #include <ingot/autograd.h>
+#include <ingot/convert.h>
+#include <ingot/load_extension.h>
 #include <ingot/ops.h>
 #include <ingot/profiler.h>
 #include <ingot/session.h>
@@ -458,6 +460,75 @@ PYBIND11_MODULE(_ingot, m) {
              d["graph_replay"] = t.graph_replay;
              return d;
            });
+
+  py::class_<ExtensionInfo>(m, "ExtensionInfo", "A loaded extension library (ingot.load_extension).")
+      .def_readonly("name", &ExtensionInfo::name)
+      .def_readonly("library", &ExtensionInfo::library, "the shared library loaded")
+      .def_readonly("digest", &ExtensionInfo::digest, "XXH64 of the library's bytes")
+      .def_readonly("ops", &ExtensionInfo::ops, "'domain::Name' of each op it defines")
+      .def_readonly("compiled", &ExtensionInfo::compiled, "whether this call compiled it (False: cached)")
+      .def_readonly("seconds", &ExtensionInfo::seconds, "this call's wall time");
+  m.def("_load_extension", [](const std::string& name, const std::vector<std::string>& sources,
+                              const std::vector<std::string>& extra_cflags, const std::vector<std::string>& extra_cuda_cflags,
+                              const std::vector<std::string>& extra_ldflags, const std::vector<std::string>& extra_include_paths,
+                              const std::string& build_directory, bool verbose, int jobs, const std::string& cuda_arch) {
+          ExtensionOptions o;
+          o.extra_cflags = extra_cflags;
+          o.extra_cuda_cflags = extra_cuda_cflags;
+          o.extra_ldflags = extra_ldflags;
+          o.extra_include_paths = extra_include_paths;
+          o.build_directory = build_directory;
+          o.verbose = verbose;
+          o.jobs = jobs;
+          o.cuda_arch = cuda_arch;
+          py::gil_scoped_release release;
+          return load_extension(name, sources, o);
+        });
+  m.def("_load_extension_library", [](const std::string& path) {
+          py::gil_scoped_release release;
+          return load_extension_library(path);
+        });
+  m.def("convert", [](const std::string& model, const std::string& output, const std::string& device,
+                      const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress) {
+          ConvertSettings c;
+          c.device = Device::parse(device);
+          c.precision = parse_precision(precision);
+          c.optimize = optimize;
+          if (!input_shapes.is_none())
+            for (auto [k, v] : input_shapes.cast<py::dict>())
+              c.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+          py::object report = progress;
+          if (py::isinstance<py::bool_>(progress)) {
+            report = progress.cast<bool>() ? py::module_::import("ingot._progress").attr("print_step") : py::none();
+          }
+          if (!report.is_none()) {
+            c.progress = [report](const std::string& step, bool done, const std::string& note) {
+              py::gil_scoped_acquire gil;
+              report(step, done, note);
+            };
+          }
+          ConvertResult r;
+          {
+            py::gil_scoped_release release;
+            r = convert(model, output, c);
+          }
+          py::dict d;
+          d["path"] = r.path;
+          d["device"] = r.device;
+          d["arch"] = r.arch;
+          d["precision"] = r.precision;
+          d["bytes"] = r.bytes;
+          d["algorithms"] = r.algorithms;
+          d["device_code"] = r.device_code;
+          d["tuning_note"] = r.tuning_note;
+          d["extensions"] = r.extensions;
+          return d;
+        }, py::arg("model"), py::arg("output"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
+        py::arg("input_shapes") = py::none(), py::arg("optimize") = true, py::arg("progress") = false,
+        "Converts an ONNX model into an .ingot package (`ingot convert`): the compile pipeline once, and on a GPU "
+        "the algorithm search and code generation, stored. input_shapes: {name: [dims]} fixes symbolic dims. "
+        "progress: True prints each step; a callable gets (step, done, note). Returns what was written.");
+  m.def("loaded_extensions", &loaded_extensions, "Every extension loaded in this process.");
 
   py::module_ prof = m.def_submodule("profiler", "Timelines of runs and eager calls (docs/PROFILING.md).");
   py::class_<profiler::Trace>(prof, "Trace")

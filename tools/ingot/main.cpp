@@ -1,5 +1,8 @@
 // ingot: run, test and inspect models. Exit codes: 0 success, 1 error, 2 usage error.
 #include <ingot/error.h>
+#include <ingot/load_extension.h>
+
+#include <filesystem>
 
 #include <iostream>
 #include <map>
@@ -18,6 +21,12 @@ int main(int argc, char** argv) {
         throw CLI::Success();
       },
       "List the INGOT_* environment switches, their defaults and what they do");
+  // User ops for every subcommand: a library built beforehand (.so) or sources compiled just in time.
+  std::vector<std::string> extensions;
+  app.add_option("--extension", extensions,
+                 "Load user ops first: an extension library (.so) or a source (.cpp/.cu, compiled and cached; "
+                 "docs/CUSTOM_OPS.md). Repeatable");
+  app.fallthrough();  // --extension may also follow the subcommand
   std::map<CLI::App*, ingot::cli::Runner> runners;
   auto add = [&](const char* name, const char* about, auto adder) {
     CLI::App* sub = app.add_subcommand(name, about);
@@ -51,6 +60,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    for (const std::string& e : extensions) {
+      const std::filesystem::path p(e);
+      if (p.extension() == ".so" || p.filename().string().find(".so.") != std::string::npos)
+        ingot::load_extension_library(e);
+      else
+        ingot::load_extension(p.stem().string(), {e});
+    }
     for (auto& [sub, runner] : runners) {
       if (sub->parsed()) return runner();
     }

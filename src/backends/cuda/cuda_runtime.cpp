@@ -409,6 +409,17 @@ struct CudaBackend final : Backend {
   DeviceMemory& memory() override { return memory_; }
   DeviceGraphs* graphs() override { return &graphs_; }
   const DeviceTimer* timer() override { return device_timer(); }
+  void* native_stream(int) override { return stream(); }  // the current device's: kernels run with theirs current
+  std::string arch(int device_index) override {
+    if (device_index >= device_count()) return "";
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "";
+    }
+    return "sm_" + std::to_string(major) + std::to_string(minor);
+  }
   CudaMemory memory_;
   CudaGraphs graphs_;
 };

@@ -1,0 +1,45 @@
+// Converting a model into an .ingot package (what `ingot convert` does, as a library call): the
+// load-time compile pipeline run once, the result saved, and on a GPU one run that measures the
+// backends' algorithm choices and generates their kernels, stored in the package so its launch
+// compiles and searches nothing. Extension ops the model uses travel inside the package.
+// docs/PACKAGE_FORMAT.md.
+#pragma once
+#include <ingot/export.h>
+#include <ingot/session.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+INGOT_API_BEGIN
+namespace ingot {
+
+struct ConvertSettings {
+  Device device = Device::cpu();
+  Precision precision = Precision::FP32;
+  bool optimize = true;
+  // Fixes symbolic dims of inputs: {"x", {1, 3, 224, 224}}. A GPU package stores algorithm choices
+  // only when every input's shape is fixed.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
+  // Each step as it starts (done false) and ends (done true, with a note): "import", "passes",
+  // "precision", "writing", "tuning".
+  std::function<void(const std::string& step, bool done, const std::string& note)> progress;
+};
+
+struct ConvertResult {
+  std::string path, device, arch, precision;
+  int64_t bytes = 0;
+  int algorithms = 0;   // measured algorithm choices stored (GPU)
+  int device_code = 0;  // generated kernels stored (GPU)
+  std::string tuning_note;            // why tuning stored less than it could, or ""
+  std::vector<std::string> extensions;  // extension libraries embedded
+};
+
+// Converts the ONNX model at `model_path` into the package `package_path`. Throws ingot::Error
+// naming the model, the input or the device at fault.
+ConvertResult convert(const std::string& model_path, const std::string& package_path, const ConvertSettings& settings = {});
+
+}  // namespace ingot
+INGOT_API_END
