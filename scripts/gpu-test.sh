@@ -227,11 +227,12 @@ run() {
     # here only), the custom-op story on the GPU and on this machine's CPU, and the reload bench.
     local py="$dir/python" ext_suffix rc=0
     mkdir -p "$py/ingot"
+    ln -sf libingot.so "$dir/bin/libingot.so.0"  # the soname the module records
     cp "$ROOT"/python/ingot/*.py "$ROOT"/python/ingot/*.pyi "$py/ingot/"
     ext_suffix="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
     c++ -O2 -std=c++20 -shared -fPIC $(python3 -m pybind11 --includes) -I"$ROOT/include" -I"$dir/include" \
       "$ROOT/src/python/module.cpp" -o "$py/ingot/_ingot$ext_suffix" "$dir/bin/libingot.so" -Wl,-rpath,"$dir/bin" \
-      >"$out/python-build.log" 2>&1 || { cat "$out/python-build.log"; rc=1; }
+      >"$dir/python-build.log" 2>&1 || { cat "$dir/python-build.log"; rc=1; }
     if [ "$rc" = 0 ]; then
       export INGOT_INCLUDE_DIR="$ROOT/include" INGOT_EXTENSIONS_DIR="$dir/extensions"
       PYTHONPATH="$py" INGOT_CLI="$ingot" python3 -m pytest -q -p no:cacheprovider "$ROOT/tests/python" \
@@ -240,10 +241,12 @@ run() {
       summary+=("python tests on this machine (CUDA ones included): $(tail -n 1 "$out/python-pytest.log") (exit $rc)")
       for d in cuda cpu; do
         INGOT_PYTHONPATH="$py" INGOT_CLI="$ingot" PYTHON=python3 bash "$ROOT/examples/custom-op/run.sh" --device "$d" \
-          --out "$out/customop-$d" >"$out/customop-$d.log" 2>&1 || rc=$?
+          --out "$dir/customop-$d" >"$out/customop-$d.log" 2>&1 || rc=$?
         grep -E "^== |fallback nodes|ms$" "$out/customop-$d.log" | tail -n 8
         summary+=("custom-op story on $d: $(grep '^== '"$d" "$out/customop-$d.log" | tail -n 1)")
       done
+      # The GPU story's timelines and numbers (the device tool brings back 8 files at most).
+      for f in before.html after.html summary.json; do cp "$dir/customop-cuda/$f" "$out/customop-cuda-$f" 2>/dev/null || true; done
       PYTHONPATH="$py" python3 "$ROOT/bench/extension_reload.py" --cuda --json "$out/extension-reload.json" 2>&1 | tail -n 2
       summary+=("extension reload bench: extension-reload.json")
     fi

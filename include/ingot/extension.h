@@ -26,6 +26,7 @@
 #include <ingot/extension_abi.h>
 
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <initializer_list>
 #include <stdexcept>
@@ -312,7 +313,8 @@ class OpBuilder {
   KernelFunction cpu_ = nullptr, cuda_ = nullptr;
 };
 
-// The ops an extension declares; INGOT_EXTENSION's body fills it.
+// The ops an extension declares; INGOT_EXTENSION's body fills it. The builder op() returns stays
+// valid while the block runs (a deque: declaring more ops never moves earlier ones).
 class Registry {
  public:
   OpBuilder& op(std::string domain, std::string name) {
@@ -326,7 +328,7 @@ class Registry {
   }
 
  private:
-  std::vector<OpBuilder> ops_;
+  std::deque<OpBuilder> ops_;
 };
 
 }  // namespace ingot::ext

@@ -63,11 +63,16 @@ def test_real_models_against_onnxruntime(name, model_cache, model_inputs, tmp_pa
     with open(os.path.join(reference, "outputs.json")) as f:
         names = json.load(f)["outputs"]
     feeds = {k: np.load(os.path.join(model_inputs, v)) for k, v in model["inputs"].items()}
-    for source in (path, None):  # the ONNX model, then its package
-        if source is None:
+    for source in (path, "cli", "python"):  # the ONNX model, then its package made by the CLI and by ingot.convert
+        if source == "cli":
             source = str(tmp_path / f"{name}.ingot")
             cli = os.environ.get("INGOT_CLI", os.path.join(ROOT, "build", "tools", "ingot", "ingot"))
             subprocess.run([cli, "convert", path, "-o", source, "-q"], check=True, capture_output=True)
+        elif source == "python":
+            source, steps = str(tmp_path / f"{name}.py.ingot"), []
+            r = ingot.convert(path, source, progress=lambda step, done, note: steps.append((step, done)))
+            assert r["path"] == source and r["device"] == "cpu" and r["bytes"] == os.path.getsize(source)
+            assert [s for s, done in steps if done] == ["import", "passes", "precision", "writing"]
         session = ingot.Session(source)
         out = session.run(feeds)
         assert list(out) == names

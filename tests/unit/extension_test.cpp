@@ -21,7 +21,9 @@
 #include <fstream>
 #include <random>
 
+#include "core/backend.h"
 #include "onnx/onnx_import.h"
+#include "ops/kernel.h"
 #include "package/package.h"
 #include "test_util.h"
 
@@ -261,4 +263,24 @@ TEST(Extension, SourcesAndLibrariesThatAreNotExtensionsAreRefusedByName) {
   const std::string e = error_of([] { load_extension_library("/lib/x86_64-linux-gnu/libz.so.1"); });
   EXPECT_NE(e.find("extension library '/lib/x86_64-linux-gnu/libz.so.1': not an Ingot extension"), std::string::npos) << e;
   EXPECT_NE(error_of([] { load_extension_library("/nonexistent/libx.so"); }).find("no such file"), std::string::npos);
+}
+
+TEST(Extension, CudaSourcesBuildWithNvccAndRegisterCudaKernels) {
+  // The custom-op example with its .cu source: nvcc compiles it for the GPU (no GPU needed to build),
+  // and a build with the CUDA backend registers its CUDA kernels beside the CPU ones.
+  if (!find_backend(DeviceType::CUDA) || access("/usr/local/cuda/bin/nvcc", X_OK) != 0)
+    GTEST_SKIP() << "a build without the CUDA backend, or no nvcc";
+  const std::string ex = std::string(INGOT_SOURCE_DIR) + "/examples/custom-op/";
+  ExtensionOptions o = shared_cache();
+  o.extra_cflags = {"-DWITH_CUDA"};
+  const ExtensionInfo info = load_extension("example_softshrink_cuda", {ex + "softshrink.cpp", ex + "softshrink.cu"}, o);
+  EXPECT_EQ(info.ops, (std::vector<std::string>{"example.custom::Softshrink", "example.custom::SoftshrinkGrad"}));
+  for (const char* op : {"Softshrink", "SoftshrinkGrad"}) {
+    EXPECT_NE(KernelRegistry::instance().find("example.custom", op, DeviceType::CUDA, 1), nullptr) << op;
+    EXPECT_NE(KernelRegistry::instance().find("example.custom", op, DeviceType::CPU, 1), nullptr) << op;
+  }
+  // Its CPU kernel against the formula.
+  const Tensor x = Tensor::from_vector<float>({-2.0f, -0.25f, 0.0f, 0.75f, 3.0f}, {5});
+  EXPECT_EQ(ops::call("Softshrink", {x}, {{"lambd", 0.5f}}, 1, "example.custom").at(0).to_vector<float>(),
+            (std::vector<float>{-1.5f, 0, 0, 0.25f, 2.5f}));
 }
