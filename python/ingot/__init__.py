@@ -24,8 +24,13 @@ from ._ingot import (  # noqa: F401
     zeros,
     loaded_extensions,
 )
+from ._ingot import CompiledFunction, compile, func, manual_seed, optim  # noqa: F401
+from . import nn  # noqa: F401
 from .extension import Extension, load_extension, load_extension_library  # noqa: F401
+
+vmap = func.vmap
 
 __all__ = ["Error", "Session", "Tensor", "convert", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
            "tensor", "zeros",
-           "Extension", "load_extension", "load_extension_library", "loaded_extensions"]
+           "Extension", "load_extension", "load_extension_library", "loaded_extensions",
+           "CompiledFunction", "compile", "func", "manual_seed", "nn", "optim", "vmap"]

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "python/bindings.h"
+
 namespace py = pybind11;
 using namespace ingot;
 
@@ -295,6 +297,11 @@ class NoGrad {
 
 }  // namespace
 
+namespace ingot::python {
+Tensor tensor_from(const py::object& obj) { return to_tensor(obj); }
+DType dtype_from(const py::object& dtype) { return parse_dtype(dtype); }
+}  // namespace ingot::python
+
 PYBIND11_MODULE(_ingot, m) {
   m.doc() = "Ingot: ONNX models, packages, eager tensors with autograd, on the CPU and NVIDIA GPUs";
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
@@ -401,6 +408,11 @@ PYBIND11_MODULE(_ingot, m) {
         }, py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs") = std::vector<Tensor>{},
         py::arg("retain_graph") = false, py::arg("create_graph") = false,
         "The gradients of outputs with respect to inputs (torch.autograd.grad's arguments).");
+  m.def("_copy_into", [](const py::object& src, const Tensor& dst) {
+          const Tensor s = to_tensor(src);
+          if (s.shape() != dst.shape()) fail("copy: shape {} into {}", shape_str(s.shape()), shape_str(dst.shape()));
+          copy_tensor(s.cast(dst.dtype()).to(dst.device()), dst);
+        });
   m.def("synchronize", [](const std::string& device) { synchronize(Device::parse(device)); }, py::arg("device") = "cuda");
   py::class_<NoGrad>(m, "no_grad", "with ingot.no_grad(): ops in the block are not recorded for autograd.")
       .def(py::init<>())
@@ -539,4 +551,5 @@ PYBIND11_MODULE(_ingot, m) {
   prof.def("start", &profiler::start);
   prof.def("stop", &profiler::stop);
   prof.def("enabled", &profiler::enabled);
+  ingot::python::bind_training(m);
 }
