@@ -187,29 +187,26 @@ using KernelFunction = void (*)(KernelContext&);
 using ShapeFunction = void (*)(ShapeContext&);
 
 namespace detail {
-inline int32_t run_kernel(const IngotApi* api, IngotKernelContext* ctx, void* user) {
+// Runs a kernel or shape function, turning an exception into the context's error (no exception
+// crosses the ABI).
+template <class Wrapper, class Fn, class Raw>
+int32_t guarded(const IngotApi* api, Raw* raw, void* user, void (*report)(Raw*, const char*)) {
   try {
-    KernelContext c(api, ctx);
-    reinterpret_cast<KernelFunction>(user)(c);
+    Wrapper c(api, raw);
+    reinterpret_cast<Fn>(user)(c);
     return 0;
   } catch (const std::exception& e) {
-    api->kernel_error(ctx, e.what());
+    report(raw, e.what());
   } catch (...) {
-    api->kernel_error(ctx, "unknown exception");
+    report(raw, "unknown exception");
   }
   return 1;
 }
+inline int32_t run_kernel(const IngotApi* api, IngotKernelContext* ctx, void* user) {
+  return guarded<KernelContext, KernelFunction>(api, ctx, user, api->kernel_error);
+}
 inline int32_t run_shape(const IngotApi* api, IngotShapeContext* ctx, void* user) {
-  try {
-    ShapeContext c(api, ctx);
-    reinterpret_cast<ShapeFunction>(user)(c);
-    return 0;
-  } catch (const std::exception& e) {
-    api->shape_error(ctx, e.what());
-  } catch (...) {
-    api->shape_error(ctx, "unknown exception");
-  }
-  return 1;
+  return guarded<ShapeContext, ShapeFunction>(api, ctx, user, api->shape_error);
 }
 }  // namespace detail
 

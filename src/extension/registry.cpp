@@ -48,23 +48,10 @@ namespace {
 
 // ---- the table handed to libraries
 
+// The dtypes a tensor crossing the ABI may have (ONNX's codes Ingot implements, strings excepted).
 bool known_dtype(int32_t code) {
-  switch (DType(code)) {
-    case DType::Float32:
-    case DType::Float64:
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-    case DType::UInt8:
-    case DType::UInt16:
-    case DType::UInt32:
-    case DType::UInt64:
-    case DType::Bool: return code > 0;
-    default: return false;
-  }
+  const DType dt = DType(code);
+  return code > 0 && code < 256 && (is_floating(dt) || is_integral(dt) || dt == DType::Bool);
 }
 
 IngotTensor tensor_view(const Tensor& t) {

@@ -44,14 +44,7 @@ ExtensionOptions shared_cache() {
 
 ExtensionInfo load_test_extension() { return load_extension("test_softshrink", {kSource}, shared_cache()); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ingot::testing::error_of;
 
 Tensor random_tensor(Shape shape, uint32_t seed, DType dt = DType::Float64) {
   std::mt19937 rng(seed);

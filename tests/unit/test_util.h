@@ -1,11 +1,13 @@
 // Helpers shared by the unit tests: a private scratch folder and builders for small ONNX models.
 #pragma once
 #include <ingot/dtype.h>
+#include <ingot/error.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <string>
@@ -13,6 +15,16 @@
 #include <vector>
 
 namespace ingot::testing {
+
+// The message of the ingot::Error f throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ingot::Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // A scratch folder private to this test process: ctest runs every test case as its own process,
 // in parallel, so fixed file names in a shared folder would race.
