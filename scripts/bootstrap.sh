@@ -21,6 +21,8 @@ PACKAGES=(
   python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata
   # the Python module (python/, `import ingot`) and its tests (tests/python: pytest, PyTorch as the reference)
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch
+  # its wheel (scripts/build-wheel.sh: `wheel pack`) and the test that installs it with pip
+  python3-wheel python3-pip
   # the training example's data (idx files, gzip-compressed)
   dataset-fashion-mnist
   # the profiler's HTML report is rendered headless in a test (label browser)

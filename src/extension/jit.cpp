@@ -94,15 +94,18 @@ std::string program_identity(const std::string& program) {
   return fmt::format("{}:{}:{}", real.string(), st.st_size, st.st_mtim.tv_sec);
 }
 
-// The folder that holds <ingot/extension.h>: $INGOT_INCLUDE_DIR, the include folder beside the
-// installed libingot.so (wherever the tree was installed to), this build's source tree, the
-// configured install prefix.
+// The folder that holds <ingot/extension.h>: $INGOT_INCLUDE_DIR, the include folder of the tree
+// libingot.so was installed into (<prefix>/lib/../include, wherever the prefix is), the one beside
+// it (the Python wheel's ingot/include), this build's source tree, the configured install prefix.
 std::string include_dir() {
-  std::string beside_library;
+  std::string installed, beside;
   Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&include_dir), &info) && info.dli_fname)
-    beside_library = (fs::path(info.dli_fname).parent_path().parent_path() / "include").string();
-  for (const std::string& d : {env("INGOT_INCLUDE_DIR"), beside_library, std::string(INGOT_SOURCE_INCLUDE_DIR),
+  if (dladdr(reinterpret_cast<const void*>(&include_dir), &info) && info.dli_fname) {
+    const fs::path lib_dir = fs::path(info.dli_fname).parent_path();
+    installed = (lib_dir.parent_path() / "include").string();
+    beside = (lib_dir / "include").string();
+  }
+  for (const std::string& d : {env("INGOT_INCLUDE_DIR"), installed, beside, std::string(INGOT_SOURCE_INCLUDE_DIR),
                                std::string(INGOT_INSTALL_INCLUDE_DIR)})
     if (!d.empty() && fs::exists(fs::path(d) / "ingot" / "extension.h")) return d;
   fail("Ingot's extension headers (ingot/extension.h) were not found: set INGOT_INCLUDE_DIR to the folder that "
