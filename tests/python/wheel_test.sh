@@ -17,6 +17,15 @@ tmp, root = sys.argv[1], sys.argv[2]
 import ingot
 assert ingot.__file__.startswith(os.path.join(tmp, "site")), ingot.__file__
 assert ingot.op("Relu", np.array([-1.0, 2.0])).numpy().tolist() == [0.0, 2.0]
+import onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 8
+onnx.save(m, os.path.join(tmp, "relu.onnx"))
+y = ingot.Session(os.path.join(tmp, "relu.onnx")).run({"x": np.array([-3.0, 4.0], np.float32)})["y"]
+assert y.numpy().tolist() == [0.0, 4.0]
 e = ingot.load_extension("wheel_ext", [os.path.join(root, "tests", "extension", "softshrink.cpp")], verbose=True)
 assert e.compiled and e.Softshrink(np.array([2.0, 0.1])).numpy().tolist() == [1.5, 0.0]
 
