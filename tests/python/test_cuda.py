@@ -67,3 +67,14 @@ def test_the_cuda_custom_op_eagerly_and_under_autograd(tmp_path):
     assert off.data_ptr % 16 == 4
     torch.testing.assert_close(torch.from_dlpack(ext.Softshrink(off, lambd=0.3)),
                                torch.nn.functional.softshrink(torch.from_dlpack(off), 0.3), rtol=0, atol=0)
+
+
+def test_cupy_arrays_cross_without_copies():
+    cupy = pytest.importorskip("cupy")
+    a = cupy.arange(12, dtype=cupy.float32).reshape(3, 4) - 5
+    x = ingot.from_dlpack(a)
+    assert x.device == "cuda:0" and x.data_ptr == a.data.ptr
+    y = ingot.op("Relu", x)
+    b = cupy.from_dlpack(y)
+    assert b.data.ptr == y.data_ptr
+    cupy.testing.assert_array_equal(b, cupy.maximum(a, 0))

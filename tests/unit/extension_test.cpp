@@ -15,11 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/backend.h"
 #include "onnx/onnx_import.h"
@@ -276,4 +278,31 @@ TEST(Extension, CudaSourcesBuildWithNvccAndRegisterCudaKernels) {
   const Tensor x = Tensor::from_vector<float>({-2.0f, -0.25f, 0.0f, 0.75f, 3.0f}, {5});
   EXPECT_EQ(ops::call("Softshrink", {x}, {{"lambd", 0.5f}}, 1, "example.custom").at(0).to_vector<float>(),
             (std::vector<float>{-1.5f, 0, 0, 0.25f, 2.5f}));
+}
+
+TEST(Extension, SessionsKeepRunningWhileTheCatalogueGrows) {
+  // A session made before the extension is loaded runs on another thread throughout the load.
+  onnx::GraphProto g;
+  g.set_name("tanh");
+  *g.add_input() = ingot::testing::static_tensor_info("x", onnx::TensorProto::FLOAT, {64});
+  *g.add_node() = ingot::testing::make_node("Tanh", {"x"}, {"y"});
+  *g.add_output() = ingot::testing::static_tensor_info("y", onnx::TensorProto::FLOAT, {64});
+  Session session = Session::load(ingot::testing::save_model(ingot::testing::model_with(g), "tanh_while_loading.onnx"));
+  const Tensor x = random_tensor({64}, 11, DType::Float32);
+  const std::vector<float> want = session.run({{"x", x}}).at(0).to_vector<float>();
+  std::atomic<bool> stop{false};
+  std::atomic<int> runs{0}, wrong{0};
+  std::thread runner([&] {
+    while (!stop) {
+      if (session.run({{"x", x}}).at(0).to_vector<float>() != want) ++wrong;
+      ++runs;
+    }
+  });
+  load_test_extension();
+  const Tensor y = ops::call("Softshrink", {x}, {{"lambd", 0.1f}}, 1, "test.ext").at(0);
+  while (runs < 10) std::this_thread::yield();
+  stop = true;
+  runner.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(y.shape(), x.shape());
 }
