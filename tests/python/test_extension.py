@@ -191,6 +191,8 @@ def test_onnx_models_and_packages_of_its_domain(ext, tmp_path):
         pytest.skip("INGOT_CLI not set (ctest sets it)")
     package = str(tmp_path / "ext.ingot")
     subprocess.run([cli, "--extension", ext.library, "convert", model, "-o", package, "-q"], check=True)
+    shown = subprocess.run([cli, "inspect", package], check=True, capture_output=True, text=True).stdout
+    assert f"extension: softshrink_py (build {ext.digest}" in shown
     # A new process that never loads the extension: the package's embedded copy is used.
     r = run_python(f"""
         import ingot, json, numpy as np

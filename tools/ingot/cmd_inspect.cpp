@@ -78,6 +78,9 @@ Runner add_inspect_command(CLI::App& app) {
                 << meta.device << " " << meta.arch << ", " << meta.precision << ", from " << meta.source_model
                 << ", " << meta.device_code.size() << " device code and " << meta.algorithms.size()
                 << " algorithm blobs\n";
+      for (const PackageExtension& e : meta.extensions)
+        std::cout << "extension: " << e.name << " (build " << e.digest << ", " << e.nbytes << " bytes): "
+                  << join(e.ops, ", ") << "\n";
     }
     std::cout << "producer: " << (model->producer.empty() ? "?" : model->producer) << ", IR version "
               << model->ir_version << "\n";
