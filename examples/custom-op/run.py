@@ -167,6 +167,18 @@ def main():
         pkg_out = np.asarray(s.run({"x": x})["y"])
         summary["package_max_abs_diff"] = float(np.abs(pkg_out - b).max())
         summary["package_fallbacks"] = len(s.fallbacks())
+        # A process that never saw the sources or the build: the CLI runs the package from its
+        # embedded copy of the extension (on a GPU, the kernels' cubin inside it).
+        np.save(os.path.join(args.out, "x.npy"), x_host)
+        run = subprocess.run([args.ingot, "run", package, "--device", args.device, "-i",
+                              "x=" + os.path.join(args.out, "x.npy"), "-o", os.path.join(args.out, "cli")],
+                             capture_output=True, text=True, check=True)
+        cli_out = np.load(os.path.join(args.out, "cli", "output_0.npy"))
+        summary["package_cli_max_abs_diff"] = float(np.abs(cli_out - b).max())
+        summary["package_cli_fallback_reported"] = "instead of" in run.stderr
+        print(f"package run by the CLI (a fresh process, no sources): max abs diff {summary['package_cli_max_abs_diff']}, "
+              f"fallbacks reported: {summary['package_cli_fallback_reported']}")
+        assert summary["package_cli_max_abs_diff"] <= 1e-5 and not summary["package_cli_fallback_reported"]
 
     summary["before"] = {k: v for k, v in before.items() if k != "summary"}
     summary["after"] = {k: v for k, v in after.items() if k != "summary"}
