@@ -230,8 +230,8 @@ run() {
     ln -sf libingot.so "$dir/bin/libingot.so.0"  # the soname the module records
     cp "$ROOT"/python/ingot/*.py "$ROOT"/python/ingot/*.pyi "$py/ingot/"
     ext_suffix="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-    c++ -O2 -std=c++20 -shared -fPIC $(python3 -m pybind11 --includes) -I"$ROOT/include" -I"$dir/include" \
-      "$ROOT/src/python/module.cpp" -o "$py/ingot/_ingot$ext_suffix" "$dir/bin/libingot.so" -Wl,-rpath,"$dir/bin" \
+    c++ -O2 -std=c++20 -shared -fPIC $(python3 -m pybind11 --includes) -I"$ROOT/include" -I"$ROOT/src" -I"$dir/include" \
+      "$ROOT/src/python/module.cpp" "$ROOT/src/python/training.cpp" -o "$py/ingot/_ingot$ext_suffix" "$dir/bin/libingot.so" -Wl,-rpath,"$dir/bin" \
       >"$dir/python-build.log" 2>&1 || { cat "$dir/python-build.log"; rc=1; }
     if [ "$rc" = 0 ]; then
       export INGOT_INCLUDE_DIR="$ROOT/include" INGOT_EXTENSIONS_DIR="$dir/extensions"
