@@ -1,5 +1,6 @@
 #include "autograd/trace.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <ingot/error.h>
 
@@ -53,6 +54,9 @@ void Tracer::record(const OpDef& def, const Attributes& attrs, int opset, const 
     if (opset != onnx_opset_)
       fail("compile: {} ran at opset {} while the traced ops before it ran at {} (one opset per graph)", def.name,
            opset, onnx_opset_);
+  } else if (def.domain != kIngotDomain) {
+    int& v = other_opsets_[def.domain];
+    v = std::max(v, opset);
   }
   for (const AttrDef& a : def.attrs) {
     if (a.kind == AttrKind::Graph || a.kind == AttrKind::Graphs)
@@ -96,6 +100,7 @@ std::shared_ptr<Model> Tracer::finish(const std::vector<Tensor>& outputs, const 
   model->graph = graph_;
   model->opsets[""] = onnx_opset_ ? onnx_opset_ : 21;
   model->opsets[kIngotDomain] = 1;
+  for (const auto& [domain, version] : other_opsets_) model->opsets[domain] = version;
   model->ir_version = 8;
   model->producer = "ingot compile";
   return model;

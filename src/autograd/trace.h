@@ -44,6 +44,7 @@ class Tracer {
   std::vector<Tensor> keep_;  // every traced tensor, alive to the end (no address is reused meanwhile)
   int counter_ = 0;
   int onnx_opset_ = 0;
+  std::map<std::string, int> other_opsets_;  // other domains' (extension ops): the newest each ran at
 };
 
 }  // namespace ingot::autograd::detail

@@ -210,11 +210,18 @@ std::vector<StaticType> shape_rule(const OpDef& def, const Attributes& attrs, co
 // cotangents), returns each input's gradient.
 void vjp(GradBuilder& b) {
   const ExtensionOp& op = *b.def().extension;
+  // Fixed positions whatever the node omits: all declared inputs (omitted ones stay omitted), then
+  // all declared outputs, then their cotangents.
+  const size_t n_in = b.def().max_inputs >= 0 ? size_t(b.def().max_inputs) : b.num_inputs();
+  const size_t n_out = b.def().max_outputs >= 0 ? size_t(b.def().max_outputs) : b.num_outputs();
   std::vector<GradValue> args;
-  for (size_t i = 0; i < b.num_inputs(); ++i) args.push_back(b.x(i));
-  for (size_t i = 0; i < b.num_outputs(); ++i) args.push_back(b.y(i));
-  for (size_t i = 0; i < b.num_outputs(); ++i) args.push_back(b.dy(i).defined() ? b.dy(i) : b.zeros_like(b.y(i)));
-  std::vector<GradValue> grads = b.call(op.gradient_op, args, b.attrs(), int(b.num_inputs()), b.def().domain);
+  for (size_t i = 0; i < n_in; ++i) args.push_back(i < b.num_inputs() ? b.x(i) : GradValue{});
+  for (size_t i = 0; i < n_out; ++i) args.push_back(i < b.num_outputs() ? b.y(i) : GradValue{});
+  for (size_t i = 0; i < n_out; ++i) {
+    const bool flows = i < b.num_outputs() && b.dy(i).defined();
+    args.push_back(flows ? b.dy(i) : i < b.num_outputs() ? b.zeros_like(b.y(i)) : GradValue{});
+  }
+  std::vector<GradValue> grads = b.call(op.gradient_op, args, b.attrs(), int(n_in), b.def().domain);
   for (size_t i = 0; i < b.num_inputs() && i < grads.size(); ++i) {
     if (b.wants(i) && grads[i].defined()) b.grad(i, grads[i]);
   }

@@ -205,3 +205,22 @@ def test_onnx_models_and_packages_of_its_domain(ext, tmp_path):
     np.save(tmp_path / "x.npy", x)
     out = subprocess.run([cli, "run", model, "--input", f"x={tmp_path / 'x.npy'}"], capture_output=True, text=True)
     assert out.returncode == 1 and "RepeatRows" in out.stderr
+
+
+def test_compiled_and_vmapped_functions_run_the_extension_ops(ext):
+    # Traced into a graph (the forward op and its gradient op as nodes), compiled, and batched by vmap
+    # (per element: the extension declares no batching rule), all against PyTorch.
+    x = np.random.default_rng(6).standard_normal((3, 5))
+    lambd = float(np.float32(0.3))
+
+    def loss(v):
+        y = ext.Softshrink(v, lambd=lambd)
+        return ingot.op("ReduceSum", y * y, keepdims=0)
+
+    g = ingot.compile(ingot.func.grad(loss))
+    xt = torch.tensor(x, requires_grad=True)
+    (want,) = torch.autograd.grad((torch.nn.functional.softshrink(xt, lambd) ** 2).sum(), xt)
+    np.testing.assert_allclose(g(x).numpy(), want.numpy(), rtol=1e-14)
+    assert "SoftshrinkGrad" in g.graph(x)
+    per_row = ingot.vmap(lambda v: ext.Softshrink(v, lambd=lambd))(x).numpy()
+    np.testing.assert_array_equal(per_row, torch.nn.functional.softshrink(torch.from_numpy(x), lambd).numpy())
