@@ -421,17 +421,19 @@ PYBIND11_MODULE(_ingot, m) {
 
   py::class_<Session>(m, "Session", "A loaded ONNX model or .ingot package.")
       .def(py::init([](const std::string& path, const std::string& device, int threads, const std::string& precision,
-                       bool optimize, bool outputs_on_device) {
+                       bool optimize, bool outputs_on_device, bool cuda_graphs) {
              SessionOptions o;
              o.device = Device::parse(device);
              o.threads = threads;
              o.precision = parse_precision(precision);
              o.optimize = optimize;
              o.outputs_on_device = outputs_on_device;
+             o.cuda_graphs = cuda_graphs;
              py::gil_scoped_release release;
              return Session::load(path, o);
            }), py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = 0, py::arg("precision") = "fp32",
-           py::arg("optimize") = true, py::arg("outputs_on_device") = false)
+           py::arg("optimize") = true, py::arg("outputs_on_device") = false, py::arg("cuda_graphs") = true,
+           "cuda_graphs=False runs every GPU run op by op (a profile then shows each kernel instead of one graph replay).")
       .def_property_readonly("inputs", [](const Session& s) {
              py::list l;
              for (const TensorInfo& i : s.inputs()) l.append(py::make_tuple(i.name, std::string(dtype_name(i.dtype)), i.dims));
