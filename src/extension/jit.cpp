@@ -258,7 +258,7 @@ void run_jobs(const std::vector<Job>& jobs, int parallel, const std::string& nam
 
 // What this process loaded by cache key: a second load_extension of the same build is a lookup.
 std::mutex g_loaded_mutex;
-std::map<std::string, std::string> g_loaded_by_key;  // cache folder | key -> library path
+std::map<std::string, ExtensionInfo> g_loaded_by_key;  // cache folder | key -> what the load returned
 
 }  // namespace
 
@@ -336,7 +336,8 @@ ExtensionInfo load_extension(const std::string& name, const std::vector<std::str
     {
       std::lock_guard lock(g_loaded_mutex);
       if (auto it = g_loaded_by_key.find(loaded_key); it != g_loaded_by_key.end()) {
-        ExtensionInfo info = extension::load_file(it->second, name).info();
+        ExtensionInfo info = it->second;  // loaded already: no file read, hash or dlopen
+        info.compiled = false;
         info.seconds = seconds();
         return info;
       }
@@ -392,7 +393,7 @@ ExtensionInfo load_extension(const std::string& name, const std::vector<std::str
     ExtensionInfo info = extension::load_file(library.string(), name).info();
     {
       std::lock_guard lock(g_loaded_mutex);
-      g_loaded_by_key[loaded_key] = library.string();
+      g_loaded_by_key[loaded_key] = info;
     }
     info.compiled = compiled;
     info.seconds = seconds();

@@ -357,10 +357,10 @@ std::string owner_of(const OpDef& def) {
 }
 
 // dlopen + init + registration; libs().mutex is held.
-const ExtensionLibrary& load_locked(const std::string& name, const std::string& dl_path, const std::string& shown_path,
+const ExtensionLibrary& load_locked(const std::string& name, const std::string& digest, const std::string& dl_path,
+                                    const std::string& shown_path,
                                     std::vector<uint8_t> bytes) {
   Libraries& l = libs();
-  const std::string digest = digest_of(bytes);
   for (const ExtensionLibrary& lib : l.loaded)
     if (lib.digest == digest) return lib;
   void* handle = dlopen(dl_path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -453,7 +453,8 @@ const ExtensionLibrary& load_file(const std::string& path, const std::string& na
     std::vector<uint8_t> bytes = read_bytes(path);
     std::lock_guard lock(libs().mutex);
     // An absolute path: dlopen must not search the library path for a relative one.
-    return load_locked(lib_name, std::filesystem::absolute(path).string(), path, std::move(bytes));
+    const std::string digest = digest_of(bytes);
+    return load_locked(lib_name, digest, std::filesystem::absolute(path).string(), path, std::move(bytes));
   } catch (Error& e) {
     e.add_context(fmt::format("extension library '{}'", path));
     throw;
@@ -481,7 +482,7 @@ const ExtensionLibrary& load_bytes(const std::string& name, const std::vector<ui
       int fd;
       ~Closer() { close(fd); }
     } closer{fd};
-    return load_locked(name, fmt::format("/proc/self/fd/{}", fd), "", bytes);
+    return load_locked(name, digest, fmt::format("/proc/self/fd/{}", fd), "", bytes);
   } catch (Error& e) {
     e.add_context(fmt::format("extension '{}' embedded in the package", name));
     throw;
