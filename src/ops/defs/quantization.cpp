@@ -48,4 +48,69 @@ INGOT_OP(QLinearConv)
     .conv_attrs()
     .summary("Quantized convolution with an optional int32 bias, requantized to y_scale / y_zero_point.");
 
+// Written by fuse_qdq (src/passes/fuse_qdq.cpp) from DequantizeLinear -> Conv [-> Add(residual)]
+// [-> activation] [-> QuantizeLinear] and from ONNX's QLinearConv; the math and its arguments are
+// ops/semantics/quantized_args.h's. Inputs 0-8 are QLinearConv's (X, X_scale, X_zero_point, W,
+// W_scale, W_zero_point, Y_scale, Y_zero_point, int32 B), then an optional residual R with its
+// scale and zero point (R float32 when those are absent). Y is 8-bit (`output_dtype` uint8 or int8,
+// with Y_scale and Y_zero_point) or float32 (`output_dtype` float32: a dequantized result).
+INGOT_OP(QuantizedConv)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("X", "T1")
+    .input("X_scale", "TF")
+    .input("X_zero_point", "T1")
+    .input("W", "T2")
+    .input("W_scale", "TF")
+    .input("W_zero_point", "T2")
+    .optional_input("Y_scale", "TF")
+    .optional_input("Y_zero_point", "T3")
+    .optional_input("B", "TB")
+    .optional_input("R", "TR")
+    .optional_input("R_scale", "TF")
+    .optional_input("R_zero_point", "TR")
+    .output("Y", "T3")
+    .type("T1", {DType::UInt8, DType::Int8})
+    .type("T2", {DType::UInt8, DType::Int8})
+    .type("T3", {DType::UInt8, DType::Int8, DType::Float32})
+    .type("TR", {DType::UInt8, DType::Int8, DType::Float32})
+    .type("TF", {DType::Float32})
+    .type("TB", {DType::Int32})
+    .attr("activation", "")
+    .attr("output_dtype", int64_t(DType::UInt8))
+    .dtype_attr("output_dtype")
+    .conv_attrs()
+    .summary("Integer convolution with dequantize -> Conv [+ residual] [-> activation] [-> quantize] in one kernel "
+             "(activation '', 'Relu', 'HardSwish' or 'Sigmoid'; per-channel W_scale).")
+    .no_gradient("an inference op over integer tensors");
+
+// Written by fuse_qdq from DequantizeLinear -> MatMul/Gemm with a constant weight [-> Add(bias)]
+// [-> Relu] [-> QuantizeLinear], and from ONNX's QLinearMatMul with a constant 2-D B. Inputs 0-7 are
+// QLinearMatMul's (A [..., K], A_scale, A_zero_point, B [K, N], B_scale ([1] or [N]), B_zero_point,
+// Y_scale, Y_zero_point), then an int32 bias of N elements in A_scale * B_scale units.
+INGOT_OP(QuantizedMatMul)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("A", "T1")
+    .input("A_scale", "TF")
+    .input("A_zero_point", "T1")
+    .input("B", "T2")
+    .input("B_scale", "TF")
+    .input("B_zero_point", "T2")
+    .optional_input("Y_scale", "TF")
+    .optional_input("Y_zero_point", "T3")
+    .optional_input("bias", "TB")
+    .output("Y", "T3")
+    .type("T1", {DType::UInt8, DType::Int8})
+    .type("T2", {DType::UInt8, DType::Int8})
+    .type("T3", {DType::UInt8, DType::Int8, DType::Float32})
+    .type("TF", {DType::Float32})
+    .type("TB", {DType::Int32})
+    .attr("activation", "")
+    .attr("output_dtype", int64_t(DType::UInt8))
+    .dtype_attr("output_dtype")
+    .summary("Integer matrix product with dequantize -> MatMul [+ bias] [-> activation] [-> quantize] in one kernel "
+             "(per-column B_scale).")
+    .no_gradient("an inference op over integer tensors");
+
 }  // namespace ingot

@@ -1,0 +1,135 @@
+#include "ops/semantics/quantized_args.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ingot::sem {
+
+namespace {
+
+bool is_8bit(DType d) { return d == DType::UInt8 || d == DType::Int8; }
+
+float scalar_float(const KernelContext& ctx, size_t index, const char* name) {
+  const Tensor& s = ctx.input(index);
+  if (s.dtype() != DType::Float32 || s.numel() != 1) {
+    fail("input {} ({}): expected one float32 value, got {}", index, name, s.describe());
+  }
+  const float v = s.data<float>()[0];
+  if (!(v > 0.0f) || !std::isfinite(v)) fail("input {} ({}): expected a positive finite scale, got {}", index, name, v);
+  return v;
+}
+
+// A zero point of dtype `like` (one value), 0 when the input is absent.
+int32_t scalar_zero_point(const KernelContext& ctx, size_t index, DType like, const char* name) {
+  if (!ctx.has_input(index)) return 0;
+  const Tensor& z = ctx.input(index);
+  if (z.dtype() != like || z.numel() != 1) {
+    fail("input {} ({}): expected one {} value like its data, got {}", index, name, dtype_name(like), z.describe());
+  }
+  return int32_t(z.item_int());
+}
+
+}  // namespace
+
+QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t channels, int bias_index) {
+  QuantizedProductArgs a;
+  a.x = &ctx.input(0);
+  a.w = &ctx.input(3);
+  if (!is_8bit(a.x->dtype())) fail("input 0 (X): expected uint8 or int8, got {}", a.x->describe());
+  if (!is_8bit(a.w->dtype())) fail("input 3 (W): expected uint8 or int8, got {}", a.w->describe());
+  a.x_scale = scalar_float(ctx, 1, "X_scale");
+  a.x_zp = scalar_zero_point(ctx, 2, a.x->dtype(), "X_zero_point");
+
+  const Tensor& ws = ctx.input(4);
+  if (ws.dtype() != DType::Float32 || (ws.numel() != 1 && ws.numel() != channels)) {
+    fail("input 4 (W_scale): expected 1 or {} (output channels) float32 values, got {}", channels, ws.describe());
+  }
+  a.w_scale = ws.to_vector<float>();
+  for (float s : a.w_scale) {
+    if (!(s > 0.0f) || !std::isfinite(s)) fail("input 4 (W_scale): expected positive finite scales, got {}", s);
+  }
+  if (ctx.has_input(5)) {
+    const Tensor& wz = ctx.input(5);
+    if (wz.dtype() != a.w->dtype() || (wz.numel() != 1 && wz.numel() != channels)) {
+      fail("input 5 (W_zero_point): expected 1 or {} {} values like W, got {}", channels, dtype_name(a.w->dtype()),
+           wz.describe());
+    }
+    for (int64_t v : wz.to_int64_vector()) a.w_zp.push_back(int32_t(v));
+  } else {
+    a.w_zp = {0};
+  }
+
+  // The output: ai.ingot's ops say its dtype; QLinearConv/QLinearMatMul take Y_zero_point's.
+  if (ctx.has_attr("output_dtype") || ctx.def().find_attr("output_dtype")) {
+    a.y_dtype = DType(ctx.attr_int("output_dtype"));
+  } else {
+    a.y_dtype = ctx.input(7).dtype();
+  }
+  if (!is_8bit(a.y_dtype) && a.y_dtype != DType::Float32) {
+    fail("attribute 'output_dtype': expected uint8, int8 or float32, got {}", dtype_name(a.y_dtype));
+  }
+  if (a.quantized_output()) {
+    if (!ctx.has_input(6) || !ctx.has_input(7)) fail("an 8-bit output needs Y_scale (input 6) and Y_zero_point (input 7)");
+    a.y_scale = scalar_float(ctx, 6, "Y_scale");
+    a.y_zp = scalar_zero_point(ctx, 7, a.y_dtype, "Y_zero_point");
+  }
+
+  if (bias_index >= 0 && ctx.has_input(size_t(bias_index))) {
+    const Tensor& b = ctx.input(size_t(bias_index));
+    if (b.dtype() != DType::Int32 || b.numel() != channels) {
+      fail("input {} (B): expected int32[{}], got {}", bias_index, channels, b.describe());
+    }
+    a.bias = &b;
+  }
+
+  if (ctx.has_attr("activation") || ctx.def().find_attr("activation")) {
+    const std::string& act = ctx.attr_string("activation");
+    if (act == "Relu") a.act = QuantActivation::Relu;
+    else if (act == "HardSwish") a.act = QuantActivation::HardSwish;
+    else if (act == "Sigmoid") a.act = QuantActivation::Sigmoid;
+    else if (!act.empty()) fail("attribute 'activation': expected '', 'Relu', 'HardSwish' or 'Sigmoid', got '{}'", act);
+  }
+  return a;
+}
+
+void quantized_residual_args(const KernelContext& ctx, const Shape& out_shape, QuantizedProductArgs& a) {
+  if (!ctx.has_input(9)) return;
+  const Tensor& r = ctx.input(9);
+  if (r.shape() != out_shape) {
+    fail("input 9 (R): expected the output's shape {}, got {}", shape_str(out_shape), r.describe());
+  }
+  a.residual = &r;
+  a.residual_quantized = is_8bit(r.dtype());
+  if (a.residual_quantized) {
+    if (!ctx.has_input(10)) fail("input 9 (R) is {}: it needs R_scale (input 10)", dtype_name(r.dtype()));
+    a.r_scale = scalar_float(ctx, 10, "R_scale");
+    a.r_zp = scalar_zero_point(ctx, 11, r.dtype(), "R_zero_point");
+  } else if (r.dtype() != DType::Float32) {
+    fail("input 9 (R): expected uint8, int8 or float32, got {}", r.describe());
+  }
+}
+
+double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc, int64_t residual_index) {
+  double real = double(a.x_scale) * double(a.w_scale_of(c)) * double(acc);
+  if (a.residual) {
+    if (a.residual_quantized) {
+      const double r = a.residual->dtype() == DType::UInt8 ? double(a.residual->data<uint8_t>()[residual_index])
+                                                           : double(a.residual->data<int8_t>()[residual_index]);
+      real += double(a.r_scale) * (r - double(a.r_zp));
+    } else {
+      real += double(a.residual->data<float>()[residual_index]);
+    }
+  }
+  switch (a.act) {
+    case QuantActivation::None: break;
+    case QuantActivation::Relu: real = std::max(real, 0.0); break;
+    case QuantActivation::HardSwish: real = real * std::clamp(real / 6.0 + 0.5, 0.0, 1.0); break;
+    case QuantActivation::Sigmoid: real = 1.0 / (1.0 + std::exp(-real)); break;
+  }
+  if (!a.quantized_output()) return real;
+  const double lo = a.y_dtype == DType::UInt8 ? 0.0 : -128.0, hi = a.y_dtype == DType::UInt8 ? 255.0 : 127.0;
+  return std::clamp(std::nearbyint(real / double(a.y_scale)) + double(a.y_zp), lo, hi);
+}
+
+}  // namespace ingot::sem

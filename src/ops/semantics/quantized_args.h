@@ -1,0 +1,74 @@
+// The arguments of the quantized products (ai.ingot QuantizedConv / QuantizedMatMul, and ONNX's
+// QLinearConv / QLinearMatMul, whose inputs are their first ones), validated once for every backend.
+//
+// The math, per output element of channel c (a convolution's output channel, a product's column):
+//   acc  = sum (x - x_zp) * (w - w_zp[c]) + B[c]                      (int32, exact)
+//   real = x_scale * w_scale[c] * acc  [+ R_scale * (R - R_zp), or + R when R is float32]
+//   real = activation(real)                                           ('', Relu, HardSwish, Sigmoid)
+//   Y    = saturate(round_half_even(real / Y_scale) + Y_zp)           (8-bit output)
+//   Y    = real                                                       (float32 output)
+// which is DequantizeLinear -> Conv/MatMul -> [Add] -> [activation] -> QuantizeLinear computed on the
+// integers, the bias quantized to x_scale * w_scale[c] like ONNX's QLinearConv.
+#pragma once
+#include <ingot/tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/kernel.h"
+
+namespace ingot::sem {
+
+enum class QuantActivation { None, Relu, HardSwish, Sigmoid };
+
+struct QuantizedProductArgs {
+  const Tensor* x = nullptr;  // 8-bit activations (input 0)
+  const Tensor* w = nullptr;  // 8-bit weights (input 3)
+  float x_scale = 1.0f;
+  int32_t x_zp = 0;
+  std::vector<float> w_scale;   // 1 or `channels` values
+  std::vector<int32_t> w_zp;    // 1 or `channels` values
+  const Tensor* bias = nullptr; // int32 [channels], or null
+  const Tensor* residual = nullptr;  // the output's shape, or null
+  bool residual_quantized = false;
+  float r_scale = 1.0f;
+  int32_t r_zp = 0;
+  QuantActivation act = QuantActivation::None;
+  DType y_dtype = DType::Float32;  // UInt8/Int8 (quantized) or Float32
+  float y_scale = 1.0f;
+  int32_t y_zp = 0;
+
+  bool quantized_output() const { return y_dtype != DType::Float32; }
+  float w_scale_of(int64_t c) const { return w_scale.size() == 1 ? w_scale[0] : w_scale[size_t(c)]; }
+  int32_t w_zp_of(int64_t c) const { return w_zp.size() == 1 ? w_zp[0] : w_zp[size_t(c)]; }
+};
+
+// Reads and checks inputs 0-8 (and, for QuantizedConv, the residual 9-11 and `activation`) for a
+// product with `channels` output channels and the given output shape (for the residual's check).
+// `bias_index` is where the int32 bias is (QLinearConv and QuantizedConv: 8; QuantizedMatMul: 8;
+// QLinearMatMul has none: -1).
+QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t channels, int bias_index);
+// The residual (inputs 9-11), checked against the output's shape.
+void quantized_residual_args(const KernelContext& ctx, const Shape& out_shape, QuantizedProductArgs& a);
+
+// The epilogue in double for one accumulator of channel c (what a backend without a fused path,
+// and the reference loops, compute): the value stored in Y, as double (8-bit outputs: the integer).
+// `residual_index` is the element's index in R.
+double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc, int64_t residual_index);
+
+// Writes Y (allocated, a.y_dtype) from int32 accumulators laid out like Y; channel(i) is element
+// i's channel.
+template <class Channel>
+void write_quantized_output(const QuantizedProductArgs& a, const std::vector<int32_t>& acc, Tensor& y,
+                            Channel channel) {
+  const int64_t n = int64_t(acc.size());
+  auto fill = [&]<class T>(T* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(quantized_epilogue(a, channel(i), acc[size_t(i)], i));
+  };
+  if (a.y_dtype == DType::UInt8) fill(y.data<uint8_t>());
+  else if (a.y_dtype == DType::Int8) fill(y.data<int8_t>());
+  else fill(y.data<float>());
+}
+
+}  // namespace ingot::sem

@@ -1,0 +1,228 @@
+// The fused integer products (ai.ingot QuantizedConv / QuantizedMatMul, and ONNX's QLinearConv on the
+// same kernel) against a float64 reference of the quantized math written here, independently of the
+// kernels: the int32 accumulation is exact, so an 8-bit output may differ from the reference only
+// where float32 arithmetic in the requantization lands on the other side of a rounding tie (at most
+// one step), and a float32 output only by float32 rounding.
+#include <gtest/gtest.h>
+#include <ingot/ops.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+constexpr const char* kIngot = "ai.ingot";
+
+template <class T>
+Tensor random_tensor(std::mt19937& gen, const Shape& shape, int lo, int hi) {
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<T> v(size_t(shape_numel(shape)));
+  for (T& x : v) x = T(dist(gen));
+  return Tensor::from_vector(v, shape);
+}
+
+Tensor scalar_f(float v) { return Tensor::from_vector(std::vector<float>{v}, {}); }
+template <class T>
+Tensor scalar_q(int v) {
+  return Tensor::from_vector(std::vector<T>{T(v)}, {});
+}
+
+double value_at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::UInt8: return t.data<uint8_t>()[i];
+    case DType::Int8: return t.data<int8_t>()[i];
+    case DType::Int32: return t.data<int32_t>()[i];
+    default: return t.data<float>()[i];
+  }
+}
+
+double activation(const std::string& act, double v) {
+  if (act == "Relu") return std::max(v, 0.0);
+  if (act == "HardSwish") return v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0);
+  if (act == "Sigmoid") return 1.0 / (1.0 + std::exp(-v));
+  return v;
+}
+
+struct ConvCase {
+  Shape x_shape;  // [N, C, H, W]
+  int64_t out_channels = 8, kernel = 3, stride = 1, pad = 1, group = 1;
+  DType x_dtype = DType::UInt8, y_dtype = DType::UInt8;
+  bool per_channel = true, bias = true, residual = false;
+  std::string act;
+};
+
+// Dequantized operands, the real convolution in float64, then the requantization.
+void check_conv(const ConvCase& c, uint32_t seed) {
+  std::mt19937 gen(seed);
+  const int64_t n = c.x_shape[0], ch = c.x_shape[1], h = c.x_shape[2], w = c.x_shape[3];
+  const int64_t m = c.out_channels, icg = ch / c.group, ocg = m / c.group, k = c.kernel;
+  const bool u8 = c.x_dtype == DType::UInt8;
+  Tensor x = u8 ? random_tensor<uint8_t>(gen, c.x_shape, 0, 255) : random_tensor<int8_t>(gen, c.x_shape, -128, 127);
+  const int x_zp = u8 ? 117 : -9;
+  Tensor wq = random_tensor<int8_t>(gen, {m, icg, k, k}, -127, 127);
+  std::vector<float> w_scale;
+  std::uniform_real_distribution<float> sdist(0.002f, 0.02f);
+  for (int64_t i = 0; i < (c.per_channel ? m : 1); ++i) w_scale.push_back(sdist(gen));
+  const float x_scale = 0.031f, y_scale = 0.27f, r_scale = 0.19f;
+  const int y_zp = c.y_dtype == DType::UInt8 ? 100 : 3, r_zp = 121;
+  std::vector<int32_t> bias;
+  std::uniform_int_distribution<int> bdist(-5000, 5000);
+  for (int64_t i = 0; i < m; ++i) bias.push_back(bdist(gen));
+  const int64_t oh = (h + 2 * c.pad - k) / c.stride + 1, ow = (w + 2 * c.pad - k) / c.stride + 1;
+  const Shape out_shape{n, m, oh, ow};
+  Tensor r = random_tensor<uint8_t>(gen, out_shape, 0, 255);
+
+  std::vector<Tensor> inputs{x, scalar_f(x_scale), u8 ? scalar_q<uint8_t>(x_zp) : scalar_q<int8_t>(x_zp), wq,
+                             Tensor::from_vector(w_scale, {int64_t(w_scale.size())}), scalar_q<int8_t>(0)};
+  const bool quantized = c.y_dtype != DType::Float32;
+  inputs.push_back(quantized ? scalar_f(y_scale) : Tensor());
+  inputs.push_back(quantized ? (c.y_dtype == DType::UInt8 ? scalar_q<uint8_t>(y_zp) : scalar_q<int8_t>(y_zp)) : Tensor());
+  inputs.push_back(c.bias ? Tensor::from_vector(bias, {m}) : Tensor());
+  if (c.residual) {
+    inputs.push_back(r);
+    inputs.push_back(scalar_f(r_scale));
+    inputs.push_back(scalar_q<uint8_t>(r_zp));
+  }
+  Attributes attrs{{"group", Attribute(c.group)},
+                   {"strides", Attribute(std::vector<int64_t>{c.stride, c.stride})},
+                   {"pads", Attribute(std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad})},
+                   {"activation", Attribute(c.act)},
+                   {"output_dtype", Attribute(int64_t(c.y_dtype))}};
+  Tensor y = ops::call("QuantizedConv", inputs, attrs, 1, kIngot)[0];
+  ASSERT_EQ(y.dtype(), c.y_dtype);
+  ASSERT_EQ(y.shape(), out_shape);
+
+  int worst = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < m; ++oc)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t g = oc / ocg;
+          const double ws = w_scale[c.per_channel ? size_t(oc) : 0];
+          double real = c.bias ? double(bias[size_t(oc)]) * x_scale * ws : 0.0;
+          for (int64_t ic = 0; ic < icg; ++ic)
+            for (int64_t ki = 0; ki < k; ++ki)
+              for (int64_t kj = 0; kj < k; ++kj) {
+                const int64_t yi = i * c.stride - c.pad + ki, xj = j * c.stride - c.pad + kj;
+                if (yi < 0 || yi >= h || xj < 0 || xj >= w) continue;  // padding is real 0
+                const double xv = (value_at(x, ((b * ch + g * icg + ic) * h + yi) * w + xj) - x_zp) * x_scale;
+                const double wv = value_at(wq, ((oc * icg + ic) * k + ki) * k + kj) * ws;
+                real += xv * wv;
+              }
+          const int64_t idx = ((b * m + oc) * oh + i) * ow + j;
+          if (c.residual) real += (value_at(r, idx) - r_zp) * r_scale;
+          real = activation(c.act, real);
+          const double got = value_at(y, idx);
+          if (!quantized) {
+            ASSERT_NEAR(got, real, 1e-4 + 1e-5 * std::abs(real)) << "element " << idx;
+            continue;
+          }
+          const double lo = c.y_dtype == DType::UInt8 ? 0 : -128, hi = c.y_dtype == DType::UInt8 ? 255 : 127;
+          const double expected = std::clamp(std::nearbyint(real / y_scale) + y_zp, lo, hi);
+          worst = std::max(worst, int(std::abs(got - expected)));
+          ASSERT_LE(std::abs(got - expected), 1.0) << "element " << idx << " real " << real;
+        }
+  EXPECT_LE(worst, 1);
+}
+
+TEST(QuantizedConv, U8PerChannelWithBiasMatchesFloat64Reference) {
+  check_conv({.x_shape = {2, 16, 9, 11}}, 1);
+}
+
+TEST(QuantizedConv, ResidualAndReluMatchFloat64Reference) {
+  check_conv({.x_shape = {1, 16, 8, 8}, .out_channels = 16, .residual = true, .act = "Relu"}, 2);
+}
+
+TEST(QuantizedConv, HardSwishAndSigmoidApplyInTheRealDomain) {
+  check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 16, .act = "HardSwish"}, 3);
+  check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 16, .residual = true, .act = "Sigmoid"}, 4);
+}
+
+TEST(QuantizedConv, DepthwiseStridedAndGroupedMatchFloat64Reference) {
+  check_conv({.x_shape = {1, 32, 12, 12}, .out_channels = 32, .kernel = 5, .stride = 2, .pad = 2, .group = 32}, 5);
+  check_conv({.x_shape = {1, 16, 10, 10}, .out_channels = 8, .group = 4}, 6);
+}
+
+TEST(QuantizedConv, SignedActivationsPerTensorAndFloatOutput) {
+  check_conv({.x_shape = {1, 8, 6, 6}, .x_dtype = DType::Int8, .y_dtype = DType::Int8, .per_channel = false}, 7);
+  check_conv({.x_shape = {1, 8, 6, 6}, .y_dtype = DType::Float32, .residual = false, .act = "Relu"}, 8);
+}
+
+TEST(QuantizedConv, PointwiseWithoutBias) {
+  check_conv({.x_shape = {1, 24, 16, 16}, .out_channels = 48, .kernel = 1, .pad = 0, .bias = false}, 9);
+}
+
+// QuantizedMatMul: A [B, T, K] u8 times a constant [K, N] s8 with per-column scales and bias.
+void check_matmul(DType y_dtype, const std::string& act, uint32_t seed) {
+  std::mt19937 gen(seed);
+  const int64_t b = 2, t = 5, k = 37, n = 19;
+  Tensor a = random_tensor<uint8_t>(gen, {b, t, k}, 0, 255);
+  Tensor wq = random_tensor<int8_t>(gen, {k, n}, -127, 127);
+  std::vector<float> w_scale;
+  std::uniform_real_distribution<float> sdist(0.002f, 0.02f);
+  for (int64_t i = 0; i < n; ++i) w_scale.push_back(sdist(gen));
+  std::vector<int32_t> bias;
+  std::uniform_int_distribution<int> bdist(-3000, 3000);
+  for (int64_t i = 0; i < n; ++i) bias.push_back(bdist(gen));
+  const float a_scale = 0.05f, y_scale = 0.4f;
+  const int a_zp = 128, y_zp = 7;
+  const bool quantized = y_dtype != DType::Float32;
+  std::vector<Tensor> inputs{a,
+                             scalar_f(a_scale),
+                             scalar_q<uint8_t>(a_zp),
+                             wq,
+                             Tensor::from_vector(w_scale, {n}),
+                             scalar_q<int8_t>(0),
+                             quantized ? scalar_f(y_scale) : Tensor(),
+                             quantized ? scalar_q<int8_t>(y_zp) : Tensor(),
+                             Tensor::from_vector(bias, {n})};
+  Attributes attrs{{"activation", Attribute(act)}, {"output_dtype", Attribute(int64_t(y_dtype))}};
+  Tensor y = ops::call("QuantizedMatMul", inputs, attrs, 1, kIngot)[0];
+  ASSERT_EQ(y.shape(), (Shape{b, t, n}));
+  for (int64_t row = 0; row < b * t; ++row)
+    for (int64_t j = 0; j < n; ++j) {
+      double real = double(bias[size_t(j)]) * a_scale * w_scale[size_t(j)];
+      for (int64_t p = 0; p < k; ++p)
+        real += (value_at(a, row * k + p) - a_zp) * a_scale * value_at(wq, p * n + j) * w_scale[size_t(j)];
+      real = activation(act, real);
+      const double got = value_at(y, row * n + j);
+      if (!quantized) {
+        ASSERT_NEAR(got, real, 1e-4 + 1e-5 * std::abs(real));
+      } else {
+        const double expected = std::clamp(std::nearbyint(real / y_scale) + y_zp, -128.0, 127.0);
+        ASSERT_LE(std::abs(got - expected), 1.0) << "row " << row << " column " << j;
+      }
+    }
+}
+
+TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
+  check_matmul(DType::Int8, "Relu", 11);
+  check_matmul(DType::Int8, "", 12);
+  check_matmul(DType::Float32, "", 13);
+}
+
+TEST(QuantizedConv, BadScalesAndDtypesNameTheInput) {
+  std::mt19937 gen(1);
+  Tensor x = random_tensor<uint8_t>(gen, {1, 4, 5, 5}, 0, 255);
+  Tensor w = random_tensor<int8_t>(gen, {6, 4, 3, 3}, -127, 127);
+  auto call = [&](Tensor w_scale, Tensor xin) {
+    return testing::error_of([&] {
+      ops::call("QuantizedConv",
+                {xin, scalar_f(0.1f), scalar_q<uint8_t>(0), w, w_scale, scalar_q<int8_t>(0), scalar_f(0.1f),
+                 scalar_q<uint8_t>(0)},
+                {}, 1, kIngot);
+    });
+  };
+  EXPECT_NE(call(Tensor::from_vector(std::vector<float>{0.1f, 0.2f}, {2}), x).find("W_scale"), std::string::npos);
+  EXPECT_NE(call(scalar_f(-1.0f), x).find("positive"), std::string::npos);
+  EXPECT_NE(call(scalar_f(0.1f), x.cast(DType::Float32)).find("X"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ingot
