@@ -5,10 +5,12 @@
 // docs/PACKAGE_FORMAT.md.
 #pragma once
 #include <ingot/export.h>
+#include <ingot/quantize.h>
 #include <ingot/session.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,8 +25,10 @@ struct ConvertSettings {
   // Fixes symbolic dims of inputs: {"x", {1, 3, 224, 224}}. A GPU package stores algorithm choices
   // only when every input's shape is fixed.
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
-  // Each step as it starts (done false) and ends (done true, with a note): "import", "passes",
-  // "precision", "writing", "tuning".
+  // Precision::INT8: calibration inputs and choices (quantize.input_shapes is `input_shapes`).
+  QuantizeSettings quantize;
+  // Each step as it starts (done false) and ends (done true, with a note): "import", "quantize"
+  // (int8), "passes", "precision", "writing", "tuning".
   std::function<void(const std::string& step, bool done, const std::string& note)> progress;
 };
 
@@ -35,6 +39,7 @@ struct ConvertResult {
   int device_code = 0;  // generated kernels stored (GPU)
   std::string tuning_note;            // why tuning stored less than it could, or ""
   std::vector<std::string> extensions;  // extension libraries embedded
+  std::optional<QuantizeReport> quantization;  // int8: what was quantized, and the accuracy on the calibration set
 };
 
 // Converts the ONNX model at `model_path` into the package `package_path`. Throws ingot::Error

@@ -14,7 +14,9 @@ namespace ingot {
 // The precision float32 models compute in. FP16/BF16 run convolutions, matrix products and
 // elementwise ops in float16/bfloat16 and keep Softmax, reductions, normalizations, Exp/Log/Pow/Erf
 // and RNNs in float32 (like PyTorch autocast); inputs and outputs stay float32.
-enum class Precision { FP32, FP16, BF16 };
+// INT8 (packages only: `ingot convert --precision int8 --calib ...`, include/ingot/quantize.h):
+// convolutions and matrix products in int8, the rest float32.
+enum class Precision { FP32, FP16, BF16, INT8 };
 // The dtype a precision computes convolutions and matrix products in.
 inline DType compute_dtype(Precision p) {
   return p == Precision::FP16 ? DType::Float16 : p == Precision::BF16 ? DType::BFloat16 : DType::Float32;

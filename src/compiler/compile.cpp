@@ -16,6 +16,7 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   for (const Pass& pass : lowering_passes()) add("lower", pass);
   if (options.optimize) {
     for (const Pass& pass : pipeline_passes()) {
+      if (pass.cpu_only && options.target != DeviceType::CPU) continue;
       if (!pass_disabled(pass.name)) add("optimize", pass);
     }
   }
@@ -29,7 +30,11 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   // INGOT_CHANNELS_LAST=1 (an experiment: cuDNN's float32 kernels are channels first).
   if (options.target == DeviceType::CUDA && options.optimize && (half || flags::enabled("INGOT_CHANNELS_LAST")) &&
       !pass_disabled("channels-last")) {
-    steps.push_back({"layout", "channels-last", to_channels_last});
+    steps.push_back({"layout", "channels-last", [](Model& m) { return to_channels_last(m, DeviceType::CUDA); }});
+  }
+  // On the CPU, the int8 convolutions (fuse-qdq's) run channels last.
+  if (options.target == DeviceType::CPU && options.optimize && !pass_disabled("channels-last")) {
+    steps.push_back({"layout", "channels-last", [](Model& m) { return to_channels_last(m, DeviceType::CPU); }});
   }
   return steps;
 }

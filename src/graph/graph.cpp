@@ -1,5 +1,8 @@
 #include "graph/graph.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "core/strings.h"
 
 namespace ingot {
@@ -57,5 +60,52 @@ int64_t Model::opset(const std::string& domain) const {
   auto it = opsets.find(domain == "ai.onnx" ? "" : domain);
   return it == opsets.end() ? 0 : it->second;
 }
+
+void fix_input_shapes(Model& model, const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
+  Graph& g = *model.graph;
+  std::map<std::string, int64_t> symbols;
+  for (const auto& [name, dims] : shapes) {
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& vi) { return vi.name == name; });
+    if (it == g.inputs.end()) {
+      std::string names = join(g.inputs, ", ", [](const ValueInfo& vi) { return vi.name; });
+      fail("--input-shape {}: the model has no input named '{}' (inputs: {})", name, name, names);
+    }
+    std::string given = shape_str(dims);
+    if (it->type.shape && it->type.shape->size() != dims.size())
+      fail("--input-shape {}={}: input '{}' has rank {} ({})", name, given, name, it->type.shape->size(),
+           it->type.str());
+    if (!it->type.shape) it->type.shape.emplace(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      Dim& dim = (*it->type.shape)[d];
+      if (dims[d] < 0) fail("--input-shape {}={}: negative dimension", name, given);
+      if (dim.is_static() && dim.value != dims[d])
+        fail("--input-shape {}={}: dimension {} of input '{}' is fixed at {}", name, given, d, name, dim.value);
+      if (!dim.is_static() && !dim.symbol.empty()) {
+        auto [s, inserted] = symbols.emplace(dim.symbol, dims[d]);
+        if (!inserted && s->second != dims[d])
+          fail("--input-shape {}={}: '{}' is already set to {}", name, given, dim.symbol, s->second);
+      }
+      dim = Dim{dims[d], ""};
+    }
+  }
+  if (symbols.empty()) return;
+  auto fix = [&](ValueInfo& vi) {
+    if (!vi.type.shape) return;
+    for (Dim& d : *vi.type.shape)
+      if (auto s = symbols.find(d.symbol); !d.is_static() && s != symbols.end()) d = Dim{s->second, ""};
+  };
+  std::function<void(Graph&)> walk = [&](Graph& graph) {
+    for (auto& vi : graph.inputs) fix(vi);
+    for (auto& vi : graph.outputs) fix(vi);
+    for (auto& [name, vi] : graph.value_info) fix(vi);
+    for (Node& n : graph.nodes)
+      for (auto& [name, a] : n.attrs) {
+        if (a.g) walk(*a.g);
+        for (auto& sub : a.graphs) walk(*sub);
+      }
+  };
+  walk(g);
+}
+
 
 }  // namespace ingot

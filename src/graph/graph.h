@@ -76,6 +76,10 @@ struct Model {
 // input/output counts and attributes. Throws ingot::Error naming the model, graph and node.
 void verify(const Model& model);
 
+// Fixes dims of graph inputs (`ingot convert --input-shape`): {"x", {1, 3, 224, 224}}; a symbol
+// fixed on an input is fixed wherever the graph uses it. Errors name the option and the input.
+void fix_input_shapes(Model& model, const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes);
+
 // A readable text form, one node per line, subgraphs indented.
 std::string print_graph(const Graph& graph);
 

@@ -6,6 +6,7 @@
 #include <onnx/onnx-data.pb.h>
 // clang-format on
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <cstring>
 #include <filesystem>
@@ -251,6 +252,11 @@ void infer_shapes(onnx::ModelProto& proto) {
 }  // namespace
 
 std::shared_ptr<Model> import_onnx(const std::string& path) {
+  std::string note;
+  return import_onnx(path, 0, note);
+}
+
+std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::string& note) {
   std::string name = fs::path(path).filename().string();
   try {
     std::string bytes = read_file(path, "model file");
@@ -263,6 +269,21 @@ std::shared_ptr<Model> import_onnx(const std::string& path) {
     }
     register_shape_rule_schemas();
     infer_shapes(proto);
+    int64_t have = 0;
+    for (const auto& op : proto.opset_import()) {
+      if (op.domain().empty() || op.domain() == "ai.onnx") have = op.version();
+    }
+    if (opset > 0 && have < opset) {
+      try {
+        proto = onnx::version_conversion::ConvertVersion(proto, opset);
+        infer_shapes(proto);
+        note = "opset " + std::to_string(have) + " raised to " + std::to_string(opset) + " by ONNX's version converter";
+      } catch (const std::exception& e) {
+        std::string why = e.what();
+        if (auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+        note = "opset " + std::to_string(have) + " could not be raised to " + std::to_string(opset) + ": " + why;
+      }
+    }
     auto model = std::make_shared<Model>();
     model->name = name;
     model->ir_version = proto.ir_version();

@@ -12,6 +12,10 @@ namespace ingot {
 // model's folder). ONNX's own shape inference fills Graph::value_info with symbolic shapes.
 // Throws ingot::Error naming the file for anything malformed or unsupported.
 std::shared_ptr<Model> import_onnx(const std::string& path);
+// The same, with the default domain's opset raised to `opset` first when it is lower, by ONNX's
+// version converter (the quantizer: per-axis DequantizeLinear needs opset 13). A model the converter
+// cannot raise is imported as it is, and `note` says why.
+std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::string& note);
 
 // Reads a serialized TensorProto (.pb). `expected` decides how to read a SequenceProto or
 // OptionalProto (ONNX test data for sequence/optional inputs).

@@ -14,59 +14,9 @@
 #include "core/tuning.h"
 #include "onnx/onnx_import.h"
 #include "package/package.h"
+#include "quant/quantize.h"
 
 namespace ingot {
-
-namespace {
-
-// Fixes dims of graph inputs; a symbol fixed on an input is fixed wherever the graph uses it.
-void fix_input_shapes(Model& model, const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
-  Graph& g = *model.graph;
-  std::map<std::string, int64_t> symbols;
-  for (const auto& [name, dims] : shapes) {
-    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& vi) { return vi.name == name; });
-    if (it == g.inputs.end()) {
-      std::string names = join(g.inputs, ", ", [](const ValueInfo& vi) { return vi.name; });
-      fail("--input-shape {}: the model has no input named '{}' (inputs: {})", name, name, names);
-    }
-    std::string given = shape_str(dims);
-    if (it->type.shape && it->type.shape->size() != dims.size())
-      fail("--input-shape {}={}: input '{}' has rank {} ({})", name, given, name, it->type.shape->size(),
-           it->type.str());
-    if (!it->type.shape) it->type.shape.emplace(dims.size());
-    for (size_t d = 0; d < dims.size(); ++d) {
-      Dim& dim = (*it->type.shape)[d];
-      if (dims[d] < 0) fail("--input-shape {}={}: negative dimension", name, given);
-      if (dim.is_static() && dim.value != dims[d])
-        fail("--input-shape {}={}: dimension {} of input '{}' is fixed at {}", name, given, d, name, dim.value);
-      if (!dim.is_static() && !dim.symbol.empty()) {
-        auto [s, inserted] = symbols.emplace(dim.symbol, dims[d]);
-        if (!inserted && s->second != dims[d])
-          fail("--input-shape {}={}: '{}' is already set to {}", name, given, dim.symbol, s->second);
-      }
-      dim = Dim{dims[d], ""};
-    }
-  }
-  if (symbols.empty()) return;
-  auto fix = [&](ValueInfo& vi) {
-    if (!vi.type.shape) return;
-    for (Dim& d : *vi.type.shape)
-      if (auto s = symbols.find(d.symbol); !d.is_static() && s != symbols.end()) d = Dim{s->second, ""};
-  };
-  std::function<void(Graph&)> walk = [&](Graph& graph) {
-    for (auto& vi : graph.inputs) fix(vi);
-    for (auto& vi : graph.outputs) fix(vi);
-    for (auto& [name, vi] : graph.value_info) fix(vi);
-    for (Node& n : graph.nodes)
-      for (auto& [name, a] : n.attrs) {
-        if (a.g) walk(*a.g);
-        for (auto& sub : a.graphs) walk(*sub);
-      }
-  };
-  walk(g);
-}
-
-}  // namespace
 
 std::shared_ptr<Model> convert_model(const std::string& onnx_path, const ConvertOptions& options) {
   if (options.progress) options.progress("import", false);
@@ -184,7 +134,45 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
   meta.precision = std::string(precision_name(settings.precision));
   meta.source_model = std::filesystem::path(model_path).filename().string();
 
-  std::shared_ptr<Model> model = convert_model(model_path, options);
+  std::shared_ptr<Model> model;
+  std::optional<QuantizeReport> quantization;
+  std::vector<quant::Sample> samples;
+  if (settings.precision == Precision::INT8) {
+    if (settings.device.type != DeviceType::CPU)
+      fail("--precision int8: int8 packages are built for the CPU (the CUDA backend has no integer kernels yet)");
+    // Calibrated QDQ form first; the pipeline's fuse-qdq then folds it into integer kernels.
+    QuantizeSettings qs = settings.quantize;
+    qs.input_shapes = settings.input_shapes;
+    report("import", false);
+    quantization.emplace();
+    model = quant::import_for_quantization(model_path, qs, *quantization);
+    samples = quant::load_calibration(*model, qs.calibration);
+    report("import", true);
+    report("quantize", false);
+    try {
+      quant::quantize_model(*model, samples, qs, *quantization);
+    } catch (Error& e) {
+      e.add_context("model '" + model->name + "'");
+      throw;
+    }
+    report("quantize", true,
+           fmt::format("{} products int8, {} float32", quantization->quantized, quantization->kept_float.size()));
+    options.input_shapes.clear();  // fixed already
+    model = convert_model(model, options);
+  } else {
+    model = convert_model(model_path, options);
+  }
+  if (quantization) {
+    // The accuracy of the package's graph against the float model on the calibration samples.
+    report("evaluate", false);
+    std::shared_ptr<Model> reference = import_onnx(model_path);
+    fix_input_shapes(*reference, settings.input_shapes);
+    compile(*reference, {});
+    quant::evaluate(reference, model, samples, settings.quantize, *quantization);
+    double worst = 1.0;
+    for (const OutputAccuracy& o : quantization->outputs) worst = std::min(worst, o.cosine);
+    report("evaluate", true, fmt::format("lowest output cosine similarity {:.5f}", worst));
+  }
   report("writing", false);
   save_package(*model, meta, package_path);
   ConvertResult r;
@@ -193,6 +181,7 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
   r.arch = meta.arch;
   r.precision = meta.precision;
   r.bytes = int64_t(std::filesystem::file_size(package_path));
+  r.quantization = std::move(quantization);
   report("writing", true, fmt::format("{:.1f} MB", double(r.bytes) / 1e6));
   if (settings.device.type != DeviceType::CPU) {
     // Algorithm search now rather than at the package's first run; the package is written again

@@ -57,6 +57,7 @@ std::string_view precision_name(Precision precision) {
   switch (precision) {
     case Precision::FP16: return "fp16";
     case Precision::BF16: return "bf16";
+    case Precision::INT8: return "int8";
     default: return "fp32";
   }
 }

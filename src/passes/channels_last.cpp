@@ -1,6 +1,8 @@
-// Channels-last layout for 2-D convolutional networks on the GPU (not in the pipeline: Session::load
-// and `ingot convert` run it after to_half_precision for a CUDA target in float16 or bfloat16;
-// INGOT_DISABLE_PASSES=channels-last skips it). cuDNN's tensor-core convolutions read and write
+// Channels-last layout for 2-D convolutional networks (the compile pipeline's layout step:
+// compiler/compile.cpp runs it after to_half_precision for a CUDA target in float16 or bfloat16, and
+// for a CPU target, where it moves the int8 convolutions; INGOT_DISABLE_PASSES=channels-last skips
+// it). On the CPU, oneDNN's int8 convolutions compute channels last: given NCHW they reorder their
+// input and output at every call, which cost 3x the convolutions themselves on BlazeFace. cuDNN's tensor-core convolutions read and write
 // NHWC: through its graph API (backends/cuda/cudnn_conv_graph.h) ResNet-50 fp16 runs 3x faster
 // channels last than channels first on the H200; depthwise layers run Ingot's own NHWC kernel
 // (docs/PERFORMANCE.md).
@@ -10,7 +12,10 @@
 //     "NHWC" on the channels-last copy of X (and R), W permuted to [M, kH, kW, C/group] at convert
 //     time; the result goes back to channels first through a Transpose that keeps the node's output
 //     name, so readers that stay channels first see no change;
-//   - elementwise nodes (activations, arithmetic, Clip, Cast, FusedElementwise) whose non-constant
+//   - ai.ingot.QuantizedConv (CPU target) likewise: layout "NHWC" on the channels-last X (and R), W
+//     permuted the same way;
+//   - elementwise nodes (activations, arithmetic, Clip, Cast, FusedElementwise, and per-tensor
+//     QuantizeLinear / DequantizeLinear) whose non-constant
 //     inputs all have a channels-last copy (4-D): computed on those copies; constant operands of
 //     rank <= 4 are permuted the same way (scalars stay), which keeps numpy broadcasting the same;
 //   - GlobalAveragePool of a channels-last copy: ReduceMean over the spatial axes of it.
@@ -35,8 +40,18 @@ namespace {
 
 using namespace passes;
 
-// Elementwise ops (the catalogue's tag) commute with the permutation, so they follow the layout.
-bool is_elementwise(const Node& n) { return OpCatalogue::instance().has_tag(n.domain, n.op_type, OpTag::Elementwise); }
+// Elementwise ops (the catalogue's tag) commute with the permutation, so they follow the layout; so
+// do (de)quantizations with one scale and zero point.
+bool is_elementwise(const Graph& g, const Node& n) {
+  if (is_op(n, "QuantizeLinear") || is_op(n, "DequantizeLinear")) {
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      const Tensor* c = n.inputs[i].empty() ? nullptr : constant_initializer(g, n.inputs[i]);
+      if (!n.inputs[i].empty() && (!c || c->numel() != 1)) return false;
+    }
+    return n.inputs.size() >= 2;
+  }
+  return OpCatalogue::instance().has_tag(n.domain, n.op_type, OpTag::Elementwise);
+}
 
 // The type of a channels-last copy (dims permuted when the rank is known).
 std::optional<ValueType> permuted_type(const Graph& g, const std::string& name) {
@@ -60,7 +75,7 @@ bool symmetric_pads(const Node& n) {
 
 class Rewriter {
  public:
-  explicit Rewriter(Model& model) : model_(model), g_(*model.graph) {
+  Rewriter(Model& model, DeviceType target) : model_(model), g_(*model.graph), target_(target) {
     for (const auto& [name, t] : g_.initializers) taken_.insert(name);
     for (const ValueInfo& v : g_.inputs) taken_.insert(v.name);
     for (const auto& [name, v] : g_.value_info) taken_.insert(name);
@@ -75,10 +90,12 @@ class Rewriter {
     for (Node& n : g_.nodes) {
       if (is_conv(n)) {
         convert_conv(n, out);
-      } else if (is_elementwise(n) && n.outputs.size() == 1 && convertible_operands(n)) {
+      } else if (is_elementwise(g_, n) && n.outputs.size() == 1 && convertible_operands(n)) {
         convert_elementwise(n, out);
       } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && last_.count(n.inputs[0])) {
         convert_global_average(n, out);
+      } else if (is_op(n, "Concat") && n.outputs.size() == 1 && convertible_operands(n) && all_rank4(n)) {
+        convert_concat(n, out);
       } else {
         out.push_back(std::move(n));
       }
@@ -91,6 +108,14 @@ class Rewriter {
 
  private:
   bool is_conv(const Node& n) const {
+    if (target_ == DeviceType::CPU) {
+      // The int8 convolutions only: oneDNN's float32 ones pick blocked layouts of their own.
+      if (n.domain != kIngotDomain || n.op_type != "QuantizedConv" || n.outputs.size() != 1) return false;
+      auto layout = n.attrs.find("layout");
+      if (layout != n.attrs.end() && layout->second.s != "NCHW") return false;
+      const Tensor* w = n.inputs.size() >= 4 ? constant_initializer(g_, n.inputs[3]) : nullptr;
+      return w && w->rank() == 4 && w->device() == Device::cpu();
+    }
     const bool fused = n.domain == kIngotDomain && n.op_type == "FusedConv";
     if (!fused && !is_op(n, "Conv")) return false;
     if (fused) {
@@ -125,9 +150,30 @@ class Rewriter {
     return name;
   }
 
-  // The channels-last copy of `value` (a Transpose made once; the source of a view we made).
+  // Every operand 4-D (constants too: Concat does not broadcast).
+  bool all_rank4(const Node& n) const {
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      const Tensor* c = constant_initializer(g_, in);
+      auto t = c ? std::optional<ValueType>() : value_type(g_, in);
+      if (c ? c->rank() != 4 : (!t || !t->shape || t->shape->size() != 4)) return false;
+    }
+    return true;
+  }
+
+  // The channels-last copy of `value` (a Transpose made once; the source of a view we made; the
+  // input of a model's own channels-first Transpose of a 4-D value).
   std::string to_last(const std::string& value, std::vector<Node>& out) {
     if (auto it = last_.find(value); it != last_.end()) return it->second;
+    for (const Node& n : out) {
+      if (is_op(n, "Transpose") && n.outputs.size() == 1 && n.outputs[0] == value) {
+        auto perm = n.attrs.find("perm");
+        if (perm != n.attrs.end() && perm->second.ints == sem::to_channels_first_perm(4)) {
+          last_[value] = n.inputs[0];
+          return n.inputs[0];
+        }
+      }
+    }
     Node t;
     t.op_type = "Transpose";
     t.name = fresh(value + "_nhwc");
@@ -173,6 +219,17 @@ class Rewriter {
   }
 
   void convert_conv(Node& n, std::vector<Node>& out) {
+    if (n.op_type == "QuantizedConv") {
+      Node c = n;
+      c.attrs["layout"] = Attribute(std::string("NHWC"));
+      c.inputs[0] = to_last(n.inputs[0], out);
+      std::string w_name = fresh(n.inputs[3] + "_ohwi");
+      g_.initializers[w_name] = ops::transpose(*constant_initializer(g_, n.inputs[3]), sem::to_channels_last_perm(4));
+      c.inputs[3] = w_name;
+      if (c.inputs.size() > 9 && !c.inputs[9].empty()) c.inputs[9] = to_last(n.inputs[9], out);
+      emit_with_view(std::move(c), out);
+      return;
+    }
     Node c = n;
     if (c.op_type == "Conv") {
       c.op_type = "FusedConv";
@@ -199,6 +256,20 @@ class Rewriter {
     emit_with_view(std::move(e), out);
   }
 
+  // Concat of channels-last copies along the same logical axis.
+  void convert_concat(Node& n, std::vector<Node>& out) {
+    (void)out;
+    Node c = n;
+    for (auto& in : c.inputs) {
+      if (in.empty()) continue;
+      in = last_.count(in) ? last_.at(in) : constant_to_last(in);
+    }
+    const int64_t axis = (attr_int(n, "axis", 0) + 4) % 4;
+    static const int64_t position[4] = {0, 3, 1, 2};  // NCHW axis -> NHWC axis
+    c.attrs["axis"] = Attribute(position[axis]);
+    emit_with_view(std::move(c), out);
+  }
+
   void convert_global_average(Node& n, std::vector<Node>& out) {
     Node r;
     r.op_type = "ReduceMean";
@@ -219,6 +290,7 @@ class Rewriter {
 
   Model& model_;
   Graph& g_;
+  DeviceType target_;
   std::map<std::string, std::string> last_;  // value -> its channels-last copy
   std::map<std::string, std::string> permuted_constants_;
   std::set<std::string> taken_;  // names in use
@@ -227,6 +299,6 @@ class Rewriter {
 
 }  // namespace
 
-bool to_channels_last(Model& model) { return Rewriter(model).run(); }
+bool to_channels_last(Model& model, DeviceType target) { return Rewriter(model, target).run(); }
 
 }  // namespace ingot

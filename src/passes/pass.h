@@ -17,8 +17,15 @@ struct Pass {
   // whose rewrites stay inside one graph and name nothing new (a new name could shadow a value a
   // body reads from an enclosing graph).
   bool in_bodies = false;
+  // Only for a CPU target: rewrites into ops only the CPU backend has kernels for (fuse-qdq's
+  // integer products); for another target the model keeps the ops it can place there.
+  bool cpu_only = false;
 };
 
+// QDQ models: DequantizeLinear -> Conv/MatMul/Gemm [-> Add] [-> activation] [-> QuantizeLinear]
+// into ai.ingot.QuantizedConv / QuantizedMatMul, and DQ -> MaxPool/Reshape/... -> Q with the same
+// parameters into the op on the 8-bit values.
+bool fuse_qdq(Model& model);
 // Nodes whose inputs are all constant (and Shape of a static shape) become initializers.
 bool constant_folding(Model& model);
 // Identity, inference Dropout, Cast to the same dtype, Reshape to the same static shape: removed.
@@ -66,11 +73,12 @@ bool to_half_precision(Model& model, DType dtype);
 // "channels-last").
 bool pass_disabled(std::string_view pass);
 
-// Channels-last layout (the compile pipeline's layout step, after to_half_precision for a CUDA target
-// in float16/bfloat16): 2-D convolutions become FusedConv with
-// layout "NHWC" (cuDNN's tensor-core layout) and the elementwise ops and global average pools
-// between them follow, with Transposes only where the layout changes. See channels_last.cpp.
-bool to_channels_last(Model& model);
+// Channels-last layout (the compile pipeline's layout step: after to_half_precision for a CUDA target
+// in float16/bfloat16, where 2-D convolutions become FusedConv with layout "NHWC", cuDNN's
+// tensor-core layout; for a CPU target, where the int8 QuantizedConvs take it, oneDNN's): the
+// elementwise ops and global average pools between them follow, with Transposes only where the
+// layout changes. See channels_last.cpp.
+bool to_channels_last(Model& model, DeviceType target = DeviceType::CUDA);
 
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
 // (ops that no kernel implements directly).

@@ -11,7 +11,8 @@
 namespace ingot {
 
 namespace {
-// Shape simplification first (static dims picked out of partially symbolic shapes become constants
+// QDQ folding (CPU targets) before constant folding, which would otherwise turn the int8 weights'
+// DequantizeLinear into float weights. Shape simplification next (static dims picked out of partially symbolic shapes become constants
 // that constant folding then propagates), folding next (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
 // Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
@@ -22,6 +23,7 @@ namespace {
 // inside If/Loop/Scan bodies (Pass::in_bodies); folding already recurses by itself.
 constexpr Pass kPipeline[] = {
     {"simplify-shapes", simplify_shapes},
+    {"fuse-qdq", fuse_qdq, false, true},
     {"constant-folding", constant_folding},
     {"remove-identity", remove_identity},
     {"fold-batchnorm", fold_batchnorm},

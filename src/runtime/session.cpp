@@ -79,6 +79,11 @@ Session Session::load(const std::string& path, SessionOptions options) {
     profiler::detail::PhaseScope phase("load package");
     impl->model = load_package(path, options);
   } else {
+    if (options.precision == Precision::INT8) {
+      fail("model '{}': int8 needs calibration: convert it with `ingot convert --precision int8 --calib ...` and "
+           "load the package (or load a QDQ model from `ingot quantize` in fp32)",
+           path);
+    }
     {
       profiler::detail::PhaseScope phase("import ONNX");
       impl->model = import_onnx(path);

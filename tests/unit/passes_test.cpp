@@ -944,11 +944,15 @@ TEST(ConstantFolding, FoldsInsideSubgraphs) {
 TEST(Pipeline, ListsPassesAndReportsEachRun) {
   std::vector<std::string> names;
   for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);
-  // Shape simplification feeds constant folding, which feeds everything else; dead code goes last.
-  ASSERT_GE(names.size(), 3u);
+  // Shape simplification feeds constant folding, which feeds everything else; the QDQ folding goes
+  // before constant folding (which would turn the int8 weights into float ones); dead code goes last.
+  ASSERT_GE(names.size(), 4u);
   EXPECT_EQ(names[0], "simplify-shapes");
-  EXPECT_EQ(names[1], "constant-folding");
+  EXPECT_EQ(names[1], "fuse-qdq");
+  EXPECT_EQ(names[2], "constant-folding");
   EXPECT_EQ(names.back(), "dead-code");
+  // The integer kernels are the CPU backend's: a CUDA target keeps the Q/DQ nodes' float ops.
+  for (const CompileStep& s : compile_steps({true, DType::Float32, DeviceType::CUDA})) EXPECT_NE(s.name, "fuse-qdq");
   auto model = import_onnx(conv_bn_model(true));
   std::vector<std::string> ran;
   bool changed = compile(*model, {}, [&](const CompileStep& s, bool, const Model&) {
@@ -970,8 +974,10 @@ TEST(Pipeline, StepsFollowTheOptions) {
     return out;
   };
   using V = std::vector<std::string>;
-  EXPECT_EQ(stages({}), (V{"lower", "optimize"}));
-  EXPECT_EQ(stages({.compute = DType::Float16}), (V{"lower", "optimize", "precision"}));
+  // A CPU target's layout step moves the int8 convolutions (fuse-qdq's) to channels last.
+  EXPECT_EQ(stages({}), (V{"lower", "optimize", "layout"}));
+  EXPECT_EQ(stages({.optimize = false}), (V{"lower"}));
+  EXPECT_EQ(stages({.compute = DType::Float16}), (V{"lower", "optimize", "precision", "layout"}));
   EXPECT_EQ(stages({.compute = DType::BFloat16, .target = DeviceType::CUDA}),
             (V{"lower", "optimize", "precision", "layout"}));
   EXPECT_EQ(stages({.optimize = false, .compute = DType::Float16, .target = DeviceType::CUDA}),

@@ -14,6 +14,7 @@
 #include "inputs.h"
 #include "core/strings.h"
 #include "package/package.h"
+#include "quantize_options.h"
 
 namespace ingot::cli {
 
@@ -50,6 +51,7 @@ Runner add_convert_command(CLI::App& app) {
     std::string model, output, device = "cpu", precision = "fp32";
     std::vector<std::string> input_shapes;
     bool quiet = false, no_optimize = false;
+    QuantizeCliOptions q;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "ONNX model to convert (.onnx)")->required();
@@ -59,6 +61,7 @@ Runner add_convert_command(CLI::App& app) {
   app.add_option("--input-shape", o->input_shapes, "NAME=DIMS: fix an input's symbolic dims, e.g. x=1,3,224,224")
       ->allow_extra_args(false);
   app.add_flag("--no-optimize", o->no_optimize, "Skip the optimization passes (lowerings still run)");
+  add_quantize_options(app, o->q);
   app.add_flag("--quiet,-q", o->quiet, "No progress display");
   return [o] {
     ConvertSettings settings;
@@ -67,7 +70,10 @@ Runner add_convert_command(CLI::App& app) {
     settings.optimize = !o->no_optimize;
     for (const auto& spec : o->input_shapes) settings.input_shapes.push_back(parse_input_shape(spec));
     const bool gpu = settings.device.type != DeviceType::CPU;
-    Progress progress(gpu ? 5 : 4);
+    const bool int8 = settings.precision == Precision::INT8;
+    if (!int8 && !o->q.calib.empty()) throw CLI::ValidationError("--calib", "calibration is for --precision int8");
+    if (int8) settings.quantize = quantize_settings(o->q, o->quiet);
+    Progress progress(gpu ? 5 : int8 ? 6 : 4);
     if (!o->quiet) {
       settings.progress = [&](const std::string& step, bool done, const std::string& note) {
         if (!done) {
@@ -76,8 +82,8 @@ Runner add_convert_command(CLI::App& app) {
                                      : step == "tuning"  ? " (algorithm search and code generation on " + o->device + ")"
                                                          : "";
           progress.start(step, detail);
-        } else if (step == "precision" && settings.precision == Precision::FP32) {
-          progress.done(" (fp32: nothing to do)");
+        } else if (step == "precision" && (settings.precision == Precision::FP32 || int8)) {
+          progress.done(int8 ? "" : " (fp32: nothing to do)");
         } else {
           progress.done(note.empty() ? "" : " (" + note + ")");
         }
@@ -86,6 +92,7 @@ Runner add_convert_command(CLI::App& app) {
     const ConvertResult r = convert(o->model, o->output, settings);
     std::cout << "wrote " << r.path << " (" << r.device << " " << r.arch << ", " << r.precision
               << (r.extensions.empty() ? "" : ", extensions: " + join(r.extensions, ", ")) << ")\n";
+    if (r.quantization) write_report(o->q, *r.quantization);
     return 0;
   };
 }

@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
       ingot::cli::add_bench_command);
   add("gradcheck", "Check every op's gradient rule against finite differences (or, on CUDA, against the CPU)",
       ingot::cli::add_gradcheck_command);
+  add("quantize", "Quantize a float ONNX model to int8 (a QDQ ONNX model) from calibration inputs",
+      ingot::cli::add_quantize_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

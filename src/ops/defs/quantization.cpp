@@ -53,7 +53,8 @@ INGOT_OP(QLinearConv)
 // ops/semantics/quantized_args.h's. Inputs 0-8 are QLinearConv's (X, X_scale, X_zero_point, W,
 // W_scale, W_zero_point, Y_scale, Y_zero_point, int32 B), then an optional residual R with its
 // scale and zero point (R float32 when those are absent). Y is 8-bit (`output_dtype` uint8 or int8,
-// with Y_scale and Y_zero_point) or float32 (`output_dtype` float32: a dequantized result).
+// with Y_scale and Y_zero_point) or float32 (`output_dtype` float32: a dequantized result). Layout
+// "NHWC" (the channels-last pass, CPU targets) puts channels last in X, R and Y, W as [M, k..., C/g].
 INGOT_OP(QuantizedConv)
     .domain(kIngotDomain)
     .versions(1)
@@ -78,6 +79,7 @@ INGOT_OP(QuantizedConv)
     .type("TB", {DType::Int32})
     .attr("activation", "")
     .attr("output_dtype", int64_t(DType::UInt8))
+    .attr("layout", "NCHW")
     .dtype_attr("output_dtype")
     .conv_attrs()
     .summary("Integer convolution with dequantize -> Conv [+ residual] [-> activation] [-> quantize] in one kernel "

@@ -21,12 +21,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include <ingot/ops.h>
+
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/onednn_util.h"
 #include "core/broadcast.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
+#include "ops/semantics/conv_geometry.h"
 #include "ops/semantics/quantized_args.h"
 #include "ops/semantics/window.h"
 #include "profiler/hooks.h"
@@ -524,31 +527,57 @@ bool residual_fits_sum(const QuantizedProductArgs& a) {
 
 // ---- Convolutions ------------------------------------------------------------------------------
 
+// QuantizedConv's `layout` "NHWC" (written by the channels-last pass for a CPU target): X, R and Y
+// channels last, W [M, kernel..., C/group]; the geometry is that of the channels-first tensors.
 struct QConvGeometry {
   int64_t batch = 0, channels = 0, out_channels = 0, group = 1;
   sem::Window win;
-  Shape out_shape;
+  Shape out_shape;  // as Y is laid out
+  bool nhwc = false;
 };
 
-QConvGeometry qconv_geometry(const KernelContext& ctx, const Tensor& x, const Tensor& w) {
-  if (x.rank() < 3 || x.rank() > 5) fail("input 0 (X): expected rank 3 to 5 ([N,C,spatial...]), got {}", x.describe());
-  if (w.rank() != x.rank()) fail("input 3 (W) {}: expected rank {} like X {}", w.describe(), x.rank(), x.describe());
+QConvGeometry qconv_geometry(const KernelContext& ctx, const Tensor& x_in, const Tensor& w_in) {
   QConvGeometry g;
-  g.batch = x.dim(0);
-  g.channels = x.dim(1);
-  g.out_channels = w.dim(0);
+  g.nhwc = ctx.has_attr("layout") && ctx.attr_string("layout") == "NHWC";
+  if (ctx.has_attr("layout") && !g.nhwc && ctx.attr_string("layout") != "NCHW")
+    fail("attribute 'layout': expected 'NCHW' or 'NHWC', got '{}'", ctx.attr_string("layout"));
+  if (x_in.rank() < 3 || x_in.rank() > 5)
+    fail("input 0 (X): expected rank 3 to 5 ([N,C,spatial...]), got {}", x_in.describe());
+  if (w_in.rank() != x_in.rank())
+    fail("input 3 (W) {}: expected rank {} like X {}", w_in.describe(), x_in.rank(), x_in.describe());
+  const Shape x = g.nhwc ? sem::channels_first(x_in.shape()) : x_in.shape();
+  const Shape w = g.nhwc ? sem::channels_first(w_in.shape()) : w_in.shape();
+  g.batch = x[0];
+  g.channels = x[1];
+  g.out_channels = w[0];
   g.group = ctx.attr_int("group");
-  if (g.group < 1 || g.channels != w.dim(1) * g.group || g.out_channels % g.group != 0) {
-    fail("input 3 (W) {} does not fit X {} with group {}", w.describe(), x.describe(), g.group);
+  if (g.group < 1 || g.channels != w[1] * g.group || g.out_channels % g.group != 0) {
+    fail("input 3 (W) {} does not fit X {} with group {}", w_in.describe(), x_in.describe(), g.group);
   }
-  Ints kernel = sem::spatial_dims(w.shape());
+  Ints kernel = sem::spatial_dims(w);
   if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel) {
-    fail("attribute 'kernel_shape' {} does not match W {}", shape_str(ctx.attr_ints("kernel_shape")), w.describe());
+    fail("attribute 'kernel_shape' {} does not match W {}", shape_str(ctx.attr_ints("kernel_shape")), w_in.describe());
   }
-  g.win = sem::resolve_window(ctx, sem::spatial_dims(x.shape()), kernel);
+  g.win = sem::resolve_window(ctx, sem::spatial_dims(x), kernel);
   g.out_shape = {g.batch, g.out_channels};
   g.out_shape.insert(g.out_shape.end(), g.win.out.begin(), g.win.out.end());
+  if (g.nhwc) g.out_shape = sem::channels_last(g.out_shape);
   return g;
+}
+
+// A channels-last activation as oneDNN sees it: logical NC(D)HW dims, channels-last strides.
+memory::desc channels_last_desc(const memory::dims& dims, memory::data_type dt) {
+  memory::dims strides(dims.size());
+  const size_t r = dims.size();
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= dims[1];
+  for (size_t i = r - 1; i >= 2; --i) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  strides[0] = stride;
+  return memory::desc(dims, dt, strides);
 }
 
 std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const QuantizedProductArgs& a) {
@@ -557,17 +586,35 @@ std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const Quantiz
   auto w8 = weights_as_s8(a, g.out_channels, [&](int64_t i) { return i / per_oc; });
   if (!w8) return nullptr;
   dnnl::engine& eng = onednn::engine();
-  const memory::dims src_dims = onednn::to_dims(a.x->shape()), dst_dims = onednn::to_dims(g.out_shape);
-  // Weights [g, oc/g, ic/g, k...] (grouped) or [oc, ic, k...], plain.
-  memory::dims w_dims;
-  if (g.group > 1) w_dims.push_back(g.group);
-  w_dims.push_back(g.out_channels / g.group);
-  w_dims.push_back(g.channels / g.group);
-  for (int64_t k : sem::spatial_dims(a.w->shape())) w_dims.push_back(k);
-  const memory::desc user_w = plain_desc(w_dims, memory::data_type::s8);
-  const memory::data_type dst_dt = dnnl_type(a.y_dtype);
-  const memory::desc src_any(src_dims, dnnl_type(a.x->dtype()), memory::format_tag::any);
-  const memory::desc dst_any(dst_dims, dst_dt, memory::format_tag::any);
+  const Shape x_first = g.nhwc ? sem::channels_first(a.x->shape()) : a.x->shape();
+  const Shape y_first = g.nhwc ? sem::channels_first(g.out_shape) : g.out_shape;
+  const memory::dims src_dims = onednn::to_dims(x_first), dst_dims = onednn::to_dims(y_first);
+  // Weights [g, oc/g, ic/g, k...] (grouped) or [oc, ic, k...]: plain, or with the input channels
+  // innermost ([M, k..., C/g], channels last).
+  const Ints kernel = g.nhwc ? Ints(a.w->shape().begin() + 1, a.w->shape().end() - 1) : sem::spatial_dims(a.w->shape());
+  const int64_t ocg = g.out_channels / g.group, icg = g.channels / g.group, kvol = shape_numel(kernel);
+  memory::dims w_dims, w_strides;
+  if (g.group > 1) {
+    w_dims.push_back(g.group);
+    w_strides.push_back(ocg * icg * kvol);
+  }
+  w_dims.push_back(ocg);
+  w_strides.push_back(icg * kvol);
+  w_dims.push_back(icg);
+  w_strides.push_back(g.nhwc ? 1 : kvol);
+  int64_t k_stride = g.nhwc ? icg * kvol : kvol;
+  for (int64_t k : kernel) {
+    w_dims.push_back(k);
+    k_stride /= k;
+    w_strides.push_back(k_stride);
+  }
+  const memory::desc user_w(w_dims, memory::data_type::s8, w_strides);
+  const memory::data_type dst_dt = dnnl_type(a.y_dtype), src_dt = dnnl_type(a.x->dtype());
+  // Channels last is what oneDNN's int8 convolutions compute on: given so, nothing is reordered.
+  const memory::desc user_src = g.nhwc ? channels_last_desc(src_dims, src_dt) : plain_desc(src_dims, src_dt);
+  const memory::desc user_dst = g.nhwc ? channels_last_desc(dst_dims, dst_dt) : plain_desc(dst_dims, dst_dt);
+  const memory::desc src_any = g.nhwc ? user_src : memory::desc(src_dims, src_dt, memory::format_tag::any);
+  const memory::desc dst_any = g.nhwc ? user_dst : memory::desc(dst_dims, dst_dt, memory::format_tag::any);
   const memory::desc w_any(w_dims, memory::data_type::s8, memory::format_tag::any);
   const memory::desc b_md({g.out_channels}, memory::data_type::s32, memory::format_tag::x);
   memory::dims strides, dilations, pad_begin, pad_end;
@@ -586,8 +633,7 @@ std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const Quantiz
   dnnl::convolution_forward::primitive_desc pd(d, quant_attr(a, g.out_channels, 1, dst_dt), eng);
   auto plan = std::make_unique<QuantPlan>();
   plan->primitive = dnnl::convolution_forward(pd);
-  finish_plan(*plan, a, user_w, w8->data(), pd.weights_desc(), pd.src_desc(), pd.dst_desc(),
-              plain_desc(src_dims, dnnl_type(a.x->dtype())), plain_desc(dst_dims, dst_dt), b_md);
+  finish_plan(*plan, a, user_w, w8->data(), pd.weights_desc(), pd.src_desc(), pd.dst_desc(), user_src, user_dst, b_md);
   return plan;
 }
 
@@ -616,6 +662,22 @@ void quantized_conv(KernelContext& ctx) {
   if (y.numel() == 0) return;
   if (QuantPlan* plan = find_quant_plan(ctx, a, 8, [&] { return build_conv_plan(g, a); })) {
     run_quant_plan(*plan, a, y);
+    return;
+  }
+  if (g.nhwc) {
+    // The channels-first op on transposed copies.
+    const size_t rank = a.x->rank();
+    const Ints first = sem::to_channels_first_perm(rank);
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      Tensor t = ctx.has_input(i) ? ctx.input(i) : Tensor();
+      if ((i == 0 || i == 3 || i == 9) && t.defined()) t = ops::transpose(t, first);
+      in.push_back(t);
+    }
+    Attributes attrs = ctx.attrs();
+    attrs["layout"] = Attribute(std::string("NCHW"));
+    Tensor first_y = ops::call("QuantizedConv", in, attrs, 1, kIngotDomain).at(0);
+    copy_tensor(ops::transpose(first_y, sem::to_channels_last_perm(rank)), y);
     return;
   }
   quantized_conv_reference(ctx, g, a, y);

@@ -1,0 +1,367 @@
+// Folds the QuantizeLinear/DequantizeLinear pairs of a QDQ model (what `ingot quantize`,
+// onnxruntime's quantizer and TensorRT's explicit quantization write) into integer kernels:
+//
+//   DQ(x) -> Conv(., DQ(W const)[, B]) [-> Add(., DQ(r) or r)] [-> Relu|HardSwish|Sigmoid] [-> Q]
+//      => ai.ingot.QuantizedConv (8-bit output with the Q, float32 without)
+//   DQ(a) -> MatMul(., DQ(B const 2-D)) [-> Add(., bias const)] [-> Relu] [-> Q]
+//   DQ(a) -> Gemm(., DQ(B const)[, C const]) [-> Relu] [-> Q]
+//      => ai.ingot.QuantizedMatMul (Gemm's transB folded into the int8 weight)
+//   DQ(x; s, z) -> MaxPool | Reshape | Flatten | Transpose | Squeeze | Unsqueeze -> Q(s, z)
+//      => the same op on the 8-bit values (these commute with a quantization they keep)
+//
+// A float bias (or a DQ of an int32 one) is requantized to int32 in x_scale * w_scale[c] units, as
+// QLinearConv takes it. Runs first in the pipeline, before constant folding would turn DQ(W) into
+// float weights, and only for targets with the integer kernels (Pass::cpu_only). DQ/Q nodes left
+// over (an op with no integer kernel between them) run as they are; dead code drops the rest.
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+#include "passes/pass_util.h"
+
+namespace ingot {
+namespace {
+
+using namespace passes;
+
+bool is_8bit(DType d) { return d == DType::UInt8 || d == DType::Int8; }
+
+// A DequantizeLinear (or QuantizeLinear) with constant float32 scale and zero point.
+struct QdqNode {
+  size_t index = 0;
+  std::string data, scale, zero_point;  // zero_point "" when the node omits it
+  const Tensor* scale_t = nullptr;
+  const Tensor* zp_t = nullptr;
+  DType dtype = DType::Undefined;  // the 8-bit side's dtype
+  int64_t axis = 1;
+  bool per_tensor() const { return scale_t->numel() == 1; }
+};
+
+std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, const char* op, int64_t opset) {
+  if (!is_op(n, op) || n.inputs.size() < 2 || n.outputs.size() != 1) return std::nullopt;
+  if (attr_int(n, "block_size", 0) != 0) return std::nullopt;
+  QdqNode q;
+  q.index = index;
+  q.data = n.inputs[0];
+  q.scale = n.inputs[1];
+  q.scale_t = constant_initializer(g, q.scale);
+  if (!q.scale_t || q.scale_t->dtype() != DType::Float32 || q.scale_t->rank() > 1) return std::nullopt;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    q.zero_point = n.inputs[2];
+    q.zp_t = constant_initializer(g, q.zero_point);
+    if (!q.zp_t || q.zp_t->numel() != q.scale_t->numel()) return std::nullopt;
+    q.dtype = q.zp_t->dtype();
+  } else {
+    q.dtype = std::string(op) == "QuantizeLinear" ? DType(attr_int(n, "output_dtype", 0)) : value_dtype(g, q.data);
+    if (q.dtype == DType::Undefined) q.dtype = DType::UInt8;
+  }
+  if (!is_8bit(q.dtype)) return std::nullopt;
+  q.axis = attr_int(n, "axis", 1);
+  if (!q.per_tensor() && opset < 13) return std::nullopt;
+  return q;
+}
+
+// The DequantizeLinear writing `value`, if any.
+std::optional<QdqNode> dequant_of(const Graph& g, const std::map<std::string, size_t>& producer,
+                                  const std::string& value, int64_t opset) {
+  auto it = producer.find(value);
+  if (it == producer.end()) return std::nullopt;
+  return qdq_node(g, g.nodes[it->second], it->second, "DequantizeLinear", opset);
+}
+
+// Everything the rewrites add: zero points for nodes that omit them, requantized biases, transposed weights.
+struct NewConstants {
+  Graph& g;
+  std::string prefix;
+  std::string add(const std::string& hint, Tensor t) {
+    std::string name = prefix + hint;
+    for (int i = 1; g.initializers.count(name) || g.find_value_info(name); ++i) name = prefix + hint + "_" + std::to_string(i);
+    g.initializers[name] = std::move(t);
+    return name;
+  }
+  std::string zero_point(const QdqNode& q, const std::string& owner) {
+    if (!q.zero_point.empty()) return q.zero_point;
+    Tensor z = Tensor::zeros(q.dtype, {});
+    return add(owner + "_zero_point", z);
+  }
+};
+
+// The int32 bias of a product in x_scale * w_scale[c] units, from a float constant or a DQ of an
+// int32 constant; nullopt when neither (or when a value does not fit int32).
+std::optional<Tensor> requantized_bias(const Graph& g, const std::map<std::string, size_t>& producer,
+                                       const std::string& value, float x_scale, const Tensor& w_scale,
+                                       int64_t channels, int64_t opset) {
+  std::vector<double> real;
+  if (const Tensor* b = constant_initializer(g, value); b && is_floating(b->dtype()) && b->numel() == channels) {
+    for (int64_t i = 0; i < channels; ++i) real.push_back(b->item_double(i));
+  } else if (auto it = producer.find(value); it != producer.end()) {
+    const Node& n = g.nodes[it->second];
+    if (!is_op(n, "DequantizeLinear") || n.inputs.size() < 2) return std::nullopt;
+    const Tensor* data = constant_initializer(g, n.inputs[0]);
+    const Tensor* scale = constant_initializer(g, n.inputs[1]);
+    const Tensor* zp = n.inputs.size() > 2 && !n.inputs[2].empty() ? constant_initializer(g, n.inputs[2]) : nullptr;
+    if (!data || !scale || data->dtype() != DType::Int32 || data->numel() != channels ||
+        (scale->numel() != 1 && scale->numel() != channels) || (n.inputs.size() > 2 && !n.inputs[2].empty() && !zp))
+      return std::nullopt;
+    (void)opset;
+    for (int64_t i = 0; i < channels; ++i) {
+      const double s = scale->item_double(scale->numel() == 1 ? 0 : i);
+      const double z = zp ? zp->item_double(zp->numel() == 1 ? 0 : i) : 0.0;
+      real.push_back((data->item_double(i) - z) * s);
+    }
+  } else {
+    return std::nullopt;
+  }
+  std::vector<int32_t> q(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const double unit = double(x_scale) * w_scale.item_double(w_scale.numel() == 1 ? 0 : c);
+    const double v = std::nearbyint(real[size_t(c)] / unit);
+    if (!(std::abs(v) < 2147483647.0)) return std::nullopt;
+    q[size_t(c)] = int32_t(v);
+  }
+  return Tensor::from_vector(q, {channels});
+}
+
+// [N, K] -> [K, N] of an 8-bit constant.
+Tensor transposed_2d(const Tensor& t) {
+  const int64_t rows = t.dim(0), cols = t.dim(1);
+  Tensor out = Tensor::empty(t.dtype(), {cols, rows});
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
+  return out;
+}
+
+struct Rewriter {
+  Model& model;
+  Graph& g;
+  int64_t opset;
+  Readers readers;
+  std::map<std::string, size_t> producer;
+  std::vector<bool> removed;
+  std::map<size_t, Node> replacements;
+  NewConstants constants;
+
+  explicit Rewriter(Model& m)
+      : model(m),
+        g(*m.graph),
+        opset(m.opset("")),
+        readers(g),
+        producer(producers(g)),
+        removed(g.nodes.size(), false),
+        constants{g, "qdq_"} {}
+
+  std::optional<size_t> next(const std::string& value) const {
+    auto r = readers.single(value);
+    if (!r || removed[*r] || g.nodes[*r].outputs.size() != 1) return std::nullopt;
+    return r;
+  }
+
+  // The epilogue after a product writing `out`: [Add residual] [activation] [Q]. Absorbed nodes go
+  // into `absorbed`; `last` and `out` advance.
+  struct Epilogue {
+    std::string residual, r_scale, r_zp, activation;
+    std::optional<QdqNode> quant;
+  };
+  Epilogue epilogue(std::string& out, size_t& last, std::vector<size_t>& absorbed, bool allow_residual,
+                    bool allow_any_activation) {
+    Epilogue e;
+    if (auto r = next(out); allow_residual && r && is_op(g.nodes[*r], "Add") && g.nodes[*r].inputs.size() == 2 &&
+                             g.nodes[*r].inputs[0] != g.nodes[*r].inputs[1]) {
+      const Node& add = g.nodes[*r];
+      const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      auto out_shape = static_shape(g, out), other_shape = static_shape(g, other);
+      if (out_shape && other_shape && *out_shape == *other_shape) {
+        if (auto dq = dequant_of(g, producer, other, opset); dq && dq->per_tensor()) {
+          e.residual = dq->data;
+          e.r_scale = dq->scale;
+          e.r_zp = constants.zero_point(*dq, add.outputs[0] + "_residual");
+        } else if (value_dtype(g, other) == DType::Float32) {
+          e.residual = other;
+        }
+        if (!e.residual.empty()) {
+          absorbed.push_back(*r);
+          last = *r;
+          out = add.outputs[0];
+        }
+      }
+    }
+    if (auto r = next(out)) {
+      const Node& act = g.nodes[*r];
+      const bool hard_swish = act.op_type == "HardSwish" && (is_default_domain(act.domain) || act.domain == kIngotDomain);
+      if (is_op(act, "Relu") || (allow_any_activation && (hard_swish || is_op(act, "Sigmoid")))) {
+        e.activation = act.op_type;
+        absorbed.push_back(*r);
+        last = *r;
+        out = act.outputs[0];
+      }
+    }
+    if (auto r = next(out)) {
+      if (auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset); q && q->per_tensor()) {
+        e.quant = q;
+        absorbed.push_back(*r);
+        last = *r;
+        out = g.nodes[*r].outputs[0];
+      }
+    }
+    return e;
+  }
+
+  void emit(size_t first, const std::vector<size_t>& absorbed, size_t last, Node fused) {
+    removed[first] = true;
+    for (size_t a : absorbed) removed[a] = true;
+    replacements.emplace(last, std::move(fused));
+  }
+
+  // Inputs 0-7 (and the output attributes) of both fused ops.
+  void product_inputs(Node& fused, const QdqNode& x, const std::string& w, const std::string& w_scale,
+                      const std::string& w_zp, const Epilogue& e, const std::string& owner) {
+    fused.inputs = {x.data, x.scale, constants.zero_point(x, owner + "_x"), w, w_scale, w_zp};
+    if (e.quant) {
+      fused.inputs.push_back(e.quant->scale);
+      fused.inputs.push_back(constants.zero_point(*e.quant, owner + "_y"));
+      fused.attrs["output_dtype"] = Attribute(int64_t(e.quant->dtype));
+    } else {
+      fused.inputs.push_back("");
+      fused.inputs.push_back("");
+      fused.attrs["output_dtype"] = Attribute(int64_t(DType::Float32));
+    }
+    fused.attrs["activation"] = Attribute(e.activation);
+  }
+
+  bool conv(size_t ci) {
+    const Node& conv = g.nodes[ci];
+    if (!is_op(conv, "Conv") || conv.inputs.size() < 2 || conv.outputs.size() != 1) return false;
+    auto x = dequant_of(g, producer, conv.inputs[0], opset);
+    auto w = dequant_of(g, producer, conv.inputs[1], opset);
+    if (!x || !x->per_tensor() || !w || !constant_initializer(g, w->data)) return false;
+    const Tensor& wt = *constant_initializer(g, w->data);
+    const int64_t channels = wt.rank() >= 1 ? wt.dim(0) : 0;
+    if (wt.rank() < 3 || (!w->per_tensor() && (w->axis != 0 || w->scale_t->numel() != channels))) return false;
+    std::string bias;
+    if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
+      auto b = requantized_bias(g, producer, conv.inputs[2], x->scale_t->data<float>()[0], *w->scale_t, channels, opset);
+      if (!b) return false;
+      bias = constants.add(conv.outputs[0] + "_bias_int32", *b);
+    }
+    std::string out = conv.outputs[0];
+    size_t last = ci;
+    std::vector<size_t> absorbed;
+    Epilogue e = epilogue(out, last, absorbed, true, true);
+    Node fused;
+    fused.name = conv.name.empty() ? out : conv.name;
+    fused.op_type = "QuantizedConv";
+    fused.domain = kIngotDomain;
+    fused.attrs = conv.attrs;
+    product_inputs(fused, *x, w->data, w->scale, constants.zero_point(*w, conv.outputs[0] + "_w"), e,
+                   conv.outputs[0]);
+    fused.inputs.push_back(bias);
+    if (!e.residual.empty()) {
+      fused.inputs.push_back(e.residual);
+      fused.inputs.push_back(e.r_scale);
+      fused.inputs.push_back(e.r_zp);
+    }
+    fused.outputs = {out};
+    emit(ci, absorbed, last, std::move(fused));
+    return true;
+  }
+
+  bool matmul(size_t mi) {
+    const Node& mm = g.nodes[mi];
+    const bool gemm = is_op(mm, "Gemm");
+    if ((!is_op(mm, "MatMul") && !gemm) || mm.inputs.size() < 2 || mm.outputs.size() != 1) return false;
+    if (gemm && (attr_float(mm, "alpha", 1.0f) != 1.0f || attr_float(mm, "beta", 1.0f) != 1.0f ||
+                 attr_int(mm, "transA", 0) != 0))
+      return false;
+    auto a = dequant_of(g, producer, mm.inputs[0], opset);
+    auto b = dequant_of(g, producer, mm.inputs[1], opset);
+    if (!a || !a->per_tensor() || !b || !constant_initializer(g, b->data)) return false;
+    const Tensor& bt = *constant_initializer(g, b->data);
+    if (bt.rank() != 2) return false;
+    const bool trans_b = gemm && attr_int(mm, "transB", 0) != 0;
+    const int64_t n = trans_b ? bt.dim(0) : bt.dim(1);
+    // Per-column scales: axis 1 of [K, N] (axis 0 of Gemm's transposed [N, K]).
+    const int64_t column_axis = trans_b ? 0 : 1;
+    if (!b->per_tensor() && ((b->axis + 2) % 2 != column_axis || b->scale_t->numel() != n)) return false;
+    std::string weight = b->data, w_zp = constants.zero_point(*b, mm.outputs[0] + "_w");
+    if (trans_b) weight = constants.add(mm.outputs[0] + "_weight_kn", transposed_2d(bt));
+    std::string bias_value = gemm && mm.inputs.size() > 2 ? mm.inputs[2] : "";
+    std::string out = mm.outputs[0];
+    size_t last = mi;
+    std::vector<size_t> absorbed;
+    if (!gemm) {  // MatMul -> Add(bias [N]) absorbs the bias
+      if (auto r = next(out); r && is_op(g.nodes[*r], "Add") && g.nodes[*r].inputs.size() == 2) {
+        const Node& add = g.nodes[*r];
+        const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+        auto shape = static_shape(g, other);
+        if (shape && shape_numel(Shape(shape->begin(), shape->end())) == n && !shape->empty() && shape->back() == n &&
+            requantized_bias(g, producer, other, 1.0f, *b->scale_t, n, opset)) {
+          bias_value = other;
+          absorbed.push_back(*r);
+          last = *r;
+          out = add.outputs[0];
+        }
+      }
+    }
+    std::string bias;
+    if (!bias_value.empty()) {
+      auto q = requantized_bias(g, producer, bias_value, a->scale_t->data<float>()[0], *b->scale_t, n, opset);
+      if (!q) return false;
+      bias = constants.add(mm.outputs[0] + "_bias_int32", *q);
+    }
+    Epilogue e = epilogue(out, last, absorbed, false, false);
+    Node fused;
+    fused.name = mm.name.empty() ? out : mm.name;
+    fused.op_type = "QuantizedMatMul";
+    fused.domain = kIngotDomain;
+    product_inputs(fused, *a, weight, b->scale, w_zp, e, mm.outputs[0]);
+    fused.inputs.push_back(bias);
+    fused.outputs = {out};
+    emit(mi, absorbed, last, std::move(fused));
+    return true;
+  }
+
+  // DQ(x; s, z) -> op -> Q(s, z): the op on x.
+  bool pass_through(size_t oi) {
+    const Node& op = g.nodes[oi];
+    static const std::set<std::string> ops{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    if (!is_default_domain(op.domain) || !ops.count(op.op_type) || op.inputs.empty() || op.outputs.size() != 1)
+      return false;
+    auto dq = dequant_of(g, producer, op.inputs[0], opset);
+    if (!dq || !dq->per_tensor()) return false;
+    auto r = next(op.outputs[0]);
+    if (!r) return false;
+    auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset);
+    if (!q || !q->per_tensor() || q->dtype != dq->dtype) return false;
+    const float s_in = dq->scale_t->data<float>()[0], s_out = q->scale_t->data<float>()[0];
+    const int64_t z_in = dq->zp_t ? dq->zp_t->item_int() : 0, z_out = q->zp_t ? q->zp_t->item_int() : 0;
+    if (s_in != s_out || z_in != z_out) return false;
+    Node moved = op;
+    moved.inputs[0] = dq->data;
+    moved.outputs = {g.nodes[*r].outputs[0]};
+    emit(oi, {*r}, *r, std::move(moved));
+    return true;
+  }
+};
+
+}  // namespace
+
+bool fuse_qdq(Model& model) {
+  Rewriter rw(model);
+  bool any = false;
+  for (size_t i = 0; i < rw.g.nodes.size(); ++i) {
+    if (rw.removed[i]) continue;
+    any |= rw.conv(i) || rw.matmul(i) || rw.pass_through(i);
+  }
+  if (!any) return false;
+  replace_nodes(rw.g, rw.removed, rw.replacements);
+  model.opsets[kIngotDomain] = 1;
+  return true;
+}
+
+}  // namespace ingot

@@ -1,0 +1,598 @@
+#include "quant/quantize.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "compiler/compile.h"
+#include "core/npy.h"
+#include "core/strings.h"
+#include "onnx/onnx_export.h"
+#include "onnx/onnx_import.h"
+#include "passes/pass.h"
+#include "passes/pass_util.h"
+#include "quant/calibration.h"
+#include "runtime/executor.h"
+
+namespace ingot {
+namespace quant {
+
+namespace fs = std::filesystem;
+using passes::constant_initializer;
+using passes::is_op;
+
+// ---- calibration inputs ------------------------------------------------------------------------
+
+namespace {
+
+std::string expected_shape(const ValueInfo& in) {
+  if (!in.type.shape) return "any shape";
+  return "[" + join(*in.type.shape, ",", [](const Dim& d) { return d.str(); }) + "]";
+}
+
+// The samples one .npy file gives for input `in`: one, or a batch split on axis 0 when the input's
+// batch dim is fixed at 1; a sample without the batch axis gets it.
+std::vector<Tensor> samples_of_file(const fs::path& file, const ValueInfo& in) {
+  Tensor t;
+  try {
+    t = load_npy(file.string());
+  } catch (Error& e) {
+    e.add_context(fmt::format("calibration file '{}'", file.string()));
+    throw;
+  }
+  const DType want = in.type.dtype == DType::Undefined ? DType::Float32 : in.type.dtype;
+  if (t.dtype() != want) {
+    fail("calibration file '{}': dtype {}, but input '{}' takes {}", file.string(), dtype_name(t.dtype()), in.name,
+         dtype_name(want));
+  }
+  if (!in.type.shape) return {t};
+  const auto& dims = *in.type.shape;
+  const bool batch_of_one = !dims.empty() && dims[0].is_static() && dims[0].value == 1;
+  if (batch_of_one && size_t(t.rank()) + 1 == dims.size()) {
+    Shape s = t.shape();
+    s.insert(s.begin(), 1);
+    t = t.reshape(s);
+  }
+  auto fits = [&](const Tensor& x) {
+    if (size_t(x.rank()) != dims.size()) return false;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].is_static() && dims[d].value != x.dim(int64_t(d))) return false;
+    }
+    return true;
+  };
+  std::vector<Tensor> out;
+  if (batch_of_one && size_t(t.rank()) == dims.size() && t.dim(0) > 1) {
+    for (int64_t i = 0; i < t.dim(0); ++i) out.push_back(t.slice_rows(i, i + 1));
+  } else {
+    out.push_back(t);
+  }
+  if (!fits(out[0])) {
+    fail("calibration file '{}': shape {} does not fit input '{}' {}", file.string(), shape_str(t.shape()), in.name,
+         expected_shape(in));
+  }
+  return out;
+}
+
+std::vector<fs::path> npy_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".npy") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::vector<Sample> load_calibration(const Model& model, const std::vector<std::string>& paths) {
+  const auto& inputs = model.graph->inputs;
+  if (paths.empty()) fail("int8 quantization needs calibration inputs (--calib FILE.npy|DIR)");
+  if (inputs.empty()) fail("model '{}' has no inputs to calibrate", model.name);
+  std::vector<Sample> samples;
+  for (const std::string& p : paths) {
+    const fs::path path(p);
+    if (!fs::exists(path)) fail("calibration input '{}' does not exist", p);
+    if (inputs.size() == 1) {
+      std::vector<fs::path> files = fs::is_directory(path) ? npy_files(path) : std::vector<fs::path>{path};
+      if (files.empty()) fail("calibration folder '{}' holds no .npy files", p);
+      for (const fs::path& f : files) {
+        for (Tensor& t : samples_of_file(f, inputs[0])) samples.push_back({t});
+      }
+      continue;
+    }
+    // Several inputs: a folder per sample with <input>.npy each, or folders of such folders.
+    std::string names = join(inputs, ", ", [](const ValueInfo& v) { return v.name; });
+    if (!fs::is_directory(path)) {
+      fail("calibration input '{}': the model has {} inputs ({}): give folders holding <input name>.npy for each", p,
+           inputs.size(), names);
+    }
+    std::vector<fs::path> dirs;
+    if (fs::exists(path / (inputs[0].name + ".npy"))) {
+      dirs.push_back(path);
+    } else {
+      for (const auto& e : fs::directory_iterator(path))
+        if (e.is_directory()) dirs.push_back(e.path());
+      std::sort(dirs.begin(), dirs.end());
+    }
+    if (dirs.empty()) fail("calibration folder '{}' holds no sample folders (each with {}.npy, ...)", p, inputs[0].name);
+    for (const fs::path& dir : dirs) {
+      Sample s;
+      for (const ValueInfo& in : inputs) {
+        const fs::path f = dir / (in.name + ".npy");
+        if (!fs::exists(f)) fail("calibration sample '{}' has no {}.npy (inputs: {})", dir.string(), in.name, names);
+        std::vector<Tensor> ts = samples_of_file(f, in);
+        if (ts.size() != 1) fail("calibration file '{}': one sample per file when the model has several inputs", f.string());
+        s.push_back(ts[0]);
+      }
+      samples.push_back(std::move(s));
+    }
+  }
+  return samples;
+}
+
+// ---- import ------------------------------------------------------------------------------------
+
+std::shared_ptr<Model> import_for_quantization(const std::string& path, const QuantizeSettings& settings,
+                                               QuantizeReport& report) {
+  std::string note;
+  std::shared_ptr<Model> model = import_onnx(path, settings.per_channel ? 13 : 10, note);
+  if (settings.per_channel && model->opset("") < 13) {
+    // The converter could not reach 13 (a Softmax of unknown rank, say): per-tensor weights at 10+.
+    std::string why = note;
+    if (model->opset("") < 10) model = import_onnx(path, 12, note);
+    report.notes.push_back(fmt::format("weights per tensor: per-channel scales need opset 13 ({})", why));
+  }
+  if (!note.empty() && model->opset("") >= 10) report.notes.push_back(note);
+  if (model->opset("") < 10) {
+    fail("model '{}': opset {} has no QuantizeLinear (opset 10) and ONNX's version converter could not raise it ({})",
+         model->name, model->opset(""), note);
+  }
+  fix_input_shapes(*model, settings.input_shapes);
+  return model;
+}
+
+// ---- the QDQ rewrite ---------------------------------------------------------------------------
+
+namespace {
+
+// The preparation passes: what makes a float model's products and their epilogues visible.
+void prepare(Model& model) {
+  static const std::set<std::string_view> wanted{"simplify-shapes", "constant-folding", "remove-identity",
+                                                 "fold-batchnorm", "fold-scale-shift", "dead-code"};
+  for (const Pass& p : lowering_passes()) run_pass(p, model);
+  for (const Pass& p : pipeline_passes()) {
+    if (wanted.count(p.name)) run_pass(p, model);
+  }
+  verify(model);
+}
+
+enum class ProductKind { Conv, MatMul, Gemm };
+
+struct Product {
+  size_t node;
+  ProductKind kind;
+  int weight_axis;  // the output-channel axis of the constant weight
+};
+
+// Why node `n` is not quantized, or "" when it is a product the integer kernels take.
+std::string product_refusal(const Graph& g, const Node& n, ProductKind kind) {
+  const Tensor* w = n.inputs.size() > 1 ? constant_initializer(g, n.inputs[1]) : nullptr;
+  if (!w || w->dtype() != DType::Float32) return "its weight is not a float32 constant";
+  if (passes::value_dtype(g, n.inputs[0]) != DType::Float32) return "its input is not float32";
+  if (constant_initializer(g, n.inputs[0])) return "its input is a constant";
+  if (kind == ProductKind::Conv) {
+    if (w->rank() < 3 || w->rank() > 5) return "not a 1-D to 3-D convolution";
+    if (n.inputs.size() > 2 && !n.inputs[2].empty() && !constant_initializer(g, n.inputs[2]))
+      return "its bias is not a constant";
+    return "";
+  }
+  if (w->rank() != 2) return "its weight is not 2-D";
+  if (kind == ProductKind::Gemm) {
+    if (passes::attr_float(n, "alpha", 1.0f) != 1.0f || passes::attr_float(n, "beta", 1.0f) != 1.0f ||
+        passes::attr_int(n, "transA", 0) != 0)
+      return "Gemm with alpha, beta or transA";
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      const Tensor* c = constant_initializer(g, n.inputs[2]);
+      const int64_t cols = passes::attr_int(n, "transB", 0) ? w->dim(0) : w->dim(1);
+      if (!c || c->numel() != cols) return "its C is not a constant of N elements";
+    }
+  }
+  return "";
+}
+
+// int8 weights, symmetric ([-127, 127]), one scale per slice along `axis` (or one for all when < 0).
+std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis) {
+  const Shape& s = w.shape();
+  int64_t outer = 1, channels = 1, inner = 1;
+  if (axis >= 0) {
+    for (int i = 0; i < int(s.size()); ++i) (i < axis ? outer : i == axis ? channels : inner) *= s[size_t(i)];
+  } else {
+    inner = w.numel();
+  }
+  const float* x = w.data<float>();
+  std::vector<float> scale(size_t(channels), 0.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        scale[size_t(c)] = std::max(scale[size_t(c)], std::abs(x[(o * channels + c) * inner + i]));
+  for (float& v : scale) v = v > 0 ? v / 127.0f : 1.0f;
+  Tensor q = Tensor::empty(DType::Int8, s);
+  int8_t* out = q.data<int8_t>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        out[k] = int8_t(std::clamp(std::nearbyint(x[k] / scale[size_t(c)]), -127.0f, 127.0f));
+      }
+  Tensor st = axis >= 0 ? Tensor::from_vector(scale, {channels}) : Tensor::from_vector(scale, {});
+  return {q, st};
+}
+
+class QdqWriter {
+ public:
+  QdqWriter(Model& model, const QuantizeSettings& settings, QuantizeReport& report)
+      : model_(model), g_(*model.graph), settings_(settings), report_(report) {
+    for (const Node& n : g_.nodes) names_.insert(n.outputs.begin(), n.outputs.end());
+    for (const auto& [name, t] : g_.initializers) names_.insert(name);
+    for (const ValueInfo& v : g_.inputs) names_.insert(v.name);
+  }
+
+  // Finds the products and the activations to quantize (with the activation whose range each uses).
+  void plan() {
+    const auto producer = passes::producers(g_);
+    const passes::Readers readers(g_);
+    const bool per_axis = settings_.per_channel && model_.opset("") >= 13;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      std::optional<ProductKind> kind;
+      if (is_op(n, "Conv")) kind = ProductKind::Conv;
+      if (is_op(n, "MatMul")) kind = ProductKind::MatMul;
+      if (is_op(n, "Gemm")) kind = ProductKind::Gemm;
+      if (!kind) continue;
+      const bool kept = std::find_if(settings_.keep_float.begin(), settings_.keep_float.end(), [&](const std::string& k) {
+                          return k == n.op_type || (!n.name.empty() && k == n.name) || k == n.outputs[0];
+                        }) != settings_.keep_float.end();
+      std::string why = kept ? "--keep-float" : product_refusal(g_, n, *kind);
+      if (!why.empty()) {
+        report_.kept_float.push_back(fmt::format("{}: {}", n.label(), why));
+        continue;
+      }
+      int axis = -1;
+      if (per_axis) {
+        axis = *kind == ProductKind::Conv ? 0
+               : *kind == ProductKind::Gemm && passes::attr_int(n, "transB", 0) ? 0
+                                                                              : 1;
+      }
+      products_.push_back({i, *kind, axis});
+      quantize(n.inputs[0]);
+      // The residual of Conv -> Add(., r): fused into the integer kernel when r is 8-bit too.
+      if (*kind == ProductKind::Conv) {
+        if (auto r = readers.single(n.outputs[0]); r && is_op(g_.nodes[*r], "Add") && g_.nodes[*r].inputs.size() == 2) {
+          const Node& add = g_.nodes[*r];
+          const std::string& other = add.inputs[0] == n.outputs[0] ? add.inputs[1] : add.inputs[0];
+          if (other != n.outputs[0] && passes::same_shape(g_, other, n.outputs[0]) && !constant_initializer(g_, other))
+            quantize(other);
+        }
+      }
+    }
+    // Ops that commute with quantization run on the 8-bit values when their input and output share
+    // one scale: their input gets the output's quantization, calibrated on the input.
+    static const std::set<std::string> pass_through{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [value, source] : std::map<std::string, std::string>(range_of_)) {
+        auto p = producer.find(value);
+        if (p == producer.end()) continue;
+        const Node& n = g_.nodes[p->second];
+        if (!passes::is_default_domain(n.domain) || !pass_through.count(n.op_type) || n.outputs.size() != 1) continue;
+        const std::string& in = n.inputs[0];
+        if (passes::value_dtype(g_, in) != DType::Float32 || constant_initializer(g_, in)) continue;
+        if (source != in) {
+          range_of_[value] = in;
+          changed = true;
+        }
+        if (!range_of_.count(in)) {
+          range_of_[in] = in;
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // The activations whose ranges calibration observes.
+  std::vector<std::string> observed() const {
+    std::set<std::string> s;
+    for (const auto& [value, source] : range_of_) s.insert(source);
+    return {s.begin(), s.end()};
+  }
+
+  void rewrite(const std::map<std::string, QuantParams>& params) {
+    std::map<std::string, std::string> dequantized;  // activation -> its DQ output
+    std::map<std::string, std::vector<Node>> after;  // producer output -> Q/DQ nodes to place after it
+    std::vector<Node> at_start;
+    for (const auto& [value, source] : range_of_) {
+      const QuantParams& p = params.at(source);
+      const std::string s = add_initializer(value + "_scale", Tensor::from_vector(std::vector<float>{p.scale}, {}));
+      Tensor zp = Tensor::zeros(p.dtype, {});
+      if (p.dtype == DType::UInt8) zp.data<uint8_t>()[0] = uint8_t(p.zero_point);
+      else zp.data<int8_t>()[0] = int8_t(p.zero_point);
+      const std::string z = add_initializer(value + "_zero_point", zp);
+      const std::string q = fresh(value + "_quantized"), dq = fresh(value + "_dequantized");
+      std::vector<Node> pair{node("QuantizeLinear", {value, s, z}, q, {}), node("DequantizeLinear", {q, s, z}, dq, {})};
+      if (auto t = passes::value_type(g_, value)) {
+        ValueType qt = *t;
+        qt.dtype = p.dtype;
+        g_.value_info[q] = {q, qt};
+        g_.value_info[dq] = {dq, *t};
+      }
+      dequantized[value] = dq;
+      if (passes::is_graph_input(g_, value)) at_start.insert(at_start.end(), pair.begin(), pair.end());
+      else after[value] = std::move(pair);
+    }
+    std::vector<Node> nodes(at_start.begin(), at_start.end());
+    std::map<size_t, const Product*> product_at;
+    for (const Product& p : products_) product_at[p.node] = &p;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      Node n = std::move(g_.nodes[i]);
+      const std::string x = n.inputs.empty() ? "" : n.inputs[0];
+      for (std::string& in : n.inputs) {
+        if (auto it = dequantized.find(in); it != dequantized.end()) in = it->second;
+      }
+      if (auto it = product_at.find(i); it != product_at.end())
+        quantize_parameters(n, *it->second, params.at(range_of_.at(x)), nodes);
+      std::vector<std::string> outs = n.outputs;
+      nodes.push_back(std::move(n));
+      for (const std::string& o : outs) {
+        if (auto it = after.find(o); it != after.end()) nodes.insert(nodes.end(), it->second.begin(), it->second.end());
+      }
+    }
+    g_.nodes = std::move(nodes);
+    report_.quantized = int(products_.size());
+  }
+
+ private:
+  void quantize(const std::string& value) {
+    if (!range_of_.count(value)) range_of_[value] = value;
+  }
+
+  std::string fresh(const std::string& hint) {
+    std::string name = hint;
+    for (int i = 1; names_.count(name); ++i) name = hint + "_" + std::to_string(i);
+    names_.insert(name);
+    return name;
+  }
+  std::string add_initializer(const std::string& hint, Tensor t) {
+    std::string name = fresh(hint);
+    g_.initializers[name] = std::move(t);
+    return name;
+  }
+  static Node node(const char* op, std::vector<std::string> inputs, const std::string& out, Attributes attrs) {
+    Node n;
+    n.name = out;
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    n.attrs = std::move(attrs);
+    return n;
+  }
+
+  // The product's weight (and bias) become int8 (int32) initializers behind DequantizeLinear.
+  void quantize_parameters(Node& n, const Product& p, const QuantParams& x, std::vector<Node>& nodes) {
+    const Tensor& w = *constant_initializer(g_, n.inputs[1]);
+    auto [wq, ws] = quantize_weight(w, p.weight_axis);
+    const std::string base = n.outputs[0];
+    const std::string ws_name = add_initializer(base + "_weight_scale", ws);
+    Attributes axis;
+    if (p.weight_axis >= 0) axis["axis"] = Attribute(int64_t(p.weight_axis));
+    n.inputs[1] = dequantize(base + "_weight", wq, ws_name, Tensor::zeros(DType::Int8, ws.shape()), axis, nodes);
+    if (p.kind == ProductKind::MatMul || n.inputs.size() < 3 || n.inputs[2].empty()) return;
+    // Bias: int32 in x_scale * w_scale units (QLinearConv's), where it fits.
+    const Tensor& b = *constant_initializer(g_, n.inputs[2]);
+    const int64_t m = b.numel();
+    std::vector<int32_t> q(static_cast<size_t>(m));
+    std::vector<float> unit(static_cast<size_t>(ws.numel()));
+    for (size_t c = 0; c < unit.size(); ++c) unit[c] = x.scale * ws.data<float>()[c];
+    for (int64_t c = 0; c < m; ++c) {
+      const double v = std::nearbyint(b.item_double(c) / unit[unit.size() == 1 ? 0 : size_t(c)]);
+      if (!(std::abs(v) < 2147483647.0)) {
+        report_.notes.push_back(fmt::format("{}: bias left in float32 (it does not fit int32 at this scale)", n.label()));
+        return;
+      }
+      q[size_t(c)] = int32_t(v);
+    }
+    const Tensor us = unit.size() == 1 ? Tensor::from_vector(unit, {}) : Tensor::from_vector(unit, {m});
+    const std::string us_name = add_initializer(base + "_bias_scale", us);
+    n.inputs[2] = dequantize(base + "_bias", Tensor::from_vector(q, {m}), us_name, Tensor(),
+                             unit.size() == 1 ? Attributes{} : Attributes{{"axis", Attribute(int64_t(0))}}, nodes);
+  }
+
+  // A DequantizeLinear of a new integer initializer; returns its output.
+  std::string dequantize(const std::string& base, Tensor data, const std::string& scale, Tensor zero_point,
+                         Attributes attrs, std::vector<Node>& nodes) {
+    std::vector<std::string> inputs{add_initializer(base + "_quantized", std::move(data)), scale};
+    if (zero_point.defined()) inputs.push_back(add_initializer(base + "_zero_point", std::move(zero_point)));
+    const std::string out = fresh(base + "_dequantized");
+    nodes.push_back(node("DequantizeLinear", inputs, out, std::move(attrs)));
+    return out;
+  }
+
+  Model& model_;
+  Graph& g_;
+  const QuantizeSettings& settings_;
+  QuantizeReport& report_;
+  std::set<std::string> names_;
+  std::vector<Product> products_;
+  std::map<std::string, std::string> range_of_;  // activation -> the activation whose range it takes
+};
+
+// Runs `model` on the CPU over `samples`, handing each run's values of `names` (graph inputs or
+// computed values, which become extra outputs of a copy of the graph) to `fn`.
+void run_collecting(const Model& model, const std::vector<std::string>& names, const std::vector<Sample>& samples,
+                    const std::string& step, const QuantizeSettings& settings,
+                    const std::function<void(size_t, const Tensor&)>& fn) {
+  auto copy = std::make_shared<Model>(model);
+  copy->graph = std::make_shared<Graph>(*model.graph);
+  std::vector<std::pair<size_t, size_t>> from_output, from_input;  // (name index, output/input index)
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto in = std::find_if(copy->graph->inputs.begin(), copy->graph->inputs.end(),
+                           [&](const ValueInfo& v) { return v.name == names[i]; });
+    if (in != copy->graph->inputs.end()) {
+      from_input.push_back({i, size_t(in - copy->graph->inputs.begin())});
+      continue;
+    }
+    ValueInfo out{names[i], {}};
+    if (auto t = passes::value_type(*copy->graph, names[i])) out.type = *t;
+    from_output.push_back({i, copy->graph->outputs.size()});
+    copy->graph->outputs.push_back(out);
+  }
+  Executor executor(std::shared_ptr<const Model>(copy), Device::cpu(), ExecutorOptions{true, false});
+  for (size_t s = 0; s < samples.size(); ++s) {
+    std::vector<Value> feeds(samples[s].begin(), samples[s].end());
+    Executor::Result r = executor.run(feeds);
+    for (auto [name, out] : from_output) {
+      const Value& v = r.outputs[out];
+      if (v.kind == Value::Kind::Tensor) fn(name, v.tensor);
+    }
+    for (auto [name, in] : from_input) fn(name, samples[s][in]);
+    if (settings.progress) settings.progress(step, int64_t(s + 1), int64_t(samples.size()));
+  }
+}
+
+}  // namespace
+
+void quantize_model(Model& model, const std::vector<Sample>& samples, const QuantizeSettings& settings,
+                    QuantizeReport& report) {
+  if (samples.empty()) fail("int8 quantization needs at least one calibration sample");
+  prepare(model);
+  QdqWriter writer(model, settings, report);
+  writer.plan();
+  const std::vector<std::string> names = writer.observed();
+  std::vector<RangeObserver> observers(names.size());
+  run_collecting(model, names, samples, "calibrate", settings,
+                 [&](size_t i, const Tensor& t) { observers[i].observe_range(t); });
+  if (settings.method != CalibrationMethod::MinMax) {
+    run_collecting(model, names, samples, "calibrate (histograms)", settings,
+                   [&](size_t i, const Tensor& t) { observers[i].observe_histogram(t); });
+  }
+  std::map<std::string, QuantParams> params;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto [lo, hi] = observers[i].range(settings.method, settings.percentile, settings.symmetric);
+    params[names[i]] = activation_params(lo, hi, settings.symmetric);
+  }
+  writer.rewrite(params);
+  report.samples = int64_t(samples.size());
+  verify(model);
+}
+
+void evaluate(std::shared_ptr<const Model> reference, std::shared_ptr<const Model> quantized,
+              const std::vector<Sample>& samples, const QuantizeSettings& settings, QuantizeReport& report) {
+  Executor ref(reference, Device::cpu(), ExecutorOptions{true, false});
+  Executor q(quantized, Device::cpu(), ExecutorOptions{true, false});
+  const auto& outs = reference->graph->outputs;
+  struct Sums {
+    double max_abs = 0, sum_abs = 0, dot = 0, ref_sq = 0, q_sq = 0;
+    int64_t count = 0;
+  };
+  std::vector<Sums> sums(outs.size());
+  for (size_t s = 0; s < samples.size(); ++s) {
+    std::vector<Value> feeds(samples[s].begin(), samples[s].end());
+    Executor::Result a = ref.run(feeds);
+    Executor::Result b = q.run(feeds);
+    for (size_t o = 0; o < outs.size() && o < b.outputs.size(); ++o) {
+      if (a.outputs[o].kind != Value::Kind::Tensor || b.outputs[o].kind != Value::Kind::Tensor) continue;
+      const Tensor x = a.outputs[o].tensor.to(Device::cpu()).cast(DType::Float64);
+      const Tensor y = b.outputs[o].tensor.to(Device::cpu()).cast(DType::Float64);
+      if (x.numel() != y.numel()) fail("output '{}': the quantized model gives {} for {}", outs[o].name, y.describe(), x.describe());
+      const double* xp = x.data<double>();
+      const double* yp = y.data<double>();
+      Sums& m = sums[o];
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double d = std::abs(xp[i] - yp[i]);
+        m.max_abs = std::max(m.max_abs, d);
+        m.sum_abs += d;
+        m.dot += xp[i] * yp[i];
+        m.ref_sq += xp[i] * xp[i];
+        m.q_sq += yp[i] * yp[i];
+      }
+      m.count += x.numel();
+    }
+    if (settings.progress) settings.progress("evaluate", int64_t(s + 1), int64_t(samples.size()));
+  }
+  report.outputs.clear();
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const Sums& m = sums[o];
+    OutputAccuracy acc;
+    acc.name = outs[o].name;
+    acc.max_abs = m.max_abs;
+    acc.mean_abs = m.count ? m.sum_abs / double(m.count) : 0;
+    const double norms = std::sqrt(m.ref_sq) * std::sqrt(m.q_sq);
+    acc.cosine = norms > 0 ? m.dot / norms : (m.ref_sq == m.q_sq ? 1.0 : 0.0);
+    report.outputs.push_back(acc);
+  }
+}
+
+}  // namespace quant
+
+std::string QuantizeReport::text() const {
+  std::string s = fmt::format("int8: {} products quantized, {} left in float32, {} calibration samples\n", quantized,
+                              kept_float.size(), samples);
+  for (const std::string& k : kept_float) s += "  float32: " + k + "\n";
+  for (const std::string& n : notes) s += "  note: " + n + "\n";
+  if (!outputs.empty()) {
+    s += fmt::format("  {:<32} {:>12} {:>12} {:>10}\n", "output (vs float32)", "max |err|", "mean |err|", "cosine");
+    for (const OutputAccuracy& o : outputs)
+      s += fmt::format("  {:<32} {:>12.4g} {:>12.4g} {:>10.6f}\n", o.name, o.max_abs, o.mean_abs, o.cosine);
+  }
+  return s;
+}
+
+std::string QuantizeReport::json() const {
+  auto quote = [](const std::string& v) {
+    std::string out = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        out += fmt::format("\\u{:04x}", int(c));
+        continue;
+      }
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string s = fmt::format("{{\n  \"samples\": {},\n  \"quantized\": {},\n  \"kept_float\": [", samples, quantized);
+  s += join(kept_float, ", ", quote) + "],\n  \"notes\": [" + join(notes, ", ", quote) + "],\n  \"outputs\": [";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputAccuracy& o = outputs[i];
+    s += fmt::format("{}\n    {{\"name\": {}, \"max_abs\": {:.6g}, \"mean_abs\": {:.6g}, \"cosine\": {:.8f}}}",
+                     i ? "," : "", quote(o.name), o.max_abs, o.mean_abs, o.cosine);
+  }
+  return s + "\n  ]\n}\n";
+}
+
+QuantizeReport quantize(const std::string& model_path, const std::string& qdq_path, const QuantizeSettings& settings) {
+  QuantizeReport report;
+  std::shared_ptr<Model> model = quant::import_for_quantization(model_path, settings, report);
+  const std::vector<quant::Sample> samples = quant::load_calibration(*model, settings.calibration);
+  try {
+    quant::quantize_model(*model, samples, settings, report);
+  } catch (Error& e) {
+    e.add_context("model '" + model->name + "'");
+    throw;
+  }
+  save_onnx(*model, qdq_path);
+  // The accuracy of what an Ingot session makes of the written model (its Q/DQ folded into integer
+  // kernels) against the float model.
+  std::shared_ptr<Model> reference = import_onnx(model_path);
+  fix_input_shapes(*reference, settings.input_shapes);
+  compile(*reference, {});
+  std::shared_ptr<Model> written = import_onnx(qdq_path);
+  compile(*written, {});
+  quant::evaluate(reference, written, samples, settings, report);
+  return report;
+}
+
+}  // namespace ingot
