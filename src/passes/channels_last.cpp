@@ -25,6 +25,7 @@
 #include <ingot/ops.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -96,6 +97,9 @@ class Rewriter {
         convert_global_average(n, out);
       } else if (is_op(n, "Concat") && n.outputs.size() == 1 && convertible_operands(n) && all_rank4(n)) {
         convert_concat(n, out);
+      } else if (is_op(n, "Resize") && n.outputs.size() == 1 && !n.inputs.empty() && last_.count(n.inputs[0]) &&
+                 resize_follows(n)) {
+        convert_resize(n, out);
       } else {
         out.push_back(std::move(n));
       }
@@ -254,6 +258,43 @@ class Rewriter {
       in = last_.count(in) ? last_.at(in) : constant_to_last(in);
     }
     emit_with_view(std::move(e), out);
+  }
+
+  // Resize with constant per-axis scales or sizes (not a crop, which reads the roi per axis).
+  bool resize_follows(const Node& n) const {
+    auto mode = n.attrs.find("coordinate_transformation_mode");
+    if (mode != n.attrs.end() && mode->second.s == "tf_crop_and_resize") return false;
+    if (n.attrs.count("axes")) return false;
+    bool any = false;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      const Tensor* c = constant_initializer(g_, n.inputs[i]);
+      if (!c) return false;
+      if (i == 1 && model_.opset("") >= 11) continue;  // roi: unused outside tf_crop_and_resize
+      if (c->rank() != 1 || c->numel() != 4) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // Resize of a channels-last copy: its scales/sizes permuted like the data.
+  void convert_resize(Node& n, std::vector<Node>& out) {
+    Node r = n;
+    r.inputs[0] = last_.at(n.inputs[0]);
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty() || (i == 1 && model_.opset("") >= 11)) continue;
+      const Tensor& c = *constant_initializer(g_, n.inputs[i]);
+      const Ints perm = sem::to_channels_last_perm(4);
+      Tensor permuted = Tensor::empty(c.dtype(), c.shape());
+      const size_t bytes = dtype_size(c.dtype());
+      for (size_t k = 0; k < 4; ++k)
+        std::memcpy(static_cast<char*>(permuted.raw_data()) + k * bytes,
+                    static_cast<const char*>(c.raw_data()) + size_t(perm[k]) * bytes, bytes);
+      std::string name = fresh(n.inputs[i] + "_nhwc");
+      g_.initializers[name] = permuted;
+      r.inputs[i] = name;
+    }
+    emit_with_view(std::move(r), out);
   }
 
   // Concat of channels-last copies along the same logical axis.

@@ -20,6 +20,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "ops/semantics/quantized_args.h"
 #include "passes/pass.h"
 #include "passes/pass_util.h"
 
@@ -361,6 +366,174 @@ bool fuse_qdq(Model& model) {
   if (!any) return false;
   replace_nodes(rw.g, rw.removed, rw.replacements);
   model.opsets[kIngotDomain] = 1;
+  return true;
+}
+
+}  // namespace ingot
+
+// ---- fuse-quantized-epilogue ---------------------------------------------------------------------
+//
+// A QuantizedConv / QuantizedMatMul with a float32 output (no QuantizeLinear right after it when
+// fuse-qdq ran: an activation written out, a learnable affine, a HardSigmoid), followed by a chain of
+// elementwise nodes that are unary functions of it with constants [-> QuantizeLinear]: the chain
+// becomes the product's `epilogue` program (and the QuantizeLinear its 8-bit output), so that one
+// kernel computes dequantize -> product -> epilogue -> quantize. Runs after fuse-hard-swish and
+// fuse-elementwise have shaped the chains (FusedElementwise programs over one input).
+
+namespace ingot {
+namespace {
+
+using namespace passes;
+using Step = sem::EpilogueStep;
+
+// The steps of one elementwise node reading `value`, or nullopt.
+std::optional<std::vector<Step>> node_steps(const Graph& g, const Node& n, const std::string& value) {
+  using K = Step::Kind;
+  if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
+  if (n.domain == kIngotDomain && n.op_type == "FusedElementwise") {
+    if (n.inputs.size() != 1 || n.inputs[0] != value) return std::nullopt;
+    auto it = n.attrs.find("program");
+    return it == n.attrs.end() ? std::nullopt : sem::epilogue_steps(it->second.s);
+  }
+  if (!is_default_domain(n.domain) && !(n.domain == kIngotDomain && n.op_type == "HardSwish")) return std::nullopt;
+  const std::string& op = n.op_type;
+  auto unary = [&](K k, float a = 0, float b = 0) -> std::optional<std::vector<Step>> {
+    if (n.inputs.size() != 1 || n.inputs[0] != value) return std::nullopt;
+    return std::vector<Step>{{k, a, b}};
+  };
+  if (op == "Relu") return unary(K::Relu);
+  if (op == "LeakyRelu") return unary(K::Relu, attr_float(n, "alpha", 0.01f));
+  if (op == "HardSwish") return unary(K::HardSwish);
+  if (op == "Sigmoid") return unary(K::Sigmoid);
+  if (op == "Tanh") return unary(K::Tanh);
+  if (op == "Exp") return unary(K::Exp);
+  if (op == "Abs") return unary(K::Abs);
+  if (op == "Sqrt") return unary(K::Sqrt);
+  if (op == "Neg") return unary(K::Linear, -1, 0);
+  if (op == "HardSigmoid") {
+    if (n.inputs.size() != 1 || n.inputs[0] != value) return std::nullopt;
+    return std::vector<Step>{{K::Linear, attr_float(n, "alpha", 0.2f), attr_float(n, "beta", 0.5f)}, {K::Clip, 0, 1}};
+  }
+  if (op == "Clip") {
+    if (n.inputs[0] != value) return std::nullopt;
+    constexpr float kMax = std::numeric_limits<float>::max();
+    float lo = attr_float(n, "min", -kMax), hi = attr_float(n, "max", kMax);
+    for (size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+      if (n.inputs[i].empty()) continue;
+      auto c = scalar_constant(g, n.inputs[i]);
+      if (!c) return std::nullopt;
+      (i == 1 ? lo : hi) = float(*c);
+    }
+    return std::vector<Step>{{K::Clip, lo, hi}};
+  }
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.inputs.size() == 2) {
+    const bool first = n.inputs[0] == value;
+    if (n.inputs[0] == n.inputs[1] || (!first && n.inputs[1] != value)) return std::nullopt;
+    auto c = scalar_constant(g, n.inputs[first ? 1 : 0]);
+    if (!c) return std::nullopt;
+    const float v = float(*c);
+    if (op == "Add") return std::vector<Step>{{K::Linear, 1, v}};
+    if (op == "Mul") return std::vector<Step>{{K::Linear, v, 0}};
+    if (op == "Sub") return std::vector<Step>{first ? Step{K::Linear, 1, -v} : Step{K::Linear, -1, v}};
+    if (first && v != 0) return std::vector<Step>{{K::Linear, 1 / v, 0}};
+  }
+  return std::nullopt;
+}
+
+// The steps as a FusedElementwise program over x0.
+std::string program_text(const std::vector<Step>& steps) {
+  using K = Step::Kind;
+  constexpr float kMax = std::numeric_limits<float>::max();
+  std::vector<std::string> instrs;
+  auto prev = [&] { return instrs.empty() ? std::string("x0") : "t" + std::to_string(instrs.size() - 1); };
+  auto num = [](float v) { return fmt::format("{:.9g}", v); };
+  for (const Step& s : steps) {
+    switch (s.kind) {
+      case K::Relu:
+        instrs.push_back(s.a == 0 ? "Relu(" + prev() + ")" : "LeakyRelu(" + prev() + ", " + num(s.a) + ")");
+        break;
+      case K::HardSwish: instrs.push_back("HardSwish(" + prev() + ")"); break;
+      case K::Sigmoid: instrs.push_back("Sigmoid(" + prev() + ")"); break;
+      case K::Tanh: instrs.push_back("Tanh(" + prev() + ")"); break;
+      case K::Exp: instrs.push_back("Exp(" + prev() + ")"); break;
+      case K::Abs: instrs.push_back("Abs(" + prev() + ")"); break;
+      case K::Sqrt: instrs.push_back("Sqrt(" + prev() + ")"); break;
+      case K::Linear:
+        if (s.a != 1 || (s.a == 1 && s.b == 0)) instrs.push_back("Mul(" + prev() + ", " + num(s.a) + ")");
+        if (s.b != 0) instrs.push_back("Add(" + prev() + ", " + num(s.b) + ")");
+        break;
+      case K::Clip:
+        if (s.a > -kMax) instrs.push_back("Max(" + prev() + ", " + num(s.a) + ")");
+        if (s.b < kMax) instrs.push_back("Min(" + prev() + ", " + num(s.b) + ")");
+        break;
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < instrs.size(); ++i) text += (i ? "; " : "") + instrs[i];
+  return text;
+}
+
+}  // namespace
+
+bool fuse_quantized_epilogue(Model& model) {
+  Graph& g = *model.graph;
+  const Readers readers(g);
+  const int64_t opset = model.opset("");
+  std::vector<bool> removed(g.nodes.size(), false);
+  std::map<size_t, Node> replacements;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& product = g.nodes[i];
+    if (removed[i] || product.domain != kIngotDomain ||
+        (product.op_type != "QuantizedConv" && product.op_type != "QuantizedMatMul") || product.outputs.size() != 1)
+      continue;
+    if (attr_int(product, "output_dtype", int64_t(DType::UInt8)) != int64_t(DType::Float32)) continue;
+    auto epilogue = product.attrs.find("epilogue");
+    std::vector<Step> steps;
+    if (epilogue != product.attrs.end() && !epilogue->second.s.empty()) {
+      auto existing = sem::epilogue_steps(epilogue->second.s);
+      if (!existing) continue;
+      steps = *existing;
+    }
+    std::string out = product.outputs[0];
+    size_t last = i;
+    std::vector<size_t> absorbed;
+    while (true) {
+      auto r = readers.single(out);
+      if (!r || removed[*r]) break;
+      auto more = node_steps(g, g.nodes[*r], out);
+      if (!more || steps.size() + more->size() > 16) break;
+      steps.insert(steps.end(), more->begin(), more->end());
+      absorbed.push_back(*r);
+      last = *r;
+      out = g.nodes[*r].outputs[0];
+    }
+    std::optional<QdqNode> quant;
+    if (auto r = readers.single(out); r && !removed[*r]) {
+      quant = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset);
+      if (quant && !quant->per_tensor()) quant.reset();
+      if (quant) {
+        absorbed.push_back(*r);
+        last = *r;
+        out = g.nodes[*r].outputs[0];
+      }
+    }
+    if (absorbed.empty()) continue;
+    Node fused = product;
+    fused.attrs["epilogue"] = Attribute(program_text(steps));
+    if (quant) {
+      NewConstants constants{g, "qdq_"};
+      fused.inputs.resize(std::max<size_t>(fused.inputs.size(), 8));
+      fused.inputs[6] = quant->scale;
+      fused.inputs[7] = constants.zero_point(*quant, out);
+      fused.attrs["output_dtype"] = Attribute(int64_t(quant->dtype));
+    }
+    fused.outputs = {out};
+    removed[i] = true;
+    for (size_t a : absorbed) removed[a] = true;
+    replacements.emplace(last, std::move(fused));
+  }
+  if (replacements.empty()) return false;
+  replace_nodes(g, removed, replacements);
   return true;
 }
 

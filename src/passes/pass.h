@@ -26,6 +26,9 @@ struct Pass {
 // into ai.ingot.QuantizedConv / QuantizedMatMul, and DQ -> MaxPool/Reshape/... -> Q with the same
 // parameters into the op on the 8-bit values.
 bool fuse_qdq(Model& model);
+// QuantizedConv/QuantizedMatMul (float output) -> elementwise chain with constants [-> QuantizeLinear]:
+// the chain becomes the product's `epilogue` program (see fuse_qdq.cpp).
+bool fuse_quantized_epilogue(Model& model);
 // Nodes whose inputs are all constant (and Shape of a static shape) become initializers.
 bool constant_folding(Model& model);
 // Identity, inference Dropout, Cast to the same dtype, Reshape to the same static shape: removed.

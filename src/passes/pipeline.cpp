@@ -35,6 +35,7 @@ constexpr Pass kPipeline[] = {
     {"fuse-conv-add-relu", fuse_conv_add_relu, true},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act, true},
     {"fuse-elementwise", fuse_elementwise, true},
+    {"fuse-quantized-epilogue", fuse_quantized_epilogue, false, true},
     {"dead-code", dead_code},
 };
 constexpr Pass kLowering[] = {

@@ -204,8 +204,9 @@ std::string product_refusal(const Graph& g, const Node& n, ProductKind kind) {
   return "";
 }
 
-// int8 weights, symmetric ([-127, 127]), one scale per slice along `axis` (or one for all when < 0).
-std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis) {
+// int8 weights, symmetric ([-127, 127]), one scale per slice along `axis` (or one for all when < 0),
+// each at least `min_scale` (when given).
+std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis, const std::vector<float>& min_scale) {
   const Shape& s = w.shape();
   int64_t outer = 1, channels = 1, inner = 1;
   if (axis >= 0) {
@@ -219,7 +220,10 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis) {
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i)
         scale[size_t(c)] = std::max(scale[size_t(c)], std::abs(x[(o * channels + c) * inner + i]));
-  for (float& v : scale) v = v > 0 ? v / 127.0f : 1.0f;
+  for (size_t c = 0; c < scale.size(); ++c) {
+    scale[c] = scale[c] > 0 ? scale[c] / 127.0f : 1.0f;
+    if (c < min_scale.size()) scale[c] = std::max(scale[c], min_scale[c]);
+  }
   Tensor q = Tensor::empty(DType::Int8, s);
   int8_t* out = q.data<int8_t>();
   for (int64_t o = 0; o < outer; ++o)
@@ -383,26 +387,31 @@ class QdqWriter {
   // The product's weight (and bias) become int8 (int32) initializers behind DequantizeLinear.
   void quantize_parameters(Node& n, const Product& p, const QuantParams& x, std::vector<Node>& nodes) {
     const Tensor& w = *constant_initializer(g_, n.inputs[1]);
-    auto [wq, ws] = quantize_weight(w, p.weight_axis);
+    const bool has_bias = p.kind != ProductKind::MatMul && n.inputs.size() > 2 && !n.inputs[2].empty();
+    const Tensor* b = has_bias ? constant_initializer(g_, n.inputs[2]) : nullptr;
+    // A channel whose weights are tiny next to its bias (a BatchNormalization fold of a dead channel)
+    // gets a coarser weight scale, so that its bias fits int32 in x_scale * w_scale units.
+    std::vector<float> min_scale;
+    if (b) {
+      constexpr double kInt32 = 2147483647.0 / 2;  // headroom for the accumulation
+      for (int64_t c = 0; c < b->numel(); ++c) min_scale.push_back(float(std::abs(b->item_double(c)) / (x.scale * kInt32)));
+      if (p.weight_axis < 0) min_scale = {*std::max_element(min_scale.begin(), min_scale.end())};
+    }
+    auto [wq, ws] = quantize_weight(w, p.weight_axis, min_scale);
     const std::string base = n.outputs[0];
     const std::string ws_name = add_initializer(base + "_weight_scale", ws);
     Attributes axis;
     if (p.weight_axis >= 0) axis["axis"] = Attribute(int64_t(p.weight_axis));
     n.inputs[1] = dequantize(base + "_weight", wq, ws_name, Tensor::zeros(DType::Int8, ws.shape()), axis, nodes);
-    if (p.kind == ProductKind::MatMul || n.inputs.size() < 3 || n.inputs[2].empty()) return;
-    // Bias: int32 in x_scale * w_scale units (QLinearConv's), where it fits.
-    const Tensor& b = *constant_initializer(g_, n.inputs[2]);
-    const int64_t m = b.numel();
+    if (!b) return;
+    // Bias: int32 in x_scale * w_scale units (QLinearConv's).
+    const int64_t m = b->numel();
     std::vector<int32_t> q(static_cast<size_t>(m));
     std::vector<float> unit(static_cast<size_t>(ws.numel()));
     for (size_t c = 0; c < unit.size(); ++c) unit[c] = x.scale * ws.data<float>()[c];
     for (int64_t c = 0; c < m; ++c) {
-      const double v = std::nearbyint(b.item_double(c) / unit[unit.size() == 1 ? 0 : size_t(c)]);
-      if (!(std::abs(v) < 2147483647.0)) {
-        report_.notes.push_back(fmt::format("{}: bias left in float32 (it does not fit int32 at this scale)", n.label()));
-        return;
-      }
-      q[size_t(c)] = int32_t(v);
+      const double v = std::nearbyint(b->item_double(c) / unit[unit.size() == 1 ? 0 : size_t(c)]);
+      q[size_t(c)] = int32_t(std::clamp(v, -2147483647.0, 2147483647.0));
     }
     const Tensor us = unit.size() == 1 ? Tensor::from_vector(unit, {}) : Tensor::from_vector(unit, {m});
     const std::string us_name = add_initializer(base + "_bias_scale", us);

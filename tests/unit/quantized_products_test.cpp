@@ -7,6 +7,7 @@
 #include <ingot/ops.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <random>
 #include <string>
@@ -55,6 +56,8 @@ struct ConvCase {
   DType x_dtype = DType::UInt8, y_dtype = DType::UInt8;
   bool per_channel = true, bias = true, residual = false;
   std::string act;
+  std::string epilogue;                         // a program over x0, applied after act
+  std::function<double(double)> epilogue_fn;    // the same, written here
 };
 
 // Dequantized operands, the real convolution in float64, then the requantization.
@@ -93,6 +96,7 @@ void check_conv(const ConvCase& c, uint32_t seed) {
                    {"strides", Attribute(std::vector<int64_t>{c.stride, c.stride})},
                    {"pads", Attribute(std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad})},
                    {"activation", Attribute(c.act)},
+                   {"epilogue", Attribute(c.epilogue)},
                    {"output_dtype", Attribute(int64_t(c.y_dtype))}};
   Tensor y = ops::call("QuantizedConv", inputs, attrs, 1, kIngot)[0];
   ASSERT_EQ(y.dtype(), c.y_dtype);
@@ -118,6 +122,7 @@ void check_conv(const ConvCase& c, uint32_t seed) {
           const int64_t idx = ((b * m + oc) * oh + i) * ow + j;
           if (c.residual) real += (value_at(r, idx) - r_zp) * r_scale;
           real = activation(c.act, real);
+          if (c.epilogue_fn) real = c.epilogue_fn(real);
           const double got = value_at(y, idx);
           if (!quantized) {
             ASSERT_NEAR(got, real, 1e-4 + 1e-5 * std::abs(real)) << "element " << idx;
@@ -152,6 +157,40 @@ TEST(QuantizedConv, DepthwiseStridedAndGroupedMatchFloat64Reference) {
 TEST(QuantizedConv, SignedActivationsPerTensorAndFloatOutput) {
   check_conv({.x_shape = {1, 8, 6, 6}, .x_dtype = DType::Int8, .y_dtype = DType::Int8, .per_channel = false}, 7);
   check_conv({.x_shape = {1, 8, 6, 6}, .y_dtype = DType::Float32, .residual = false, .act = "Relu"}, 8);
+}
+
+// Epilogue programs (what fuse-quantized-epilogue writes): PP-OCR's HardSwish and learnable affine,
+// a HardSigmoid written as affine + clamp, a LeakyRelu, into 8-bit and float outputs.
+// Single steps and consecutive steps of one kind (which oneDNN 2.6 gets wrong unless merged).
+TEST(QuantizedConv, EpilogueStepsAndConsecutiveStepsOfOneKind) {
+  for (auto [text, fn] : std::vector<std::pair<std::string, std::function<double(double)>>>{
+           {"Mul(x0, 2)", [](double v) { return v * 2; }},
+           {"Add(x0, 1)", [](double v) { return v + 1; }},
+           {"HardSwish(x0); Add(t0, 1)", [](double v) { return activation("HardSwish", v) + 1; }},
+           {"Max(x0, 0); Min(t0, 1)", [](double v) { return std::clamp(v, 0.0, 1.0); }}}) {
+    for (DType dt : {DType::Float32, DType::UInt8}) {
+      ConvCase c{.x_shape = {1, 8, 7, 7}, .out_channels = 16, .y_dtype = dt};
+      c.epilogue = text;
+      c.epilogue_fn = fn;
+      SCOPED_TRACE(text + (dt == DType::UInt8 ? " u8" : " f32"));
+      check_conv(c, 31);
+    }
+  }
+}
+
+TEST(QuantizedConv, EpilogueProgramsMatchFloat64Reference) {
+  ConvCase affine{.x_shape = {1, 8, 7, 7}, .out_channels = 16};
+  affine.epilogue = "HardSwish(x0); Mul(t0, 0.476323098); Add(t1, -0.0075732437)";
+  affine.epilogue_fn = [](double v) { return activation("HardSwish", v) * double(0.476323098f) + double(-0.0075732437f); };
+  check_conv(affine, 21);
+  ConvCase hard_sigmoid{.x_shape = {1, 8, 7, 7}, .out_channels = 16, .y_dtype = DType::Float32};
+  hard_sigmoid.epilogue = "Mul(x0, 0.200000003); Add(t0, 0.5); Max(t1, 0); Min(t2, 1)";
+  hard_sigmoid.epilogue_fn = [](double v) { return std::clamp(v * double(0.2f) + 0.5, 0.0, 1.0); };
+  check_conv(hard_sigmoid, 22);
+  ConvCase leaky{.x_shape = {1, 8, 7, 7}, .out_channels = 16, .residual = true};
+  leaky.epilogue = "LeakyRelu(x0, 0.100000001); Sub(t0, 0.25)";
+  leaky.epilogue_fn = [](double v) { return (v < 0 ? double(0.1f) * v : v) - 0.25; };
+  check_conv(leaky, 23);
 }
 
 TEST(QuantizedConv, PointwiseWithoutBias) {

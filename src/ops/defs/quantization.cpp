@@ -55,6 +55,9 @@ INGOT_OP(QLinearConv)
 // scale and zero point (R float32 when those are absent). Y is 8-bit (`output_dtype` uint8 or int8,
 // with Y_scale and Y_zero_point) or float32 (`output_dtype` float32: a dequantized result). Layout
 // "NHWC" (the channels-last pass, CPU targets) puts channels last in X, R and Y, W as [M, k..., C/g].
+// `epilogue` (both ops; fuse-quantized-epilogue writes it): a FusedElementwise program over x0, the
+// real value after the residual and activation, applied before the output quantization: a chain
+// of unary ops and constant steps (ops/semantics/quantized_args.h).
 INGOT_OP(QuantizedConv)
     .domain(kIngotDomain)
     .versions(1)
@@ -78,6 +81,7 @@ INGOT_OP(QuantizedConv)
     .type("TF", {DType::Float32})
     .type("TB", {DType::Int32})
     .attr("activation", "")
+    .attr("epilogue", "")
     .attr("output_dtype", int64_t(DType::UInt8))
     .attr("layout", "NCHW")
     .dtype_attr("output_dtype")
@@ -109,6 +113,7 @@ INGOT_OP(QuantizedMatMul)
     .type("TF", {DType::Float32})
     .type("TB", {DType::Int32})
     .attr("activation", "")
+    .attr("epilogue", "")
     .attr("output_dtype", int64_t(DType::UInt8))
     .dtype_attr("output_dtype")
     .summary("Integer matrix product with dequantize -> MatMul [+ bias] [-> activation] [-> quantize] in one kernel "

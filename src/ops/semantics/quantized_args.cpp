@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/semantics/fused_elementwise.h"
+
 namespace ingot::sem {
 
 namespace {
@@ -31,6 +33,80 @@ int32_t scalar_zero_point(const KernelContext& ctx, size_t index, DType like, co
 }
 
 }  // namespace
+
+double EpilogueStep::apply(double v) const {
+  switch (kind) {
+    case Kind::Relu: return v < 0 ? double(a) * v : v;
+    case Kind::HardSwish: return v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0);
+    case Kind::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
+    case Kind::Tanh: return std::tanh(v);
+    case Kind::Exp: return std::exp(v);
+    case Kind::Abs: return std::abs(v);
+    case Kind::Sqrt: return std::sqrt(v);
+    case Kind::Linear: return double(a) * v + double(b);
+    case Kind::Clip: return std::clamp(v, double(a), double(b));
+  }
+  return v;
+}
+
+std::optional<std::vector<EpilogueStep>> epilogue_steps(std::string_view text) {
+  using fused::Op;
+  using fused::Operand;
+  using K = EpilogueStep::Kind;
+  fused::Program prog;
+  try {
+    prog = fused::Program::parse(text, 1);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  std::vector<EpilogueStep> steps;
+  constexpr float kMax = std::numeric_limits<float>::max();
+  for (size_t k = 0; k < prog.instrs.size(); ++k) {
+    const fused::Instr& in = prog.instrs[k];
+    auto is_prev = [&](const Operand& o) {
+      return k == 0 ? o.kind == Operand::Kind::Input && o.index == 0
+                    : o.kind == Operand::Kind::Temp && o.index == int32_t(k - 1);
+    };
+    const bool unary = fused::arity(in.op) == 1;
+    if (unary) {
+      if (!is_prev(in.a)) return std::nullopt;
+      switch (in.op) {
+        case Op::Relu: steps.push_back({K::Relu, 0, 0}); break;
+        case Op::HardSwish: steps.push_back({K::HardSwish, 0, 0}); break;
+        case Op::Sigmoid: steps.push_back({K::Sigmoid, 0, 0}); break;
+        case Op::Tanh: steps.push_back({K::Tanh, 0, 0}); break;
+        case Op::Exp: steps.push_back({K::Exp, 0, 0}); break;
+        case Op::Abs: steps.push_back({K::Abs, 0, 0}); break;
+        case Op::Sqrt: steps.push_back({K::Sqrt, 0, 0}); break;
+        case Op::Neg: steps.push_back({K::Linear, -1, 0}); break;
+        default: return std::nullopt;
+      }
+      continue;
+    }
+    // A binary step: the previous value and a constant, in either order where the op commutes.
+    const bool prev_first = is_prev(in.a) && in.b.kind == Operand::Kind::Const;
+    const bool prev_second = is_prev(in.b) && in.a.kind == Operand::Kind::Const;
+    if (!prev_first && !prev_second) return std::nullopt;
+    const float c = prev_first ? in.b.value : in.a.value;
+    switch (in.op) {
+      case Op::Add: steps.push_back({K::Linear, 1, c}); break;
+      case Op::Mul: steps.push_back({K::Linear, c, 0}); break;
+      case Op::Sub: steps.push_back(prev_first ? EpilogueStep{K::Linear, 1, -c} : EpilogueStep{K::Linear, -1, c}); break;
+      case Op::Div:
+        if (!prev_first || c == 0) return std::nullopt;
+        steps.push_back({K::Linear, 1 / c, 0});
+        break;
+      case Op::Max: steps.push_back({K::Clip, c, kMax}); break;
+      case Op::Min: steps.push_back({K::Clip, -kMax, c}); break;
+      case Op::LeakyRelu:
+        if (!prev_first) return std::nullopt;
+        steps.push_back({K::Relu, c, 0});
+        break;
+      default: return std::nullopt;
+    }
+  }
+  return steps;
+}
 
 QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t channels, int bias_index) {
   QuantizedProductArgs a;
@@ -90,6 +166,18 @@ QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t ch
     else if (act == "Sigmoid") a.act = QuantActivation::Sigmoid;
     else if (!act.empty()) fail("attribute 'activation': expected '', 'Relu', 'HardSwish' or 'Sigmoid', got '{}'", act);
   }
+  using K = EpilogueStep::Kind;
+  if (a.act == QuantActivation::Relu) a.steps.push_back({K::Relu, 0, 0});
+  if (a.act == QuantActivation::HardSwish) a.steps.push_back({K::HardSwish, 0, 0});
+  if (a.act == QuantActivation::Sigmoid) a.steps.push_back({K::Sigmoid, 0, 0});
+  if (ctx.def().find_attr("epilogue") && !ctx.attr_string("epilogue").empty()) {
+    auto steps = epilogue_steps(ctx.attr_string("epilogue"));
+    if (!steps) {
+      fail("attribute 'epilogue': '{}' is not a chain of unary ops and steps with constants over x0",
+           ctx.attr_string("epilogue"));
+    }
+    a.steps.insert(a.steps.end(), steps->begin(), steps->end());
+  }
   return a;
 }
 
@@ -121,12 +209,7 @@ double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc,
       real += double(a.residual->data<float>()[residual_index]);
     }
   }
-  switch (a.act) {
-    case QuantActivation::None: break;
-    case QuantActivation::Relu: real = std::max(real, 0.0); break;
-    case QuantActivation::HardSwish: real = real * std::clamp(real / 6.0 + 0.5, 0.0, 1.0); break;
-    case QuantActivation::Sigmoid: real = 1.0 / (1.0 + std::exp(-real)); break;
-  }
+  for (const EpilogueStep& s : a.steps) real = s.apply(real);
   if (!a.quantized_output()) return real;
   const double lo = a.y_dtype == DType::UInt8 ? 0.0 : -128.0, hi = a.y_dtype == DType::UInt8 ? 255.0 : 127.0;
   return std::clamp(std::nearbyint(real / double(a.y_scale)) + double(a.y_zp), lo, hi);

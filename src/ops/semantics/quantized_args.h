@@ -5,6 +5,8 @@
 //   acc  = sum (x - x_zp) * (w - w_zp[c]) + B[c]                      (int32, exact)
 //   real = x_scale * w_scale[c] * acc  [+ R_scale * (R - R_zp), or + R when R is float32]
 //   real = activation(real)                                           ('', Relu, HardSwish, Sigmoid)
+//   real = epilogue(real)       (a chain of unary ops and constant affine/clamp steps: FusedElementwise
+//                                programs the fuse-quantized-epilogue pass took in, over x0)
 //   Y    = saturate(round_half_even(real / Y_scale) + Y_zp)           (8-bit output)
 //   Y    = real                                                       (float32 output)
 // which is DequantizeLinear -> Conv/MatMul -> [Add] -> [activation] -> QuantizeLinear computed on the
@@ -13,7 +15,9 @@
 #include <ingot/tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/kernel.h"
@@ -21,6 +25,19 @@
 namespace ingot::sem {
 
 enum class QuantActivation { None, Relu, HardSwish, Sigmoid };
+
+// One step of an epilogue chain (the `activation`, then the `epilogue` program): a unary function of
+// the running value, with its constants. What oneDNN's eltwise post-ops compute.
+struct EpilogueStep {
+  enum class Kind : uint8_t { Relu, HardSwish, Sigmoid, Tanh, Exp, Abs, Sqrt, Linear, Clip };
+  Kind kind = Kind::Linear;
+  float a = 0, b = 0;  // Relu: slope below 0 (LeakyRelu); Linear: a * v + b; Clip: [a, b]
+  double apply(double v) const;
+};
+
+// The steps of an `epilogue` program (fused_elementwise.h's text form over x0), or nullopt when it
+// is not a chain of unary ops and affine/clamp steps with constants, each reading the previous result.
+std::optional<std::vector<EpilogueStep>> epilogue_steps(std::string_view program);
 
 struct QuantizedProductArgs {
   const Tensor* x = nullptr;  // 8-bit activations (input 0)
@@ -35,6 +52,7 @@ struct QuantizedProductArgs {
   float r_scale = 1.0f;
   int32_t r_zp = 0;
   QuantActivation act = QuantActivation::None;
+  std::vector<EpilogueStep> steps;  // the activation (if any), then the epilogue program's steps
   DType y_dtype = DType::Float32;  // UInt8/Int8 (quantized) or Float32
   float y_scale = 1.0f;
   int32_t y_zp = 0;

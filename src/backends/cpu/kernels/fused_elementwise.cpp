@@ -49,6 +49,14 @@ struct Span {
 
 template <Op O>
 void run(Span a, Span b, float* out, int64_t n) {
+  if constexpr (O == Op::HardSwish) {
+    // The one-loop form stays scalar (GCC 12): 20x slower on PP-OCR det's HardSwish after its int8
+    // convolutions.
+    if (a.p) {
+      hard_swish_f32(a.p, out, n);
+      return;
+    }
+  }
   if (a.p && b.p) {
     for (int64_t j = 0; j < n; ++j) out[j] = eval<O>(a.p[j], b.p[j]);
   } else if (a.p) {

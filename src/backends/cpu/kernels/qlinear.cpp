@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -344,7 +345,7 @@ struct QuantKey {
   float x_scale = 0, y_scale = 0, r_scale = 0;
   int32_t x_zp = 0, y_zp = 0, r_zp = 0;
   std::vector<float> w_scale;
-  QuantActivation act = QuantActivation::None;
+  std::vector<std::tuple<int, float, float>> steps;
   bool operator==(const QuantKey&) const = default;
 
   static QuantKey of(const QuantizedProductArgs& a) {
@@ -360,7 +361,7 @@ struct QuantKey {
     k.y_zp = a.y_zp;
     k.r_zp = a.r_zp;
     k.w_scale = a.w_scale;
-    k.act = a.act;
+    for (const sem::EpilogueStep& s : a.steps) k.steps.emplace_back(int(s.kind), s.a, s.b);
     return k;
   }
 };
@@ -369,10 +370,14 @@ struct QuantKey {
 // so without another activation everything folds into the output scales (and the residual's sum
 // scale); HardSwish and Sigmoid need the real value, so the division by Y_scale is a linear post-op
 // after them.
-dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels, int channel_dim,
-                                memory::data_type dst_dt) {
-  const bool real_domain_act = a.act == QuantActivation::HardSwish || a.act == QuantActivation::Sigmoid;
-  const float out_div = a.quantized_output() && !real_domain_act ? a.y_scale : 1.0f;
+dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels, int channel_dim) {
+  using K = sem::EpilogueStep::Kind;
+  // Relu and positive scalings commute with the division by Y_scale: those chains fold it into the
+  // output scales (and the residual's sum scale); others run on the real value and divide last.
+  bool homogeneous = true;
+  for (const sem::EpilogueStep& s : a.steps)
+    homogeneous &= (s.kind == K::Relu && s.a == 0) || (s.kind == K::Linear && s.a > 0 && s.b == 0);
+  const float out_div = a.quantized_output() && homogeneous ? a.y_scale : 1.0f;
   std::vector<float> scales;
   const bool per_channel = a.w_scale.size() > 1;
   for (int64_t c = 0; c < (per_channel ? channels : 1); ++c) scales.push_back(a.x_scale * a.w_scale_of(c) / out_div);
@@ -384,15 +389,50 @@ dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels,
     const float rs = a.residual_quantized ? a.r_scale / out_div : 1.0f / out_div;
     ops.append_sum(rs, a.residual_quantized ? a.r_zp : 0, dnnl_type(a.residual->dtype()));
   }
-  if (a.act == QuantActivation::Relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  if (a.act == QuantActivation::HardSwish) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
-  if (a.act == QuantActivation::Sigmoid) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
-  if (real_domain_act && a.quantized_output())
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / a.y_scale, 0.0f);
+  // Consecutive affine steps (and the final division by Y_scale) as one linear post-op, consecutive
+  // clamps as one clamp: oneDNN 2.6's int8 convolutions compute two eltwise post-ops of the same kind
+  // in a row wrongly (the second is lost; a unit test caught it). Other such pairs are refused.
+  std::vector<sem::EpilogueStep> steps;
+  for (const sem::EpilogueStep& s : a.steps) {
+    sem::EpilogueStep* prev = steps.empty() ? nullptr : &steps.back();
+    if (s.kind == K::Linear && prev && prev->kind == K::Linear) {
+      *prev = {K::Linear, prev->a * s.a, prev->b * s.a + s.b};
+    } else if (s.kind == K::Clip && prev && prev->kind == K::Clip) {
+      const float lo = std::max(prev->a, s.a), hi = std::min(prev->b, s.b);
+      const float constant = prev->b < s.a ? s.a : s.b;  // disjoint ranges: a constant
+      *prev = lo <= hi ? sem::EpilogueStep{K::Clip, lo, hi} : sem::EpilogueStep{K::Clip, constant, constant};
+    } else {
+      if (prev && prev->kind == s.kind) throw dnnl::error(dnnl_unimplemented, "two eltwise post-ops of one kind");
+      steps.push_back(s);
+    }
+  }
+  if (!homogeneous && a.quantized_output()) {
+    const float inv = 1.0f / a.y_scale;
+    if (!steps.empty() && steps.back().kind == K::Linear) {
+      steps.back() = {K::Linear, steps.back().a * inv, steps.back().b * inv};
+    } else {
+      steps.push_back({K::Linear, inv, 0});
+    }
+  }
+  constexpr float kBound = 1e30f;
+  for (const sem::EpilogueStep& s : steps) {
+    switch (s.kind) {
+      case K::Relu: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, s.a, 0.0f); break;
+      case K::HardSwish: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f); break;
+      case K::Sigmoid: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f); break;
+      case K::Tanh: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f); break;
+      case K::Exp: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_exp, 0.0f, 0.0f); break;
+      case K::Abs: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_abs, 0.0f, 0.0f); break;
+      case K::Sqrt: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_sqrt, 0.0f, 0.0f); break;
+      case K::Linear: ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, s.a, s.b); break;
+      case K::Clip:
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, std::max(s.a, -kBound), std::min(s.b, kBound));
+        break;
+    }
+  }
   attr.set_post_ops(ops);
   if (a.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (a.quantized_output() && a.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-  (void)dst_dt;
   return attr;
 }
 
@@ -630,7 +670,7 @@ std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const Quantiz
                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                     dnnl::algorithm::convolution_direct, src_any, w_any, dst_any,
                                                     strides, dilations, pad_begin, pad_end);
-  dnnl::convolution_forward::primitive_desc pd(d, quant_attr(a, g.out_channels, 1, dst_dt), eng);
+  dnnl::convolution_forward::primitive_desc pd(d, quant_attr(a, g.out_channels, 1), eng);
   auto plan = std::make_unique<QuantPlan>();
   plan->primitive = dnnl::convolution_forward(pd);
   finish_plan(*plan, a, user_w, w8->data(), pd.weights_desc(), pd.src_desc(), pd.dst_desc(), user_src, user_dst, b_md);
@@ -696,7 +736,7 @@ std::unique_ptr<QuantPlan> build_matmul_plan(const QuantizedProductArgs& a, int6
   const memory::desc w_any({k, n}, memory::data_type::s8, memory::format_tag::any);
   const memory::desc b_md({1, n}, memory::data_type::s32, memory::format_tag::ab);
   auto d = a.bias ? dnnl::matmul::desc(src_md, w_any, b_md, dst_md) : dnnl::matmul::desc(src_md, w_any, dst_md);
-  dnnl::matmul::primitive_desc pd(d, quant_attr(a, n, 1, dst_dt), eng);
+  dnnl::matmul::primitive_desc pd(d, quant_attr(a, n, 1), eng);
   auto plan = std::make_unique<QuantPlan>();
   plan->primitive = dnnl::matmul(pd);
   finish_plan(*plan, a, user_w, w8->data(), pd.weights_desc(), pd.src_desc(), pd.dst_desc(), src_md, dst_md, b_md);
