@@ -145,12 +145,12 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
     qs.input_shapes = settings.input_shapes;
     report("import", false);
     quantization.emplace();
-    model = quant::import_for_quantization(model_path, qs, *quantization);
+    model = quant::import_for_quantization(model_path, qs, *quantization, false);
     samples = quant::load_calibration(*model, qs.calibration);
     report("import", true);
     report("quantize", false);
     try {
-      quant::quantize_model(*model, samples, qs, *quantization);
+      quant::quantize_model(*model, samples, qs, *quantization, false);
     } catch (Error& e) {
       e.add_context("model '" + model->name + "'");
       throw;

@@ -137,10 +137,13 @@ std::vector<Sample> load_calibration(const Model& model, const std::vector<std::
 // ---- import ------------------------------------------------------------------------------------
 
 std::shared_ptr<Model> import_for_quantization(const std::string& path, const QuantizeSettings& settings,
-                                               QuantizeReport& report) {
+                                               QuantizeReport& report, bool onnx_output) {
   std::string note;
   std::shared_ptr<Model> model = import_onnx(path, settings.per_channel ? 13 : 10, note);
-  if (settings.per_channel && model->opset("") < 13) {
+  if (settings.per_channel && model->opset("") < 13 && !onnx_output) {
+    // A package: per-channel weights below opset 13 are Ingot's own reading of DequantizeLinear.
+    if (model->opset("") < 10) model = import_onnx(path, 12, note);
+  } else if (settings.per_channel && model->opset("") < 13) {
     // The converter could not reach 13 (a Softmax of unknown rank, say): per-tensor weights at 10+.
     std::string why = note;
     if (model->opset("") < 10) model = import_onnx(path, 12, note);
@@ -238,8 +241,8 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis, const std::
 
 class QdqWriter {
  public:
-  QdqWriter(Model& model, const QuantizeSettings& settings, QuantizeReport& report)
-      : model_(model), g_(*model.graph), settings_(settings), report_(report) {
+  QdqWriter(Model& model, const QuantizeSettings& settings, QuantizeReport& report, bool onnx_output)
+      : model_(model), g_(*model.graph), settings_(settings), report_(report), onnx_output_(onnx_output) {
     for (const Node& n : g_.nodes) names_.insert(n.outputs.begin(), n.outputs.end());
     for (const auto& [name, t] : g_.initializers) names_.insert(name);
     for (const ValueInfo& v : g_.inputs) names_.insert(v.name);
@@ -249,7 +252,7 @@ class QdqWriter {
   void plan() {
     const auto producer = passes::producers(g_);
     const passes::Readers readers(g_);
-    const bool per_axis = settings_.per_channel && model_.opset("") >= 13;
+    const bool per_axis = settings_.per_channel && (model_.opset("") >= 13 || !onnx_output_);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       std::optional<ProductKind> kind;
@@ -433,6 +436,7 @@ class QdqWriter {
   Graph& g_;
   const QuantizeSettings& settings_;
   QuantizeReport& report_;
+  bool onnx_output_;
   std::set<std::string> names_;
   std::vector<Product> products_;
   std::map<std::string, std::string> range_of_;  // activation -> the activation whose range it takes
@@ -474,10 +478,10 @@ void run_collecting(const Model& model, const std::vector<std::string>& names, c
 }  // namespace
 
 void quantize_model(Model& model, const std::vector<Sample>& samples, const QuantizeSettings& settings,
-                    QuantizeReport& report) {
+                    QuantizeReport& report, bool onnx_output) {
   if (samples.empty()) fail("int8 quantization needs at least one calibration sample");
   prepare(model);
-  QdqWriter writer(model, settings, report);
+  QdqWriter writer(model, settings, report, onnx_output);
   writer.plan();
   const std::vector<std::string> names = writer.observed();
   std::vector<RangeObserver> observers(names.size());
@@ -493,6 +497,7 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
     params[names[i]] = activation_params(lo, hi, settings.symmetric);
   }
   writer.rewrite(params);
+  dead_code(model);  // the float weights the int8 ones replaced
   report.samples = int64_t(samples.size());
   verify(model);
 }
@@ -584,10 +589,10 @@ std::string QuantizeReport::json() const {
 
 QuantizeReport quantize(const std::string& model_path, const std::string& qdq_path, const QuantizeSettings& settings) {
   QuantizeReport report;
-  std::shared_ptr<Model> model = quant::import_for_quantization(model_path, settings, report);
+  std::shared_ptr<Model> model = quant::import_for_quantization(model_path, settings, report, true);
   const std::vector<quant::Sample> samples = quant::load_calibration(*model, settings.calibration);
   try {
-    quant::quantize_model(*model, samples, settings, report);
+    quant::quantize_model(*model, samples, settings, report, true);
   } catch (Error& e) {
     e.add_context("model '" + model->name + "'");
     throw;

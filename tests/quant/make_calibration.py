@@ -26,8 +26,8 @@ PHOTOS = ["astronaut.png", "coffee.png", "chelsea.png", "motorcycle_left.png", "
           "immunohistochemistry.png" if os.path.exists(os.path.join(mi.SKIMAGE_DATA, "immunohistochemistry.png"))
           else "ihc.png", "retina.jpg", "hubble_deep_field.jpg", "coins.png"]
 # Rows of page.png's printed lines (top, bottom) and the columns they span.
-PAGE_LINES = [(6, 42, 0, 240), (40, 72, 0, 384), (70, 100, 0, 384), (98, 130, 0, 384), (128, 160, 0, 384),
-              (150, 191, 0, 384)]
+PAGE_LINES = [(6, 42, 0, 240), (46, 66, 0, 384), (64, 84, 0, 384), (82, 102, 0, 384), (100, 120, 0, 384),
+              (116, 138, 0, 384), (160, 191, 0, 384)]
 
 
 def photos():

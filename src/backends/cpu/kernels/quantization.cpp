@@ -58,9 +58,8 @@ QuantParams quant_params(const KernelContext& ctx, const Tensor& x, size_t scale
   if (per_tensor) {
     p.split.inner = x.numel();
   } else {
-    if (ctx.opset() < 13) {
-      fail("input {} (scale): opset {} takes a scalar scale, got {}", scale_index, ctx.opset(), scale.describe());
-    }
+    // Per-axis parameters are ONNX's from opset 13; Ingot reads them at any opset (int8 packages of
+    // older models use them: the quantizer's per-channel weights, src/quant/).
     if (scale.rank() != 1)
       fail("input {} (scale): expected a scalar or 1-D tensor, got {}", scale_index, scale.describe());
     int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank(), "attribute 'axis'");

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""QDQ models written by `ingot quantize`, run by Ingot (its Q/DQ folded into integer kernels) and by
+onnxruntime-node on the same input: the outputs must agree (cosine similarity >= 0.99 per output).
+The two runtimes round requantizations independently, so a one-step difference may propagate; a
+wrong kernel or a misread Q/DQ parameter shows as a far lower similarity.
+
+Usage: /usr/bin/python3 tests/quant/qdq_onnxruntime_test.py --ingot build/tools/ingot/ingot [--models DIR]
+Exit: 0 pass, 1 mismatch, 77 when the model cache, node or onnxruntime-node is missing.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CASES = [
+    # (name, model file, calibration set, input shape, extra quantize options)
+    ("blazeface_front u8 per-channel", "face_detection_front_128x128_barracuda.onnx", "blazeface128", None, []),
+    ("blazeface_front s8 symmetric per-tensor", "face_detection_front_128x128_barracuda.onnx", "blazeface128", None,
+     ["--symmetric", "--per-tensor"]),
+    ("ppocr_det u8 per-channel percentile", "ch_PP-OCRv4_det_infer.onnx", "ppocr_det", "x=1,3,192,384",
+     ["--calib-method", "percentile"]),
+]
+
+
+def find_file(root, name):
+    for dirpath, _, files in os.walk(root):
+        if name in files:
+            return os.path.join(dirpath, name)
+    return None
+
+
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr[-4000:]}")
+    return r.stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ingot", required=True)
+    p.add_argument("--models", default=os.environ.get("INGOT_MODEL_CACHE", os.path.expanduser("~/.cache/ingot/models")))
+    args = p.parse_args()
+    ort = os.path.join(args.models, "node_modules", "onnxruntime-node", "package.json")
+    if not os.path.isdir(args.models) or not shutil.which("node") or not os.path.exists(ort):
+        print("skipped: model cache, node or onnxruntime-node (scripts/fetch-models.sh) missing")
+        return 77
+    work = tempfile.mkdtemp(prefix="ingot-qdq-")
+    calib = os.path.join(work, "calib")
+    run([sys.executable, os.path.join(HERE, "make_calibration.py"), calib])
+    env = dict(os.environ, NODE_PATH=os.path.join(args.models, "node_modules"))
+    ok = True
+    for name, file, calib_set, shape, extra in CASES:
+        model = find_file(args.models, file)
+        if not model:
+            print(f"{name}: {file} missing: skipped")
+            continue
+        qdq = os.path.join(work, "model.qdq.onnx")
+        cmd = [args.ingot, "quantize", model, "-o", qdq, "--calib", os.path.join(calib, calib_set), "-q"] + extra
+        if shape:
+            cmd += ["--input-shape", shape]
+        run(cmd)
+        x = os.path.join(calib, calib_set, "000.npy")
+        for d in ("ort", "ingot"):
+            shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+        run(["node", os.path.join(HERE, "onnxruntime_qdq.js"), qdq, x, os.path.join(work, "ort")], env)
+        run([args.ingot, "run", qdq, "-i", x, "-o", os.path.join(work, "ingot")])
+        k = 0
+        while os.path.exists(os.path.join(work, "ort", f"output_{k}.npy")):
+            a = np.load(os.path.join(work, "ort", f"output_{k}.npy")).astype(np.float64).ravel()
+            b = np.load(os.path.join(work, "ingot", f"output_{k}.npy")).astype(np.float64).ravel()
+            denom = np.linalg.norm(a) * np.linalg.norm(b)
+            cos = float(a @ b / denom) if denom > 0 else float(np.array_equal(a, b))
+            good = cos >= 0.99
+            ok &= good
+            print(f"{'ok  ' if good else 'FAIL'} {name}: output {k}: cosine {cos:.5f}, max |diff| {np.abs(a - b).max():.4g}")
+            k += 1
+        if k == 0:
+            print(f"FAIL {name}: onnxruntime wrote no outputs")
+            ok = False
+    shutil.rmtree(work, ignore_errors=True)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

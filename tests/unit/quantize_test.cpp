@@ -1,0 +1,170 @@
+// Post-training quantization (include/ingot/quantize.h) on a small convolutional model built here:
+// the QDQ model it writes, what a session makes of it (fuse-qdq's integer kernels against the same
+// model run with its Q/DQ as float ops), an int8 package, and the errors for bad calibration input.
+#include <gtest/gtest.h>
+#include <ingot/convert.h>
+#include <ingot/quantize.h>
+#include <ingot/session.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/npy.h"
+#include "onnx/onnx_import.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+using namespace ingot::testing;
+
+// x [1,4,12,12] -> Conv 3x3 (8) -> Relu -> Conv 1x1 (8) + residual -> Relu -> MaxPool -> Flatten -> Gemm (5).
+std::string small_cnn() {
+  onnx::GraphProto g;
+  g.set_name("small_cnn");
+  std::mt19937 rng(1);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {1, 4, 12, 12});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {1, 5});
+  add_random_initializer(g, "w1", {8, 4, 3, 3}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b1", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w2", {8, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b2", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w3", {5, 288}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "b3", {5}, rng, -0.1f, 0.1f);
+  auto conv1 = make_node("Conv", {"x", "w1", "b1"}, {"c1"});
+  auto* pads = conv1.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  *g.add_node() = conv1;
+  *g.add_node() = make_node("Relu", {"c1"}, {"r1"});
+  *g.add_node() = make_node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  *g.add_node() = make_node("Add", {"c2", "r1"}, {"s2"});
+  *g.add_node() = make_node("Relu", {"s2"}, {"r2"});
+  auto pool = make_node("MaxPool", {"r2"}, {"p"});
+  for (const char* name : {"kernel_shape", "strides"}) {
+    auto* a = pool.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  *g.add_node() = pool;
+  *g.add_node() = make_node("Flatten", {"p"}, {"f"});
+  auto gemm = make_node("Gemm", {"f", "w3", "b3"}, {"y"});
+  auto* tb = gemm.add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  *g.add_node() = gemm;
+  return save_model(model_with(g, 13), "small_cnn.onnx");
+}
+
+Tensor random_input(uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(4 * 12 * 12);
+  for (float& x : v) x = dist(gen);
+  return Tensor::from_vector(v, {1, 4, 12, 12});
+}
+
+std::string calibration_dir() {
+  auto dir = temp_dir() / "calib";
+  std::filesystem::create_directories(dir);
+  for (uint32_t i = 0; i < 8; ++i) save_npy((dir / (std::to_string(i) + ".npy")).string(), random_input(100 + i));
+  return dir.string();
+}
+
+double cosine(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  double dot = 0, nx = 0, ny = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    dot += double(x[i]) * y[i];
+    nx += double(x[i]) * x[i];
+    ny += double(y[i]) * y[i];
+  }
+  return dot / std::sqrt(nx * ny);
+}
+
+TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
+  const std::string model = small_cnn(), qdq = (temp_dir() / "small_cnn.qdq.onnx").string();
+  QuantizeSettings s;
+  s.calibration = {calibration_dir()};
+  QuantizeReport r = quantize(model, qdq, s);
+  EXPECT_EQ(r.quantized, 3);  // both convolutions and the Gemm
+  EXPECT_EQ(r.samples, 8);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_GT(r.outputs[0].cosine, 0.99) << r.text();
+
+  // The written model holds int8 weights behind DequantizeLinear, and no float weights.
+  auto m = import_onnx(qdq);
+  int dq = 0, q = 0;
+  for (const Node& n : m->graph->nodes) {
+    dq += n.op_type == "DequantizeLinear";
+    q += n.op_type == "QuantizeLinear";
+  }
+  EXPECT_GE(dq, 6);
+  EXPECT_GE(q, 3);
+  for (const auto& [name, t] : m->graph->initializers) EXPECT_FALSE(t.dtype() == DType::Float32 && t.numel() > 8) << name;
+
+  // A session folds the Q/DQ into integer kernels; the same model with its Q/DQ run as float ops is
+  // the reference of the quantized math (they may differ by a requantization step).
+  Session fused = Session::load(qdq);
+  Tensor x = random_input(7);
+  Tensor y = fused.run({x})[0];
+  SessionOptions plain;
+  plain.optimize = false;
+  Tensor y_ref = Session::load(qdq, plain).run({x})[0];
+  EXPECT_GT(cosine(y, y_ref), 0.999);
+  Tensor y_float = Session::load(model).run({x})[0];
+  EXPECT_GT(cosine(y, y_float), 0.99);
+}
+
+TEST(Quantize, Int8PackageMatchesTheFloatModel) {
+  const std::string model = small_cnn();
+  const std::string pkg = (temp_dir() / "small_cnn.int8.ingot").string();
+  ConvertSettings s;
+  s.precision = Precision::INT8;
+  s.quantize.calibration = {calibration_dir()};
+  ConvertResult r = convert(model, pkg, s);
+  ASSERT_TRUE(r.quantization.has_value());
+  EXPECT_EQ(r.precision, "int8");
+  Session session = Session::load(pkg);
+  Tensor x = random_input(9);
+  EXPECT_GT(cosine(session.run({x})[0], Session::load(model).run({x})[0]), 0.99);
+  // (Sizes: this model's scales and alignment outweigh its 2 KB of weights; the real models' packages
+  // are measured by tests/quant/accuracy_test.py.)
+}
+
+TEST(Quantize, BadCalibrationInputNamesTheFileOrFolder) {
+  const std::string model = small_cnn(), out = (temp_dir() / "bad.qdq.onnx").string();
+  auto error = [&](std::vector<std::string> calib) {
+    QuantizeSettings s;
+    s.calibration = std::move(calib);
+    return error_of([&] { quantize(model, out, s); });
+  };
+  auto empty = temp_dir() / "empty_calib";
+  std::filesystem::create_directories(empty);
+  EXPECT_NE(error({empty.string()}).find("holds no .npy files"), std::string::npos) << error({empty.string()});
+  EXPECT_NE(error({(temp_dir() / "missing").string()}).find("does not exist"), std::string::npos);
+  EXPECT_NE(error({}).find("needs calibration inputs"), std::string::npos);
+  const std::string wrong = (temp_dir() / "wrong_shape.npy").string();
+  save_npy(wrong, Tensor::zeros(DType::Float32, {1, 3, 12, 12}));
+  const std::string e = error({wrong});
+  EXPECT_NE(e.find("wrong_shape.npy"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not fit input 'x'"), std::string::npos) << e;
+  const std::string wrong_dtype = (temp_dir() / "wrong_dtype.npy").string();
+  save_npy(wrong_dtype, Tensor::zeros(DType::Float64, {1, 4, 12, 12}));
+  EXPECT_NE(error({wrong_dtype}).find("float64"), std::string::npos);
+}
+
+TEST(Quantize, OnnxFileWithInt8PrecisionNeedsCalibration) {
+  SessionOptions o;
+  o.precision = Precision::INT8;
+  const std::string e = error_of([&] { Session::load(small_cnn(), o); });
+  EXPECT_NE(e.find("--calib"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace ingot
