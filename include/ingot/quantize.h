@@ -30,9 +30,14 @@ struct QuantizeSettings {
   bool symmetric = false;      // activations int8 with zero point 0 (false: uint8 with a zero point)
   // Op types ("Gemm") or node names left in float32, besides the ops without integer kernels.
   std::vector<std::string> keep_float;
+  // Accuracy-driven mixed precision (0: off): while an output's cosine similarity to the float model
+  // over the calibration samples is below this, the products whose own quantization lowers it most
+  // stay in float32 (a few per round, up to 8 rounds).
+  double min_cosine = 0;
   // Fixes symbolic dims of inputs before calibrating: {"x", {1, 3, 224, 224}}.
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
-  // Progress of the long steps: ("calibrate" | "evaluate", samples done, samples in all).
+  // Progress of the long steps: ("calibrate" | "evaluate", samples done, samples in all;
+  // "sensitivity", round, rounds at most).
   std::function<void(const std::string& step, int64_t done, int64_t total)> progress;
 };
 

@@ -14,6 +14,7 @@ from ._ingot import (  # noqa: F401
     Session,
     Tensor,
     convert,
+    quantize,
     from_dlpack,
     grad,
     no_grad,
@@ -30,7 +31,7 @@ from .extension import Extension, load_extension, load_extension_library  # noqa
 
 vmap = func.vmap
 
-__all__ = ["Error", "Session", "Tensor", "convert", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
+__all__ = ["Error", "Session", "Tensor", "convert", "quantize", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
            "tensor", "zeros",
            "Extension", "load_extension", "load_extension_library", "loaded_extensions",
            "CompiledFunction", "compile", "func", "manual_seed", "nn", "optim", "vmap"]

@@ -9,6 +9,7 @@
 #include <dlpack/dlpack.h>
 #include <ingot/autograd.h>
 #include <ingot/convert.h>
+#include <ingot/quantize.h>
 #include <ingot/load_extension.h>
 #include <ingot/ops.h>
 #include <ingot/profiler.h>
@@ -282,7 +283,45 @@ Precision parse_precision(const std::string& p) {
   if (p == "fp32") return Precision::FP32;
   if (p == "fp16") return Precision::FP16;
   if (p == "bf16") return Precision::BF16;
-  fail("precision '{}': expected fp32, fp16 or bf16", p);
+  if (p == "int8") return Precision::INT8;
+  fail("precision '{}': expected fp32, fp16, bf16 or int8", p);
+}
+
+// ingot.quantize's and ingot.convert(precision="int8")'s keyword arguments (the CLI's options).
+QuantizeSettings quantize_settings(const std::vector<std::string>& calib, const std::string& method, double percentile,
+                                   bool per_channel, bool symmetric, const std::vector<std::string>& keep_float,
+                                   double min_cosine) {
+  QuantizeSettings s;
+  s.calibration = calib;
+  if (method == "minmax") s.method = CalibrationMethod::MinMax;
+  else if (method == "percentile") s.method = CalibrationMethod::Percentile;
+  else if (method == "entropy") s.method = CalibrationMethod::Entropy;
+  else fail("calib_method '{}': expected minmax, percentile or entropy", method);
+  s.percentile = percentile;
+  s.per_channel = per_channel;
+  s.symmetric = symmetric;
+  s.keep_float = keep_float;
+  s.min_cosine = min_cosine;
+  return s;
+}
+
+py::dict report_dict(const QuantizeReport& r) {
+  py::dict d;
+  d["samples"] = r.samples;
+  d["quantized"] = r.quantized;
+  d["kept_float"] = r.kept_float;
+  d["notes"] = r.notes;
+  py::list outputs;
+  for (const OutputAccuracy& o : r.outputs) {
+    py::dict od;
+    od["name"] = o.name;
+    od["max_abs"] = o.max_abs;
+    od["mean_abs"] = o.mean_abs;
+    od["cosine"] = o.cosine;
+    outputs.append(od);
+  }
+  d["outputs"] = outputs;
+  return d;
 }
 
 // `with ingot.no_grad():` (NoGradGuard for the block).
@@ -503,11 +542,15 @@ PYBIND11_MODULE(_ingot, m) {
           return load_extension_library(path);
         });
   m.def("convert", [](const std::string& model, const std::string& output, const std::string& device,
-                      const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress) {
+                      const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress,
+                      const std::vector<std::string>& calib, const std::string& calib_method, double percentile,
+                      bool per_channel, bool symmetric, const std::vector<std::string>& keep_float, double min_cosine) {
           ConvertSettings c;
           c.device = Device::parse(device);
           c.precision = parse_precision(precision);
           c.optimize = optimize;
+          if (c.precision != Precision::INT8 && !calib.empty()) fail("calib: calibration is for precision='int8'");
+          c.quantize = quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine);
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               c.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
@@ -536,12 +579,38 @@ PYBIND11_MODULE(_ingot, m) {
           d["device_code"] = r.device_code;
           d["tuning_note"] = r.tuning_note;
           d["extensions"] = r.extensions;
+          if (r.quantization) d["quantization"] = report_dict(*r.quantization);
           return d;
         }, py::arg("model"), py::arg("output"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
         py::arg("input_shapes") = py::none(), py::arg("optimize") = true, py::arg("progress") = false,
+        py::arg("calib") = std::vector<std::string>{}, py::arg("calib_method") = "minmax", py::arg("percentile") = 99.999,
+        py::arg("per_channel") = true, py::arg("symmetric") = false, py::arg("keep_float") = std::vector<std::string>{},
+        py::arg("min_cosine") = 0.0,
         "Converts an ONNX model into an .ingot package (`ingot convert`): the compile pipeline once, and on a GPU "
         "the algorithm search and code generation, stored. input_shapes: {name: [dims]} fixes symbolic dims. "
-        "progress: True prints each step; a callable gets (step, done, note). Returns what was written.");
+        "progress: True prints each step; a callable gets (step, done, note). precision='int8' quantizes with the "
+        "calibration inputs `calib` (.npy files or folders; docs/QUANTIZATION.md) and adds the 'quantization' "
+        "report (accuracy per output). Returns what was written.");
+  m.def("quantize", [](const std::string& model, const std::string& output, const std::vector<std::string>& calib,
+                       const std::string& calib_method, double percentile, bool per_channel, bool symmetric,
+                       const std::vector<std::string>& keep_float, const py::object& input_shapes, double min_cosine) {
+          QuantizeSettings s =
+              quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine);
+          if (!input_shapes.is_none())
+            for (auto [k, v] : input_shapes.cast<py::dict>())
+              s.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+          QuantizeReport r;
+          {
+            py::gil_scoped_release release;
+            r = quantize(model, output, s);
+          }
+          return report_dict(r);
+        }, py::arg("model"), py::arg("output"), py::arg("calib"), py::arg("calib_method") = "minmax",
+        py::arg("percentile") = 99.999, py::arg("per_channel") = true, py::arg("symmetric") = false,
+        py::arg("keep_float") = std::vector<std::string>{}, py::arg("input_shapes") = py::none(),
+        py::arg("min_cosine") = 0.0,
+        "Int8 post-training quantization into a QDQ ONNX model (`ingot quantize`; docs/QUANTIZATION.md). Returns the "
+        "report: what was quantized, notes, and per output the error against the float model on the calibration set.");
   m.def("loaded_extensions", &loaded_extensions, "Every extension loaded in this process.");
 
   py::module_ prof = m.def_submodule("profiler", "Timelines of runs and eager calls (docs/PROFILING.md).");

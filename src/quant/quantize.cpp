@@ -241,8 +241,14 @@ std::pair<Tensor, Tensor> quantize_weight(const Tensor& w, int axis, const std::
 
 class QdqWriter {
  public:
-  QdqWriter(Model& model, const QuantizeSettings& settings, QuantizeReport& report, bool onnx_output)
-      : model_(model), g_(*model.graph), settings_(settings), report_(report), onnx_output_(onnx_output) {
+  QdqWriter(Model& model, const QuantizeSettings& settings, QuantizeReport& report, bool onnx_output,
+            const std::map<std::string, double>& sensitive)
+      : model_(model),
+        g_(*model.graph),
+        settings_(settings),
+        report_(report),
+        onnx_output_(onnx_output),
+        sensitive_(sensitive) {
     for (const Node& n : g_.nodes) names_.insert(n.outputs.begin(), n.outputs.end());
     for (const auto& [name, t] : g_.initializers) names_.insert(name);
     for (const ValueInfo& v : g_.inputs) names_.insert(v.name);
@@ -264,6 +270,11 @@ class QdqWriter {
                           return k == n.op_type || (!n.name.empty() && k == n.name) || k == n.outputs[0];
                         }) != settings_.keep_float.end();
       std::string why = kept ? "--keep-float" : product_refusal(g_, n, *kind);
+      if (auto it = sensitive_.find(n.outputs[0]); why.empty() && it != sensitive_.end()) {
+        why = fmt::format("sensitive: its quantization lowered the cosine similarity of its output by {:.4f} "
+                          "(--min-cosine {})",
+                          it->second, settings_.min_cosine);
+      }
       if (!why.empty()) {
         report_.kept_float.push_back(fmt::format("{}: {}", n.label(), why));
         continue;
@@ -308,6 +319,13 @@ class QdqWriter {
         }
       }
     }
+  }
+
+  // Each quantized product's activation input and output (the float values, in the QDQ model too).
+  std::vector<std::pair<std::string, std::string>> product_io() const {
+    std::vector<std::pair<std::string, std::string>> io;
+    for (const Product& p : products_) io.emplace_back(g_.nodes[p.node].inputs[0], g_.nodes[p.node].outputs[0]);
+    return io;
   }
 
   // The activations whose ranges calibration observes.
@@ -437,42 +455,87 @@ class QdqWriter {
   const QuantizeSettings& settings_;
   QuantizeReport& report_;
   bool onnx_output_;
+  const std::map<std::string, double>& sensitive_;  // product output -> its cosine drop (kept float)
   std::set<std::string> names_;
   std::vector<Product> products_;
   std::map<std::string, std::string> range_of_;  // activation -> the activation whose range it takes
 };
 
-// Runs `model` on the CPU over `samples`, handing each run's values of `names` (graph inputs or
-// computed values, which become extra outputs of a copy of the graph) to `fn`.
+// An executor of a copy of `model` whose outputs are followed by the values `names` (graph inputs
+// are not outputs: their indices in `from_input`, with the rest's in `from_output`).
+struct CollectingExecutor {
+  std::unique_ptr<Executor> executor;
+  std::vector<std::pair<size_t, size_t>> from_output, from_input;  // (name index, output / input index)
+
+  CollectingExecutor(const Model& model, const std::vector<std::string>& names) {
+    auto copy = std::make_shared<Model>(model);
+    copy->graph = std::make_shared<Graph>(*model.graph);
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto in = std::find_if(copy->graph->inputs.begin(), copy->graph->inputs.end(),
+                             [&](const ValueInfo& v) { return v.name == names[i]; });
+      if (in != copy->graph->inputs.end()) {
+        from_input.push_back({i, size_t(in - copy->graph->inputs.begin())});
+        continue;
+      }
+      ValueInfo out{names[i], {}};
+      if (auto t = passes::value_type(*copy->graph, names[i])) out.type = *t;
+      from_output.push_back({i, copy->graph->outputs.size()});
+      copy->graph->outputs.push_back(out);
+    }
+    executor = std::make_unique<Executor>(std::shared_ptr<const Model>(copy), Device::cpu(), ExecutorOptions{true, false});
+  }
+
+  // The values of `names` for one sample (undefined where a run gives none).
+  std::vector<Tensor> run(const Sample& sample) {
+    std::vector<Value> feeds(sample.begin(), sample.end());
+    Executor::Result r = executor->run(feeds);
+    std::vector<Tensor> values(from_output.size() + from_input.size());
+    for (auto [name, out] : from_output) {
+      if (r.outputs[out].kind == Value::Kind::Tensor) values[name] = r.outputs[out].tensor;
+    }
+    for (auto [name, in] : from_input) values[name] = sample[in];
+    return values;
+  }
+};
+
+// Runs `model` on the CPU over `samples`, handing each run's values of `names` to `fn`.
 void run_collecting(const Model& model, const std::vector<std::string>& names, const std::vector<Sample>& samples,
                     const std::string& step, const QuantizeSettings& settings,
                     const std::function<void(size_t, const Tensor&)>& fn) {
-  auto copy = std::make_shared<Model>(model);
-  copy->graph = std::make_shared<Graph>(*model.graph);
-  std::vector<std::pair<size_t, size_t>> from_output, from_input;  // (name index, output/input index)
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto in = std::find_if(copy->graph->inputs.begin(), copy->graph->inputs.end(),
-                           [&](const ValueInfo& v) { return v.name == names[i]; });
-    if (in != copy->graph->inputs.end()) {
-      from_input.push_back({i, size_t(in - copy->graph->inputs.begin())});
-      continue;
-    }
-    ValueInfo out{names[i], {}};
-    if (auto t = passes::value_type(*copy->graph, names[i])) out.type = *t;
-    from_output.push_back({i, copy->graph->outputs.size()});
-    copy->graph->outputs.push_back(out);
-  }
-  Executor executor(std::shared_ptr<const Model>(copy), Device::cpu(), ExecutorOptions{true, false});
+  CollectingExecutor ex(model, names);
   for (size_t s = 0; s < samples.size(); ++s) {
-    std::vector<Value> feeds(samples[s].begin(), samples[s].end());
-    Executor::Result r = executor.run(feeds);
-    for (auto [name, out] : from_output) {
-      const Value& v = r.outputs[out];
-      if (v.kind == Value::Kind::Tensor) fn(name, v.tensor);
+    std::vector<Tensor> values = ex.run(samples[s]);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i].defined()) fn(i, values[i]);
     }
-    for (auto [name, in] : from_input) fn(name, samples[s][in]);
     if (settings.progress) settings.progress(step, int64_t(s + 1), int64_t(samples.size()));
   }
+}
+
+// Cosine similarity of each of `names` between two models over every sample (flattened, summed).
+std::vector<double> cosines(const Model& a, const Model& b, const std::vector<std::string>& names,
+                            const std::vector<Sample>& samples) {
+  CollectingExecutor ea(a, names), eb(b, names);
+  std::vector<double> dot(names.size()), na(names.size()), nb(names.size());
+  for (const Sample& s : samples) {
+    std::vector<Tensor> va = ea.run(s), vb = eb.run(s);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!va[i].defined() || !vb[i].defined() || va[i].numel() != vb[i].numel()) continue;
+      const Tensor x = va[i].cast(DType::Float64), y = vb[i].cast(DType::Float64);
+      const double* xp = x.data<double>();
+      const double* yp = y.data<double>();
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        dot[i] += xp[k] * yp[k];
+        na[i] += xp[k] * xp[k];
+        nb[i] += yp[k] * yp[k];
+      }
+    }
+  }
+  std::vector<double> out(names.size(), 1.0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (na[i] > 0 && nb[i] > 0) out[i] = dot[i] / std::sqrt(na[i] * nb[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -481,23 +544,66 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
                     QuantizeReport& report, bool onnx_output) {
   if (samples.empty()) fail("int8 quantization needs at least one calibration sample");
   prepare(model);
-  QdqWriter writer(model, settings, report, onnx_output);
-  writer.plan();
-  const std::vector<std::string> names = writer.observed();
-  std::vector<RangeObserver> observers(names.size());
-  run_collecting(model, names, samples, "calibrate", settings,
-                 [&](size_t i, const Tensor& t) { observers[i].observe_range(t); });
-  if (settings.method != CalibrationMethod::MinMax) {
-    run_collecting(model, names, samples, "calibrate (histograms)", settings,
-                   [&](size_t i, const Tensor& t) { observers[i].observe_histogram(t); });
-  }
+  // The float model as prepared: each round of the sensitivity search quantizes a copy of it.
+  Model prepared = model;
+  prepared.graph = std::make_shared<Graph>(*model.graph);
+  const QuantizeReport start = report;
+  std::map<std::string, double> sensitive;  // products kept in float32 for accuracy
   std::map<std::string, QuantParams> params;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto [lo, hi] = observers[i].range(settings.method, settings.percentile, settings.symmetric);
-    params[names[i]] = activation_params(lo, hi, settings.symmetric);
+  constexpr int kRounds = 8;
+  for (int round = 0;; ++round) {
+    report = start;
+    *model.graph = *prepared.graph;
+    QdqWriter writer(model, settings, report, onnx_output, sensitive);
+    writer.plan();
+    if (round == 0) {
+      // Ranges once: later rounds quantize a subset of these activations.
+      const std::vector<std::string> names = writer.observed();
+      std::vector<RangeObserver> observers(names.size());
+      run_collecting(model, names, samples, "calibrate", settings,
+                     [&](size_t i, const Tensor& t) { observers[i].observe_range(t); });
+      if (settings.method != CalibrationMethod::MinMax) {
+        run_collecting(model, names, samples, "calibrate (histograms)", settings,
+                       [&](size_t i, const Tensor& t) { observers[i].observe_histogram(t); });
+      }
+      for (size_t i = 0; i < names.size(); ++i) {
+        auto [lo, hi] = observers[i].range(settings.method, settings.percentile, settings.symmetric);
+        params[names[i]] = activation_params(lo, hi, settings.symmetric);
+      }
+    }
+    const auto io = writer.product_io();
+    writer.rewrite(params);
+    dead_code(model);  // the float weights the int8 ones replaced
+    if (settings.min_cosine <= 0 || io.empty()) break;
+    // Sensitivity: the QDQ model (its Q/DQ as float ops) against the float one, at the graph outputs
+    // and at every product's input and output; the products whose own quantization lowers the
+    // similarity most stay in float32, a few per round, until the outputs reach min_cosine.
+    std::vector<std::string> names;
+    for (const ValueInfo& o : model.graph->outputs) names.push_back(o.name);
+    const size_t n_outputs = names.size();
+    for (const auto& [in, out] : io) {
+      names.push_back(in);
+      names.push_back(out);
+    }
+    const std::vector<double> cos = cosines(prepared, model, names, samples);
+    const double worst = *std::min_element(cos.begin(), cos.begin() + long(n_outputs));
+    if (settings.progress) settings.progress("sensitivity", round + 1, kRounds);
+    if (worst >= settings.min_cosine || round + 1 == kRounds) {
+      if (worst < settings.min_cosine)
+        report.notes.push_back(fmt::format("--min-cosine {}: the outputs reach {:.5f} after {} rounds",
+                                           settings.min_cosine, worst, kRounds));
+      break;
+    }
+    std::vector<std::pair<double, std::string>> drops;
+    for (size_t k = 0; k < io.size(); ++k) {
+      const double drop = cos[n_outputs + 2 * k] - cos[n_outputs + 2 * k + 1];
+      if (drop > 0) drops.emplace_back(drop, io[k].second);
+    }
+    if (drops.empty()) break;
+    std::sort(drops.rbegin(), drops.rend());
+    for (size_t k = 0; k < drops.size() && k < 3 && drops[k].first >= drops[0].first / 2; ++k)
+      sensitive[drops[k].second] = drops[k].first;
   }
-  writer.rewrite(params);
-  dead_code(model);  // the float weights the int8 ones replaced
   report.samples = int64_t(samples.size());
   verify(model);
 }

@@ -121,3 +121,29 @@ def test_profiler_records_eager_ops(tmp_path):
     trace.write_chrome_json(str(path))
     events = json.loads(path.read_text())["traceEvents"]
     assert sum(1 for e in events if "MatMul" in e.get("name", "")) >= 3
+
+
+def test_int8_quantize_and_convert(model_cache, tmp_path):
+    """ingot.quantize (a QDQ model) and ingot.convert(precision="int8") on BlazeFace with calibration
+    photos: the reports, and the int8 package's scores against the float32 model's on the astronaut."""
+    path = find_file(model_cache, "face_detection_front_128x128_barracuda.onnx")
+    if path is None:
+        pytest.skip("BlazeFace not in the model cache")
+    calib = str(tmp_path / "calib")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "quant", "make_calibration.py"), calib], check=True,
+                   capture_output=True)
+    folder = os.path.join(calib, "blazeface128")
+    report = ingot.quantize(path, str(tmp_path / "bf.qdq.onnx"), [folder])
+    assert report["quantized"] == 37 and report["samples"] == 30
+    assert all(o["cosine"] > 0.95 for o in report["outputs"])
+    r = ingot.convert(path, str(tmp_path / "bf.int8.ingot"), precision="int8", calib=[folder])
+    assert r["precision"] == "int8" and r["quantization"]["quantized"] == 37
+    x = np.load(os.path.join(folder, "000.npy"))
+    scores = ingot.Session(r["path"]).run({"input:0": x})["Identity:0"].numpy()
+    want = ingot.Session(path).run({"input:0": x})["Identity:0"].numpy()
+    assert np.corrcoef(scores.ravel(), want.ravel())[0, 1] > 0.99
+    with pytest.raises(ingot.Error, match="holds no .npy files"):
+        os.makedirs(tmp_path / "empty")
+        ingot.quantize(path, str(tmp_path / "x.onnx"), [str(tmp_path / "empty")])
+    with pytest.raises(ingot.Error, match="calibration is for"):
+        ingot.convert(path, str(tmp_path / "y.ingot"), calib=[folder])

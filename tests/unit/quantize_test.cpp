@@ -137,6 +137,21 @@ TEST(Quantize, Int8PackageMatchesTheFloatModel) {
   // are measured by tests/quant/accuracy_test.py.)
 }
 
+// --min-cosine: the products whose quantization costs most stay float32 until the output is close
+// enough (here: closer than any int8 model of it can be, so every round keeps some).
+TEST(Quantize, MinCosineKeepsTheMostSensitiveProductsInFloat) {
+  const std::string model = small_cnn(), qdq = (temp_dir() / "small_cnn.mixed.onnx").string();
+  QuantizeSettings s;
+  s.calibration = {calibration_dir()};
+  const QuantizeReport all = quantize(model, qdq, s);
+  s.min_cosine = 0.999999;
+  const QuantizeReport mixed = quantize(model, qdq, s);
+  EXPECT_LT(mixed.quantized, all.quantized);
+  ASSERT_FALSE(mixed.kept_float.empty());
+  EXPECT_NE(mixed.kept_float[0].find("sensitive"), std::string::npos) << mixed.kept_float[0];
+  EXPECT_GE(mixed.outputs[0].cosine, all.outputs[0].cosine);
+}
+
 TEST(Quantize, BadCalibrationInputNamesTheFileOrFolder) {
   const std::string model = small_cnn(), out = (temp_dir() / "bad.qdq.onnx").string();
   auto error = [&](std::vector<std::string> calib) {

@@ -15,7 +15,7 @@ namespace ingot::cli {
 struct QuantizeCliOptions {
   std::vector<std::string> calib, keep_float;
   std::string method = "minmax", report;
-  double percentile = 99.999;
+  double percentile = 99.999, min_cosine = 0;
   bool per_tensor = false, per_channel = false, symmetric = false, asymmetric = false;
 };
 
@@ -32,6 +32,10 @@ inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
   auto* sym = app.add_flag("--symmetric", o.symmetric, "Activations int8 with zero point 0");
   app.add_flag("--asymmetric", o.asymmetric, "Activations uint8 with a zero point (the default)")->excludes(sym);
   app.add_option("--keep-float", o.keep_float, "Op types or node names (or output names) to leave in float32");
+  app.add_option("--min-cosine", o.min_cosine,
+                 "Keep the products that lose most in float32 until every output's cosine similarity to the float "
+                 "model (calibration set) reaches this, e.g. 0.99")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--report", o.report, "Write the quantization and accuracy report here (JSON)");
 }
 
@@ -47,6 +51,7 @@ inline QuantizeSettings quantize_settings(const QuantizeCliOptions& o, bool quie
   s.per_channel = !o.per_tensor;
   s.symmetric = o.symmetric;
   s.keep_float = o.keep_float;
+  s.min_cosine = o.min_cosine;
   if (!quiet) {
     const bool tty = isatty(STDERR_FILENO);
     s.progress = [tty](const std::string& step, int64_t done, int64_t total) {
