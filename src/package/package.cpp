@@ -114,6 +114,7 @@ class Writer {
     auto shape = fbb.CreateVector(t.shape());
     uint64_t offset = 0, nbytes = 0;
     Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> strings;
+    bool splat = false;
     if (t.dtype() == DType::String) {
       const auto* s = static_cast<const std::string*>(t.raw_data());
       std::vector<Offset<flatbuffers::String>> items;
@@ -121,6 +122,17 @@ class Writer {
       strings = fbb.CreateVector(items);
     } else if (t.nbytes() > 0) {
       nbytes = t.nbytes();
+      // Every element equal (and worth it): one element stored.
+      const size_t element = dtype_size(t.dtype());
+      if (nbytes >= 256) {
+        const auto* b = static_cast<const uint8_t*>(t.raw_data());
+        splat = true;
+        for (size_t i = element; i < nbytes && splat; i += element) splat = std::memcmp(b, b + i, element) == 0;
+        if (splat) {
+          nbytes = element;
+          t = Tensor::wrap(t.dtype(), {1}, const_cast<void*>(t.raw_data()), Device::cpu(), [keep = t] {});
+        }
+      }
       auto key = std::make_tuple(static_cast<const void*>(t.raw_data()), size_t(nbytes));
       if (auto it = placed.find(key); it != placed.end()) {
         offset = it->second;
@@ -132,7 +144,7 @@ class Writer {
       }
     }
     weights.push_back(pkg::CreateWeight(fbb, fbb.CreateString(name), uint8_t(t.dtype()), shape, offset, nbytes,
-                                        strings));
+                                        strings, splat));
     return uint32_t(weights.size() - 1);
   }
 
@@ -471,6 +483,17 @@ class Reader {
       return t;
     }
     uint64_t expected = uint64_t(shape_numel(shape)) * dtype_size(dtype);
+    if (w->splat()) {
+      const size_t element = dtype_size(dtype);
+      if (w->nbytes() != element || w->offset() % kPackageAlignment != 0 || w->offset() > data_size_ ||
+          element > data_size_ - w->offset())
+        fail("weight '{}': splat of {} bytes out of range (offset {})", name, w->nbytes(), w->offset());
+      t = Tensor::empty(dtype, shape);
+      auto* out = static_cast<uint8_t*>(t.raw_data());
+      const uint8_t* value = data_ + w->offset();
+      for (uint64_t i = 0; i < expected; i += element) std::memcpy(out + i, value, element);
+      return t;
+    }
     if (w->nbytes() != expected)
       fail("weight '{}': {} bytes for {}{}", name, w->nbytes(), dtype_name(dtype), shape_str(shape));
     if (w->offset() % kPackageAlignment != 0 || w->offset() > data_size_ || w->nbytes() > data_size_ - w->offset())

@@ -372,3 +372,37 @@ TEST(Package, AlgorithmChoicesReachTheTuningTable) {
   EXPECT_EQ(s.misses, 2);
   tuning::algorithms().clear();
 }
+
+namespace ingot {
+namespace {
+
+// A constant whose elements are all equal is stored as one element (a splat) and comes back whole.
+TEST(Package, ConstantOfEqualElementsIsStoredOnce) {
+  Model model;
+  model.name = "splat";
+  model.opsets[""] = 17;
+  model.graph = std::make_shared<Graph>();
+  Graph& g = *model.graph;
+  g.inputs.push_back({"x", {ValueKind::Tensor, DType::Float32, std::vector<Dim>{{64, ""}, {64, ""}}}});
+  g.outputs.push_back({"y", {ValueKind::Tensor, DType::Float32, std::vector<Dim>{{64, ""}, {64, ""}}}});
+  g.initializers["pad"] = Tensor::from_vector(std::vector<float>(64 * 64, 2.5f), {64, 64});
+  Node add;
+  add.op_type = "Add";
+  add.name = "add";
+  add.inputs = {"x", "pad"};
+  add.outputs = {"y"};
+  g.nodes.push_back(add);
+  const std::string path = (testing::temp_dir() / "splat.ingot").string();
+  save_package(model, PackageMetadata{}, path);
+  EXPECT_LT(std::filesystem::file_size(path), 64u * 64u * 4u / 4) << "the 16 KB constant was stored whole";
+  auto loaded = load_package(path, Device::cpu());
+  const Tensor& pad = loaded->graph->initializers.at("pad");
+  ASSERT_EQ(pad.shape(), (Shape{64, 64}));
+  for (float v : pad.to_vector<float>()) ASSERT_EQ(v, 2.5f);
+  Session s = Session::load(path);
+  Tensor y = s.run({Tensor::from_vector(std::vector<float>(64 * 64, 1.0f), {64, 64})})[0];
+  for (float v : y.to_vector<float>()) ASSERT_EQ(v, 3.5f);
+}
+
+}  // namespace
+}  // namespace ingot
