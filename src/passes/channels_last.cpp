@@ -97,6 +97,17 @@ class Rewriter {
         convert_global_average(n, out);
       } else if (is_op(n, "Concat") && n.outputs.size() == 1 && convertible_operands(n) && all_rank4(n)) {
         convert_concat(n, out);
+      } else if (is_op(n, "Transpose") && n.outputs.size() == 1 && n.inputs.size() == 1 && last_.count(n.inputs[0]) &&
+                 n.attrs.count("perm") && n.attrs.at("perm").ints == sem::to_channels_last_perm(4)) {
+        // The model's own NCHW -> NHWC of a value we already have channels last (a detection head
+        // before its Reshape): that copy, through an Identity (a view).
+        Node id;
+        id.op_type = "Identity";
+        id.name = n.name;
+        id.inputs = {last_.at(n.inputs[0])};
+        id.outputs = n.outputs;
+        out.push_back(std::move(id));
+        changed_ = true;
       } else if (is_op(n, "Resize") && n.outputs.size() == 1 && !n.inputs.empty() && last_.count(n.inputs[0]) &&
                  resize_follows(n)) {
         convert_resize(n, out);

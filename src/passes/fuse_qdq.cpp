@@ -7,12 +7,15 @@
 //   DQ(a) -> Gemm(., DQ(B const)[, C const]) [-> Relu] [-> Q]
 //      => ai.ingot.QuantizedMatMul (Gemm's transB folded into the int8 weight)
 //   DQ(x; s, z) -> MaxPool | Reshape | Flatten | Transpose | Squeeze | Unsqueeze -> Q(s, z)
-//      => the same op on the 8-bit values (these commute with a quantization they keep)
+//      => the same op on the 8-bit values (these commute with a quantization they keep); also
+//   DQ(x; s, z) -> Concat(with constants) -> Q(s, z) => Concat of x and the constants quantized
+//      (BlazeFace's channel padding)
 //
 // A float bias (or a DQ of an int32 one) is requantized to int32 in x_scale * w_scale[c] units, as
 // QLinearConv takes it. Runs first in the pipeline, before constant folding would turn DQ(W) into
 // float weights, and only for targets with the integer kernels (Pass::cpu_only). DQ/Q nodes left
 // over (an op with no integer kernel between them) run as they are; dead code drops the rest.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -331,13 +334,27 @@ struct Rewriter {
     return true;
   }
 
-  // DQ(x; s, z) -> op -> Q(s, z): the op on x.
+  // DQ(x; s, z) -> op -> Q(s, z): the op on x. For Concat: one DQ operand, the others constants,
+  // quantized here with (s, z).
   bool pass_through(size_t oi) {
     const Node& op = g.nodes[oi];
-    static const std::set<std::string> ops{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    static const std::set<std::string> ops{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat"};
     if (!is_default_domain(op.domain) || !ops.count(op.op_type) || op.inputs.empty() || op.outputs.size() != 1)
       return false;
-    auto dq = dequant_of(g, producer, op.inputs[0], opset);
+    if (op.op_type == "MaxPool" && op.outputs.size() != 1) return false;
+    const bool concat = op.op_type == "Concat";
+    size_t data_index = 0;
+    if (concat) {
+      size_t found = SIZE_MAX;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (constant_initializer(g, op.inputs[i])) continue;
+        if (found != SIZE_MAX) return false;
+        found = i;
+      }
+      if (found == SIZE_MAX) return false;
+      data_index = found;
+    }
+    auto dq = dequant_of(g, producer, op.inputs[data_index], opset);
     if (!dq || !dq->per_tensor()) return false;
     auto r = next(op.outputs[0]);
     if (!r) return false;
@@ -347,7 +364,22 @@ struct Rewriter {
     const int64_t z_in = dq->zp_t ? dq->zp_t->item_int() : 0, z_out = q->zp_t ? q->zp_t->item_int() : 0;
     if (s_in != s_out || z_in != z_out) return false;
     Node moved = op;
-    moved.inputs[0] = dq->data;
+    moved.inputs[data_index] = dq->data;
+    if (concat) {
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (i == data_index) continue;
+        const Tensor& c = *constant_initializer(g, op.inputs[i]);
+        if (!is_floating(c.dtype())) return false;
+        Tensor qc = Tensor::empty(dq->dtype, c.shape());
+        const double lo = dq->dtype == DType::UInt8 ? 0 : -128, hi = dq->dtype == DType::UInt8 ? 255 : 127;
+        for (int64_t k = 0; k < c.numel(); ++k) {
+          const double v = std::clamp(std::nearbyint(c.item_double(k) / s_in) + double(z_in), lo, hi);
+          if (dq->dtype == DType::UInt8) qc.data<uint8_t>()[k] = uint8_t(v);
+          else qc.data<int8_t>()[k] = int8_t(v);
+        }
+        moved.inputs[i] = constants.add(op.inputs[i] + "_quantized", qc);
+      }
+    }
     moved.outputs = {g.nodes[*r].outputs[0]};
     emit(oi, {*r}, *r, std::move(moved));
     return true;

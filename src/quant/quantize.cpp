@@ -298,23 +298,44 @@ class QdqWriter {
       }
     }
     // Ops that commute with quantization run on the 8-bit values when their input and output share
-    // one scale: their input gets the output's quantization, calibrated on the input.
+    // one scale: their input gets the output's quantization, calibrated on the input. So does a
+    // Concat of one activation with zero constants (BlazeFace's channel padding): zero is exact.
     static const std::set<std::string> pass_through{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    auto root = [&](std::string v) {
+      for (auto it = range_of_.find(v); it != range_of_.end() && it->second != v; it = range_of_.find(v)) v = it->second;
+      return v;
+    };
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& [value, source] : std::map<std::string, std::string>(range_of_)) {
         auto p = producer.find(value);
         if (p == producer.end()) continue;
         const Node& n = g_.nodes[p->second];
-        if (!passes::is_default_domain(n.domain) || !pass_through.count(n.op_type) || n.outputs.size() != 1) continue;
-        const std::string& in = n.inputs[0];
-        if (passes::value_dtype(g_, in) != DType::Float32 || constant_initializer(g_, in)) continue;
-        if (source != in) {
-          range_of_[value] = in;
-          changed = true;
+        if (!passes::is_default_domain(n.domain) || n.outputs.size() != 1 || n.inputs.empty()) continue;
+        std::string in;
+        if (pass_through.count(n.op_type)) {
+          in = n.inputs[0];
+        } else if (n.op_type == "Concat") {
+          for (const std::string& operand : n.inputs) {
+            const Tensor* c = constant_initializer(g_, operand);
+            if (c && c->dtype() == DType::Float32 && std::all_of(c->data<float>(), c->data<float>() + c->numel(),
+                                                                  [](float v) { return v == 0.0f; }))
+              continue;
+            if (c || !in.empty()) {  // a non-zero constant or a second activation: no shared scale
+              in.clear();
+              break;
+            }
+            in = operand;
+          }
         }
+        if (in.empty() || passes::value_dtype(g_, in) != DType::Float32 || constant_initializer(g_, in)) continue;
         if (!range_of_.count(in)) {
           range_of_[in] = in;
+          changed = true;
+        }
+        const std::string target = root(in);
+        if (target != value && source != target) {
+          range_of_[value] = target;
           changed = true;
         }
       }

@@ -246,6 +246,37 @@ TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
   check_matmul(DType::Float32, "", 13);
 }
 
+// Int8 graphs pool on the 8-bit values (fuse-qdq): the 2x2 stride-2 fast path against the max taken
+// here, for both signs and with the indices output.
+TEST(QuantizedGraphOps, MaxPool2x2OnEightBitValues) {
+  std::mt19937 gen(3);
+  for (DType dt : {DType::UInt8, DType::Int8}) {
+    Tensor x = dt == DType::UInt8 ? random_tensor<uint8_t>(gen, {2, 3, 9, 10}, 0, 255)
+                                  : random_tensor<int8_t>(gen, {2, 3, 9, 10}, -128, 127);
+    Attributes attrs{{"kernel_shape", Attribute(std::vector<int64_t>{2, 2})},
+                     {"strides", Attribute(std::vector<int64_t>{2, 2})}};
+    std::vector<Tensor> out = ops::call("MaxPool", {x}, attrs, 2);
+    ASSERT_EQ(out[0].shape(), (Shape{2, 3, 4, 5}));
+    for (int64_t p = 0; p < 6; ++p)
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          double best = -1e9;
+          int64_t at = -1;
+          for (int64_t di = 0; di < 2; ++di)
+            for (int64_t dj = 0; dj < 2; ++dj) {
+              const int64_t k = (p * 9 + 2 * i + di) * 10 + 2 * j + dj;
+              if (value_at(x, k) > best) {
+                best = value_at(x, k);
+                at = k;
+              }
+            }
+          const int64_t o = (p * 4 + i) * 5 + j;
+          ASSERT_EQ(value_at(out[0], o), best);
+          ASSERT_EQ(out[1].data<int64_t>()[o], at);
+        }
+  }
+}
+
 TEST(QuantizedConv, BadScalesAndDtypesNameTheInput) {
   std::mt19937 gen(1);
   Tensor x = random_tensor<uint8_t>(gen, {1, 4, 5, 5}, 0, 255);

@@ -146,20 +146,22 @@ bool is_max_pool_2x2s2(const Window& w) {
 }
 
 // With `indices` (MaxPool's second output, row-major flat input offsets), the tap that won: the
-// first of equal maxima, as the reference loop picks.
-void max_pool_2x2s2(const Window& w, int64_t planes, const float* x, float* y, int64_t* indices) {
+// first of equal maxima, as the reference loop picks. float32 and 8-bit (int8 graphs' pools): the
+// general loop took 0.26 ms on BlazeFace's uint8 [1,24,64,64] pool, this one 5 us.
+template <class T>
+void max_pool_2x2s2(const Window& w, int64_t planes, const T* x, T* y, int64_t* indices) {
   const int64_t IH = w.in[0], IW = w.in[1], OH = w.out[0], OW = w.out[1];
   parallel_for(planes, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, 4 * OH * OW)), [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t at0 = (plane * IH + 2 * oh) * IW;  // flat offset of the window's first row
-        const float* r0 = x + at0;
-        const float* r1 = r0 + IW;
-        float* out = y + (plane * OH + oh) * OW;
+        const T* r0 = x + at0;
+        const T* r1 = r0 + IW;
+        T* out = y + (plane * OH + oh) * OW;
         if (!indices) {
           for (int64_t ow = 0; ow < OW; ++ow) {
-            float best = r0[2 * ow];
-            float v = r0[2 * ow + 1];
+            T best = r0[2 * ow];
+            T v = r0[2 * ow + 1];
             best = v > best ? v : best;
             v = r1[2 * ow];
             best = v > best ? v : best;
@@ -171,9 +173,9 @@ void max_pool_2x2s2(const Window& w, int64_t planes, const float* x, float* y, i
         }
         int64_t* idx = indices + (plane * OH + oh) * OW;
         for (int64_t ow = 0; ow < OW; ++ow) {
-          float best = r0[2 * ow];
+          T best = r0[2 * ow];
           int64_t at = at0 + 2 * ow;
-          auto take = [&](float v, int64_t offset) {
+          auto take = [&](T v, int64_t offset) {
             const bool more = v > best;
             best = more ? v : best;
             at = more ? offset : at;
@@ -240,9 +242,10 @@ void pool(KernelContext& ctx, PoolKind kind) {
   if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
   const bool column_major = kind == PoolKind::Max && ctx.attr_int("storage_order") == 1;
   const int64_t planes = x.dim(0) * x.dim(1);
-  if (kind == PoolKind::Max && !column_major && x.dtype() == DType::Float32 && is_max_pool_2x2s2(w)) {
-    max_pool_2x2s2(w, planes, x.data<float>(), y.data<float>(), indices);
-    return;
+  if (kind == PoolKind::Max && !column_major && is_max_pool_2x2s2(w)) {
+    if (x.dtype() == DType::Float32) return max_pool_2x2s2(w, planes, x.data<float>(), y.data<float>(), indices);
+    if (x.dtype() == DType::UInt8) return max_pool_2x2s2(w, planes, x.data<uint8_t>(), y.data<uint8_t>(), indices);
+    if (x.dtype() == DType::Int8) return max_pool_2x2s2(w, planes, x.data<int8_t>(), y.data<int8_t>(), indices);
   }
   if (kind == PoolKind::Average && x.dtype() == DType::Float32 && is_average_pool_tiled_2d(w)) {
     average_pool_tiled_2d(w, planes, x.data<float>(), y.data<float>());
