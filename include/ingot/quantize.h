@@ -34,6 +34,10 @@ struct QuantizeSettings {
   // over the calibration samples is below this, the products whose own quantization lowers it most
   // stay in float32 (a few per round, up to 8 rounds).
   double min_cosine = 0;
+  // Dynamic quantization: matrix products' weights int8, their activations quantized per call
+  // (DynamicQuantizeLinear: uint8 from each call's own range); no calibration needed (given, it
+  // measures the accuracy). Convolutions stay float32.
+  bool dynamic = false;
   // Fixes symbolic dims of inputs before calibrating: {"x", {1, 3, 224, 224}}.
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
   // Progress of the long steps: ("calibrate" | "evaluate", samples done, samples in all;

@@ -89,12 +89,13 @@ def convert(model: str, output: str, device: str = "cpu", precision: str = "fp32
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
             progress: bool | Callable[[str, bool, str], None] = False, calib: Sequence[str] = (),
             calib_method: str = "minmax", percentile: float = 99.999, per_channel: bool = True,
-            symmetric: bool = False, keep_float: Sequence[str] = (), min_cosine: float = 0.0) -> dict[str, Any]: ...
+            symmetric: bool = False, keep_float: Sequence[str] = (), min_cosine: float = 0.0,
+            dynamic: bool = False) -> dict[str, Any]: ...
 
-def quantize(model: str, output: str, calib: Sequence[str], calib_method: str = "minmax",
+def quantize(model: str, output: str, calib: Sequence[str] = (), calib_method: str = "minmax",
              percentile: float = 99.999, per_channel: bool = True, symmetric: bool = False,
              keep_float: Sequence[str] = (), input_shapes: dict[str, Sequence[int]] | None = None,
-             min_cosine: float = 0.0) -> dict[str, Any]: ...
+             min_cosine: float = 0.0, dynamic: bool = False) -> dict[str, Any]: ...
 
 class ExtensionInfo:
     name: str

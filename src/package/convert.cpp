@@ -146,7 +146,7 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
     report("import", false);
     quantization.emplace();
     model = quant::import_for_quantization(model_path, qs, *quantization, false);
-    samples = quant::load_calibration(*model, qs.calibration);
+    if (!qs.dynamic || !qs.calibration.empty()) samples = quant::load_calibration(*model, qs.calibration);
     report("import", true);
     report("quantize", false);
     try {
@@ -162,7 +162,7 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
   } else {
     model = convert_model(model_path, options);
   }
-  if (quantization) {
+  if (quantization && !samples.empty()) {
     // The accuracy of the package's graph against the float model on the calibration samples.
     report("evaluate", false);
     std::shared_ptr<Model> reference = import_onnx(model_path);

@@ -46,7 +46,8 @@ struct QdqNode {
   const Tensor* zp_t = nullptr;
   DType dtype = DType::Undefined;  // the 8-bit side's dtype
   int64_t axis = 1;
-  bool per_tensor() const { return scale_t->numel() == 1; }
+  bool per_tensor() const { return !scale_t || scale_t->numel() == 1; }  // (dynamic: one scale per call)
+  bool dynamic() const { return !scale_t; }
 };
 
 std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, const char* op, int64_t opset) {
@@ -70,6 +71,30 @@ std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, con
   if (!is_8bit(q.dtype)) return std::nullopt;
   q.axis = attr_int(n, "axis", 1);
   (void)opset;  // per-axis parameters below opset 13: Ingot's own int8 packages of older models
+  return q;
+}
+
+// Dynamic quantization: DequantizeLinear(q, s, z) where q, s, z are the outputs of one
+// DynamicQuantizeLinear (activations quantized per call): its scale and zero point are not
+// constants (scale_t and zp_t stay null).
+std::optional<QdqNode> dynamic_dequant_of(const Graph& g, const std::map<std::string, size_t>& producer,
+                                          const std::string& value) {
+  auto it = producer.find(value);
+  if (it == producer.end()) return std::nullopt;
+  const Node& dq = g.nodes[it->second];
+  if (!is_op(dq, "DequantizeLinear") || dq.inputs.size() != 3 || dq.outputs.size() != 1) return std::nullopt;
+  auto p = producer.find(dq.inputs[0]);
+  if (p == producer.end()) return std::nullopt;
+  const Node& dql = g.nodes[p->second];
+  if (!is_op(dql, "DynamicQuantizeLinear") || dql.outputs.size() != 3 ||
+      std::vector<std::string>(dq.inputs.begin(), dq.inputs.end()) != dql.outputs)
+    return std::nullopt;
+  QdqNode q;
+  q.index = it->second;
+  q.data = dq.inputs[0];
+  q.scale = dq.inputs[1];
+  q.zero_point = dq.inputs[2];
+  q.dtype = DType::UInt8;
   return q;
 }
 
@@ -287,6 +312,7 @@ struct Rewriter {
                  attr_int(mm, "transA", 0) != 0))
       return false;
     auto a = dequant_of(g, producer, mm.inputs[0], opset);
+    if (!a) a = dynamic_dequant_of(g, producer, mm.inputs[0]);
     auto b = dequant_of(g, producer, mm.inputs[1], opset);
     if (!a || !a->per_tensor() || !b || !constant_initializer(g, b->data)) return false;
     const Tensor& bt = *constant_initializer(g, b->data);
@@ -307,8 +333,11 @@ struct Rewriter {
         const Node& add = g.nodes[*r];
         const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
         auto shape = static_shape(g, other);
+        const Tensor* fb = constant_initializer(g, other);
+        const bool usable = a->dynamic() ? fb && fb->dtype() == DType::Float32
+                                         : bool(requantized_bias(g, producer, other, 1.0f, *b->scale_t, n, opset));
         if (shape && shape_numel(Shape(shape->begin(), shape->end())) == n && !shape->empty() && shape->back() == n &&
-            requantized_bias(g, producer, other, 1.0f, *b->scale_t, n, opset)) {
+            usable) {
           bias_value = other;
           absorbed.push_back(*r);
           last = *r;
@@ -316,19 +345,26 @@ struct Rewriter {
         }
       }
     }
-    std::string bias;
-    if (!bias_value.empty()) {
+    std::string bias, float_bias;
+    if (!bias_value.empty() && a->dynamic()) {
+      // The activation's scale is known per call only: the bias stays float32 (input 9).
+      const Tensor* fb = constant_initializer(g, bias_value);
+      if (!fb || fb->dtype() != DType::Float32 || fb->numel() != n) return false;
+      float_bias = constants.add(mm.outputs[0] + "_bias", fb->reshape({n}));
+    } else if (!bias_value.empty()) {
       auto q = requantized_bias(g, producer, bias_value, a->scale_t->data<float>()[0], *b->scale_t, n, opset);
       if (!q) return false;
       bias = constants.add(mm.outputs[0] + "_bias_int32", *q);
     }
     Epilogue e = epilogue(out, last, absorbed, false, false);
+    if (a->dynamic() && e.quant) return false;  // (a dynamic product's output stays float32)
     Node fused;
     fused.name = mm.name.empty() ? out : mm.name;
     fused.op_type = "QuantizedMatMul";
     fused.domain = kIngotDomain;
     product_inputs(fused, *a, weight, b->scale, w_zp, e, mm.outputs[0]);
     fused.inputs.push_back(bias);
+    if (!float_bias.empty()) fused.inputs.push_back(float_bias);
     fused.outputs = {out};
     emit(mi, absorbed, last, std::move(fused));
     return true;

@@ -290,7 +290,7 @@ Precision parse_precision(const std::string& p) {
 // ingot.quantize's and ingot.convert(precision="int8")'s keyword arguments (the CLI's options).
 QuantizeSettings quantize_settings(const std::vector<std::string>& calib, const std::string& method, double percentile,
                                    bool per_channel, bool symmetric, const std::vector<std::string>& keep_float,
-                                   double min_cosine) {
+                                   double min_cosine, bool dynamic) {
   QuantizeSettings s;
   s.calibration = calib;
   if (method == "minmax") s.method = CalibrationMethod::MinMax;
@@ -302,6 +302,7 @@ QuantizeSettings quantize_settings(const std::vector<std::string>& calib, const 
   s.symmetric = symmetric;
   s.keep_float = keep_float;
   s.min_cosine = min_cosine;
+  s.dynamic = dynamic;
   return s;
 }
 
@@ -544,13 +545,16 @@ PYBIND11_MODULE(_ingot, m) {
   m.def("convert", [](const std::string& model, const std::string& output, const std::string& device,
                       const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress,
                       const std::vector<std::string>& calib, const std::string& calib_method, double percentile,
-                      bool per_channel, bool symmetric, const std::vector<std::string>& keep_float, double min_cosine) {
+                      bool per_channel, bool symmetric, const std::vector<std::string>& keep_float, double min_cosine,
+                      bool dynamic) {
           ConvertSettings c;
           c.device = Device::parse(device);
           c.precision = parse_precision(precision);
           c.optimize = optimize;
-          if (c.precision != Precision::INT8 && !calib.empty()) fail("calib: calibration is for precision='int8'");
-          c.quantize = quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine);
+          if (c.precision != Precision::INT8 && (!calib.empty() || dynamic))
+            fail("calib, dynamic: calibration is for precision='int8'");
+          c.quantize =
+              quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine, dynamic);
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               c.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
@@ -585,7 +589,7 @@ PYBIND11_MODULE(_ingot, m) {
         py::arg("input_shapes") = py::none(), py::arg("optimize") = true, py::arg("progress") = false,
         py::arg("calib") = std::vector<std::string>{}, py::arg("calib_method") = "minmax", py::arg("percentile") = 99.999,
         py::arg("per_channel") = true, py::arg("symmetric") = false, py::arg("keep_float") = std::vector<std::string>{},
-        py::arg("min_cosine") = 0.0,
+        py::arg("min_cosine") = 0.0, py::arg("dynamic") = false,
         "Converts an ONNX model into an .ingot package (`ingot convert`): the compile pipeline once, and on a GPU "
         "the algorithm search and code generation, stored. input_shapes: {name: [dims]} fixes symbolic dims. "
         "progress: True prints each step; a callable gets (step, done, note). precision='int8' quantizes with the "
@@ -593,9 +597,10 @@ PYBIND11_MODULE(_ingot, m) {
         "report (accuracy per output). Returns what was written.");
   m.def("quantize", [](const std::string& model, const std::string& output, const std::vector<std::string>& calib,
                        const std::string& calib_method, double percentile, bool per_channel, bool symmetric,
-                       const std::vector<std::string>& keep_float, const py::object& input_shapes, double min_cosine) {
+                       const std::vector<std::string>& keep_float, const py::object& input_shapes, double min_cosine,
+                       bool dynamic) {
           QuantizeSettings s =
-              quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine);
+              quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine, dynamic);
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               s.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
@@ -605,10 +610,10 @@ PYBIND11_MODULE(_ingot, m) {
             r = quantize(model, output, s);
           }
           return report_dict(r);
-        }, py::arg("model"), py::arg("output"), py::arg("calib"), py::arg("calib_method") = "minmax",
+        }, py::arg("model"), py::arg("output"), py::arg("calib") = std::vector<std::string>{}, py::arg("calib_method") = "minmax",
         py::arg("percentile") = 99.999, py::arg("per_channel") = true, py::arg("symmetric") = false,
         py::arg("keep_float") = std::vector<std::string>{}, py::arg("input_shapes") = py::none(),
-        py::arg("min_cosine") = 0.0,
+        py::arg("min_cosine") = 0.0, py::arg("dynamic") = false,
         "Int8 post-training quantization into a QDQ ONNX model (`ingot quantize`; docs/QUANTIZATION.md). Returns the "
         "report: what was quantized, notes, and per output the error against the float model on the calibration set.");
   m.def("loaded_extensions", &loaded_extensions, "Every extension loaded in this process.");

@@ -90,7 +90,7 @@ std::vector<fs::path> npy_files(const fs::path& dir) {
 
 std::vector<Sample> load_calibration(const Model& model, const std::vector<std::string>& paths) {
   const auto& inputs = model.graph->inputs;
-  if (paths.empty()) fail("int8 quantization needs calibration inputs (--calib FILE.npy|DIR)");
+  if (paths.empty()) fail("int8 quantization needs calibration inputs (--calib FILE.npy|DIR; --dynamic needs none)");
   if (inputs.empty()) fail("model '{}' has no inputs to calibrate", model.name);
   std::vector<Sample> samples;
   for (const std::string& p : paths) {
@@ -139,7 +139,7 @@ std::vector<Sample> load_calibration(const Model& model, const std::vector<std::
 std::shared_ptr<Model> import_for_quantization(const std::string& path, const QuantizeSettings& settings,
                                                QuantizeReport& report, bool onnx_output) {
   std::string note;
-  std::shared_ptr<Model> model = import_onnx(path, settings.per_channel ? 13 : 10, note);
+  std::shared_ptr<Model> model = import_onnx(path, settings.per_channel ? 13 : settings.dynamic ? 11 : 10, note);
   if (settings.per_channel && model->opset("") < 13 && !onnx_output) {
     // A package: per-channel weights below opset 13 are Ingot's own reading of DequantizeLinear.
     if (model->opset("") < 10) model = import_onnx(path, 12, note);
@@ -150,9 +150,9 @@ std::shared_ptr<Model> import_for_quantization(const std::string& path, const Qu
     report.notes.push_back(fmt::format("weights per tensor: per-channel scales need opset 13 ({})", why));
   }
   if (!note.empty() && model->opset("") >= 10) report.notes.push_back(note);
-  if (model->opset("") < 10) {
-    fail("model '{}': opset {} has no QuantizeLinear (opset 10) and ONNX's version converter could not raise it ({})",
-         model->name, model->opset(""), note);
+  if (model->opset("") < (settings.dynamic ? 11 : 10)) {
+    fail("model '{}': opset {} has no {} and ONNX's version converter could not raise it ({})", model->name,
+         model->opset(""), settings.dynamic ? "DynamicQuantizeLinear (opset 11)" : "QuantizeLinear (opset 10)", note);
   }
   fix_input_shapes(*model, settings.input_shapes);
   return model;
@@ -270,6 +270,8 @@ class QdqWriter {
                           return k == n.op_type || (!n.name.empty() && k == n.name) || k == n.outputs[0];
                         }) != settings_.keep_float.end();
       std::string why = kept ? "--keep-float" : product_refusal(g_, n, *kind);
+      if (why.empty() && settings_.dynamic && *kind == ProductKind::Conv)
+        why = "dynamic quantization takes matrix products only (convolutions: static, with calibration)";
       if (auto it = sensitive_.find(n.outputs[0]); why.empty() && it != sensitive_.end()) {
         why = fmt::format("sensitive: its quantization lowered the cosine similarity of its output by {:.4f} "
                           "(--min-cosine {})",
@@ -286,6 +288,10 @@ class QdqWriter {
                                                                               : 1;
       }
       products_.push_back({i, *kind, axis});
+      if (settings_.dynamic) {
+        dynamic_.insert(n.inputs[0]);
+        continue;
+      }
       quantize(n.inputs[0]);
       // The residual of Conv -> Add(., r): fused into the integer kernel when r is 8-bit too.
       if (*kind == ProductKind::Conv) {
@@ -379,6 +385,24 @@ class QdqWriter {
       if (passes::is_graph_input(g_, value)) at_start.insert(at_start.end(), pair.begin(), pair.end());
       else after[value] = std::move(pair);
     }
+    // Dynamic quantization: DynamicQuantizeLinear -> DequantizeLinear, the activation's uint8 scale and
+    // zero point computed per call from its own range.
+    for (const std::string& value : dynamic_) {
+      const std::string q = fresh(value + "_quantized"), s = fresh(value + "_scale"), z = fresh(value + "_zero_point");
+      const std::string dq = fresh(value + "_dequantized");
+      Node dql = node("DynamicQuantizeLinear", {value}, q, {});
+      dql.outputs = {q, s, z};
+      std::vector<Node> pair{dql, node("DequantizeLinear", {q, s, z}, dq, {})};
+      if (auto t = passes::value_type(g_, value)) {
+        ValueType qt = *t;
+        qt.dtype = DType::UInt8;
+        g_.value_info[q] = {q, qt};
+        g_.value_info[dq] = {dq, *t};
+      }
+      dequantized[value] = dq;
+      if (passes::is_graph_input(g_, value)) at_start.insert(at_start.end(), pair.begin(), pair.end());
+      else after[value] = std::move(pair);
+    }
     std::vector<Node> nodes(at_start.begin(), at_start.end());
     std::map<size_t, const Product*> product_at;
     for (const Product& p : products_) product_at[p.node] = &p;
@@ -389,7 +413,8 @@ class QdqWriter {
         if (auto it = dequantized.find(in); it != dequantized.end()) in = it->second;
       }
       if (auto it = product_at.find(i); it != product_at.end())
-        quantize_parameters(n, *it->second, params.at(range_of_.at(x)), nodes);
+        quantize_parameters(n, *it->second, settings_.dynamic ? std::optional<QuantParams>() : params.at(range_of_.at(x)),
+                            nodes);
       std::vector<std::string> outs = n.outputs;
       nodes.push_back(std::move(n));
       for (const std::string& o : outs) {
@@ -427,9 +452,11 @@ class QdqWriter {
   }
 
   // The product's weight (and bias) become int8 (int32) initializers behind DequantizeLinear.
-  void quantize_parameters(Node& n, const Product& p, const QuantParams& x, std::vector<Node>& nodes) {
+  // `x`: the activation's quantization (none for dynamic quantization, whose bias stays float32).
+  void quantize_parameters(Node& n, const Product& p, const std::optional<QuantParams>& xq, std::vector<Node>& nodes) {
     const Tensor& w = *constant_initializer(g_, n.inputs[1]);
-    const bool has_bias = p.kind != ProductKind::MatMul && n.inputs.size() > 2 && !n.inputs[2].empty();
+    const bool has_bias = xq && p.kind != ProductKind::MatMul && n.inputs.size() > 2 && !n.inputs[2].empty();
+    const QuantParams x = xq.value_or(QuantParams{});
     const Tensor* b = has_bias ? constant_initializer(g_, n.inputs[2]) : nullptr;
     // A channel whose weights are tiny next to its bias (a BatchNormalization fold of a dead channel)
     // gets a coarser weight scale, so that its bias fits int32 in x_scale * w_scale units.
@@ -480,6 +507,7 @@ class QdqWriter {
   std::set<std::string> names_;
   std::vector<Product> products_;
   std::map<std::string, std::string> range_of_;  // activation -> the activation whose range it takes
+  std::set<std::string> dynamic_;                 // activations quantized per call (dynamic)
 };
 
 // An executor of a copy of `model` whose outputs are followed by the values `names` (graph inputs
@@ -563,7 +591,7 @@ std::vector<double> cosines(const Model& a, const Model& b, const std::vector<st
 
 void quantize_model(Model& model, const std::vector<Sample>& samples, const QuantizeSettings& settings,
                     QuantizeReport& report, bool onnx_output) {
-  if (samples.empty()) fail("int8 quantization needs at least one calibration sample");
+  if (samples.empty() && !settings.dynamic) fail("int8 quantization needs at least one calibration sample");
   prepare(model);
   // The float model as prepared: each round of the sensitivity search quantizes a copy of it.
   Model prepared = model;
@@ -577,7 +605,7 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
     *model.graph = *prepared.graph;
     QdqWriter writer(model, settings, report, onnx_output, sensitive);
     writer.plan();
-    if (round == 0) {
+    if (round == 0 && !settings.dynamic) {
       // Ranges once: later rounds quantize a subset of these activations.
       const std::vector<std::string> names = writer.observed();
       std::vector<RangeObserver> observers(names.size());
@@ -595,7 +623,7 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
     const auto io = writer.product_io();
     writer.rewrite(params);
     dead_code(model);  // the float weights the int8 ones replaced
-    if (settings.min_cosine <= 0 || io.empty()) break;
+    if (settings.min_cosine <= 0 || io.empty() || samples.empty()) break;
     // Sensitivity: the QDQ model (its Q/DQ as float ops) against the float one, at the graph outputs
     // and at every product's input and output; the products whose own quantization lowers the
     // similarity most stay in float32, a few per round, until the outputs reach min_cosine.
@@ -717,7 +745,9 @@ std::string QuantizeReport::json() const {
 QuantizeReport quantize(const std::string& model_path, const std::string& qdq_path, const QuantizeSettings& settings) {
   QuantizeReport report;
   std::shared_ptr<Model> model = quant::import_for_quantization(model_path, settings, report, true);
-  const std::vector<quant::Sample> samples = quant::load_calibration(*model, settings.calibration);
+  const std::vector<quant::Sample> samples =
+      settings.dynamic && settings.calibration.empty() ? std::vector<quant::Sample>{}
+                                                       : quant::load_calibration(*model, settings.calibration);
   try {
     quant::quantize_model(*model, samples, settings, report, true);
   } catch (Error& e) {
@@ -732,7 +762,7 @@ QuantizeReport quantize(const std::string& model_path, const std::string& qdq_pa
   compile(*reference, {});
   std::shared_ptr<Model> written = import_onnx(qdq_path);
   compile(*written, {});
-  quant::evaluate(reference, written, samples, settings, report);
+  if (!samples.empty()) quant::evaluate(reference, written, samples, settings, report);
   return report;
 }
 

@@ -142,6 +142,8 @@ def test_int8_quantize_and_convert(model_cache, tmp_path):
     scores = ingot.Session(r["path"]).run({"input:0": x})["Identity:0"].numpy()
     want = ingot.Session(path).run({"input:0": x})["Identity:0"].numpy()
     assert np.corrcoef(scores.ravel(), want.ravel())[0, 1] > 0.99
+    dynamic = ingot.quantize(path, str(tmp_path / "bf.dyn.onnx"), dynamic=True)  # convolutions only: none taken
+    assert dynamic["quantized"] == 0 and len(dynamic["kept_float"]) == 37
     with pytest.raises(ingot.Error, match="holds no .npy files"):
         os.makedirs(tmp_path / "empty")
         ingot.quantize(path, str(tmp_path / "x.onnx"), [str(tmp_path / "empty")])

@@ -25,6 +25,8 @@ CASES = [
      ["--symmetric", "--per-tensor"]),
     ("ppocr_det u8 per-channel percentile", "ch_PP-OCRv4_det_infer.onnx", "ppocr_det", "x=1,3,192,384",
      ["--calib-method", "percentile"]),
+    ("ppocr_rec dynamic (DynamicQuantizeLinear)", "ch_PP-OCRv4_rec_infer.onnx", "ppocr_rec", "x=1,3,48,320",
+     ["--dynamic"]),
 ]
 
 

@@ -3,6 +3,7 @@
 // model run with its Q/DQ as float ops), an int8 package, and the errors for bad calibration input.
 #include <gtest/gtest.h>
 #include <ingot/convert.h>
+#include <ingot/ops.h>
 #include <ingot/quantize.h>
 #include <ingot/session.h>
 
@@ -150,6 +151,31 @@ TEST(Quantize, MinCosineKeepsTheMostSensitiveProductsInFloat) {
   ASSERT_FALSE(mixed.kept_float.empty());
   EXPECT_NE(mixed.kept_float[0].find("sensitive"), std::string::npos) << mixed.kept_float[0];
   EXPECT_GE(mixed.outputs[0].cosine, all.outputs[0].cosine);
+}
+
+// Dynamic quantization: no calibration; the Gemm's activations quantized per call
+// (DynamicQuantizeLinear), the convolutions left in float32.
+TEST(Quantize, DynamicQuantizesMatrixProductsWithoutCalibration) {
+  const std::string model = small_cnn(), qdq = (temp_dir() / "small_cnn.dynamic.onnx").string();
+  QuantizeSettings s;
+  s.dynamic = true;
+  const QuantizeReport r = quantize(model, qdq, s);
+  EXPECT_EQ(r.quantized, 1);
+  EXPECT_EQ(r.kept_float.size(), 2u);
+  EXPECT_TRUE(r.outputs.empty()) << "no samples, no accuracy";
+  auto m = import_onnx(qdq);
+  int dynamic = 0;
+  for (const Node& n : m->graph->nodes) dynamic += n.op_type == "DynamicQuantizeLinear";
+  EXPECT_EQ(dynamic, 1);
+  Session fused = Session::load(qdq);
+  SessionOptions plain;
+  plain.optimize = false;
+  for (uint32_t seed : {11u, 12u}) {  // a different activation range each call
+    Tensor x = random_input(seed);
+    if (seed == 12u) x = ops::mul(x, Tensor::scalar(3.0f));
+    EXPECT_GT(cosine(fused.run({x})[0], Session::load(qdq, plain).run({x})[0]), 0.9999);
+    EXPECT_GT(cosine(fused.run({x})[0], Session::load(model).run({x})[0]), 0.999);
+  }
 }
 
 TEST(Quantize, BadCalibrationInputNamesTheFileOrFolder) {

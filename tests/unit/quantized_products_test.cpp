@@ -198,7 +198,7 @@ TEST(QuantizedConv, PointwiseWithoutBias) {
 }
 
 // QuantizedMatMul: A [B, T, K] u8 times a constant [K, N] s8 with per-column scales and bias.
-void check_matmul(DType y_dtype, const std::string& act, uint32_t seed) {
+void check_matmul(DType y_dtype, const std::string& act, uint32_t seed, bool float_bias = false) {
   std::mt19937 gen(seed);
   const int64_t b = 2, t = 5, k = 37, n = 19;
   Tensor a = random_tensor<uint8_t>(gen, {b, t, k}, 0, 255);
@@ -220,13 +220,17 @@ void check_matmul(DType y_dtype, const std::string& act, uint32_t seed) {
                              scalar_q<int8_t>(0),
                              quantized ? scalar_f(y_scale) : Tensor(),
                              quantized ? scalar_q<int8_t>(y_zp) : Tensor(),
-                             Tensor::from_vector(bias, {n})};
+                             float_bias ? Tensor() : Tensor::from_vector(bias, {n})};
+  // Dynamic quantization's float32 bias (input 9): the same values in real units.
+  std::vector<float> real_bias;
+  for (int64_t j = 0; j < n; ++j) real_bias.push_back(float(double(bias[size_t(j)]) * a_scale * w_scale[size_t(j)]));
+  if (float_bias) inputs.push_back(Tensor::from_vector(real_bias, {n}));
   Attributes attrs{{"activation", Attribute(act)}, {"output_dtype", Attribute(int64_t(y_dtype))}};
   Tensor y = ops::call("QuantizedMatMul", inputs, attrs, 1, kIngot)[0];
   ASSERT_EQ(y.shape(), (Shape{b, t, n}));
   for (int64_t row = 0; row < b * t; ++row)
     for (int64_t j = 0; j < n; ++j) {
-      double real = double(bias[size_t(j)]) * a_scale * w_scale[size_t(j)];
+      double real = float_bias ? double(real_bias[size_t(j)]) : double(bias[size_t(j)]) * a_scale * w_scale[size_t(j)];
       for (int64_t p = 0; p < k; ++p)
         real += (value_at(a, row * k + p) - a_zp) * a_scale * value_at(wq, p * n + j) * w_scale[size_t(j)];
       real = activation(act, real);
@@ -244,6 +248,7 @@ TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
   check_matmul(DType::Int8, "Relu", 11);
   check_matmul(DType::Int8, "", 12);
   check_matmul(DType::Float32, "", 13);
+  check_matmul(DType::Float32, "Relu", 14, true);
 }
 
 // Int8 graphs pool on the 8-bit values (fuse-qdq): the 2x2 stride-2 fast path against the max taken

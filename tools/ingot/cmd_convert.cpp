@@ -71,7 +71,8 @@ Runner add_convert_command(CLI::App& app) {
     for (const auto& spec : o->input_shapes) settings.input_shapes.push_back(parse_input_shape(spec));
     const bool gpu = settings.device.type != DeviceType::CPU;
     const bool int8 = settings.precision == Precision::INT8;
-    if (!int8 && !o->q.calib.empty()) throw CLI::ValidationError("--calib", "calibration is for --precision int8");
+    if (!int8 && (!o->q.calib.empty() || o->q.dynamic))
+      throw CLI::ValidationError("--calib/--dynamic", "quantization is for --precision int8");
     if (int8) settings.quantize = quantize_settings(o->q, o->quiet);
     Progress progress(gpu ? 5 : int8 ? 6 : 4);
     if (!o->quiet) {

@@ -16,7 +16,7 @@ struct QuantizeCliOptions {
   std::vector<std::string> calib, keep_float;
   std::string method = "minmax", report;
   double percentile = 99.999, min_cosine = 0;
-  bool per_tensor = false, per_channel = false, symmetric = false, asymmetric = false;
+  bool per_tensor = false, per_channel = false, symmetric = false, asymmetric = false, dynamic = false;
 };
 
 inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
@@ -37,6 +37,9 @@ inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
                  "model (calibration set) reaches this, e.g. 0.99")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--report", o.report, "Write the quantization and accuracy report here (JSON)");
+  app.add_flag("--dynamic", o.dynamic,
+               "Dynamic quantization: matrix products' weights int8, activations quantized per call (no --calib "
+               "needed; given, it measures the accuracy)");
 }
 
 // Calibration and evaluation progress on stderr: a counter rewritten in place on a terminal, one
@@ -52,6 +55,7 @@ inline QuantizeSettings quantize_settings(const QuantizeCliOptions& o, bool quie
   s.symmetric = o.symmetric;
   s.keep_float = o.keep_float;
   s.min_cosine = o.min_cosine;
+  s.dynamic = o.dynamic;
   if (!quiet) {
     const bool tty = isatty(STDERR_FILENO);
     s.progress = [tty](const std::string& step, int64_t done, int64_t total) {

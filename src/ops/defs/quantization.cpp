@@ -93,7 +93,9 @@ INGOT_OP(QuantizedConv)
 // Written by fuse_qdq from DequantizeLinear -> MatMul/Gemm with a constant weight [-> Add(bias)]
 // [-> Relu] [-> QuantizeLinear], and from ONNX's QLinearMatMul with a constant 2-D B. Inputs 0-7 are
 // QLinearMatMul's (A [..., K], A_scale, A_zero_point, B [K, N], B_scale ([1] or [N]), B_zero_point,
-// Y_scale, Y_zero_point), then an int32 bias of N elements in A_scale * B_scale units.
+// Y_scale, Y_zero_point), then an int32 bias of N elements in A_scale * B_scale units, or (input 9)
+// a float32 one added to the real result (dynamic quantization: A_scale and A_zero_point come from a
+// DynamicQuantizeLinear per call, so no int32 bias can be fixed ahead).
 INGOT_OP(QuantizedMatMul)
     .domain(kIngotDomain)
     .versions(1)
@@ -106,6 +108,7 @@ INGOT_OP(QuantizedMatMul)
     .optional_input("Y_scale", "TF")
     .optional_input("Y_zero_point", "T3")
     .optional_input("bias", "TB")
+    .optional_input("float_bias", "TF")
     .output("Y", "T3")
     .type("T1", {DType::UInt8, DType::Int8})
     .type("T2", {DType::UInt8, DType::Int8})

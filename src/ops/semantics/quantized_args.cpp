@@ -159,6 +159,14 @@ QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t ch
     a.bias = &b;
   }
 
+  a.runtime_x = !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2));
+  if (ctx.def().domain == kIngotDomain && ctx.def().name == "QuantizedMatMul" && ctx.has_input(9)) {
+    const Tensor& fb = ctx.input(9);
+    if (fb.dtype() != DType::Float32 || fb.numel() != channels)
+      fail("input 9 (float_bias): expected float32[{}], got {}", channels, fb.describe());
+    if (a.quantized_output()) fail("input 9 (float_bias): only with a float32 output");
+    a.float_bias = &fb;
+  }
   if (ctx.has_attr("activation") || ctx.def().find_attr("activation")) {
     const std::string& act = ctx.attr_string("activation");
     if (act == "Relu") a.act = QuantActivation::Relu;
@@ -200,6 +208,7 @@ void quantized_residual_args(const KernelContext& ctx, const Shape& out_shape, Q
 
 double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc, int64_t residual_index) {
   double real = double(a.x_scale) * double(a.w_scale_of(c)) * double(acc);
+  if (a.float_bias) real += double(a.float_bias->data<float>()[c]);
   if (a.residual) {
     if (a.residual_quantized) {
       const double r = a.residual->dtype() == DType::UInt8 ? double(a.residual->data<uint8_t>()[residual_index])

@@ -4,6 +4,7 @@
 // The math, per output element of channel c (a convolution's output channel, a product's column):
 //   acc  = sum (x - x_zp) * (w - w_zp[c]) + B[c]                      (int32, exact)
 //   real = x_scale * w_scale[c] * acc  [+ R_scale * (R - R_zp), or + R when R is float32]
+//               [+ float_bias[c]: QuantizedMatMul's input 9, dynamic quantization's bias]
 //   real = activation(real)                                           ('', Relu, HardSwish, Sigmoid)
 //   real = epilogue(real)       (a chain of unary ops and constant affine/clamp steps: FusedElementwise
 //                                programs the fuse-quantized-epilogue pass took in, over x0)
@@ -47,6 +48,8 @@ struct QuantizedProductArgs {
   std::vector<float> w_scale;   // 1 or `channels` values
   std::vector<int32_t> w_zp;    // 1 or `channels` values
   const Tensor* bias = nullptr; // int32 [channels], or null
+  const Tensor* float_bias = nullptr;  // float32 [channels] added to the real value (dynamic quantization), or null
+  bool runtime_x = false;  // X_scale / X_zero_point computed per call (DynamicQuantizeLinear), not constants
   const Tensor* residual = nullptr;  // the output's shape, or null
   bool residual_quantized = false;
   float r_scale = 1.0f;

@@ -354,10 +354,11 @@ struct QuantKey {
     k.x_dtype = a.x->dtype();
     k.y_dtype = a.y_dtype;
     k.r_dtype = a.residual ? a.residual->dtype() : DType::Undefined;
-    k.x_scale = a.x_scale;
+    // Activation parameters computed per call are runtime arguments of the primitive, not part of it.
+    k.x_scale = a.runtime_x ? -1.0f : a.x_scale;
     k.y_scale = a.y_scale;
     k.r_scale = a.r_scale;
-    k.x_zp = a.x_zp;
+    k.x_zp = a.runtime_x ? -1 : a.x_zp;
     k.y_zp = a.y_zp;
     k.r_zp = a.r_zp;
     k.w_scale = a.w_scale;
@@ -370,20 +371,38 @@ struct QuantKey {
 // so without another activation everything folds into the output scales (and the residual's sum
 // scale); HardSwish and Sigmoid need the real value, so the division by Y_scale is a linear post-op
 // after them.
-dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels, int channel_dim) {
+// Relu and positive scalings commute with the division by Y_scale: those chains fold it into the
+// output scales (and the residual's sum scale); others run on the real value and divide last.
+bool homogeneous_steps(const QuantizedProductArgs& a) {
   using K = sem::EpilogueStep::Kind;
-  // Relu and positive scalings commute with the division by Y_scale: those chains fold it into the
-  // output scales (and the residual's sum scale); others run on the real value and divide last.
-  bool homogeneous = true;
+  bool homogeneous = !a.float_bias;
   for (const sem::EpilogueStep& s : a.steps)
     homogeneous &= (s.kind == K::Relu && s.a == 0) || (s.kind == K::Linear && s.a > 0 && s.b == 0);
-  const float out_div = a.quantized_output() && homogeneous ? a.y_scale : 1.0f;
+  return homogeneous;
+}
+float output_divisor(const QuantizedProductArgs& a) {
+  return a.quantized_output() && homogeneous_steps(a) ? a.y_scale : 1.0f;
+}
+
+dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels, int channel_dim) {
+  using K = sem::EpilogueStep::Kind;
+  const bool homogeneous = homogeneous_steps(a);
+  const float out_div = output_divisor(a);
   std::vector<float> scales;
   const bool per_channel = a.w_scale.size() > 1;
   for (int64_t c = 0; c < (per_channel ? channels : 1); ++c) scales.push_back(a.x_scale * a.w_scale_of(c) / out_div);
   dnnl::primitive_attr attr;
-  attr.set_output_scales(per_channel ? (1 << channel_dim) : 0, scales);
+  if (a.runtime_x) {
+    // x_scale * w_scale[c] per call (run_quant_plan); the zero point too.
+    attr.set_output_scales(per_channel ? (1 << channel_dim) : 0, {DNNL_RUNTIME_F32_VAL});
+  } else {
+    attr.set_output_scales(per_channel ? (1 << channel_dim) : 0, scales);
+  }
   dnnl::post_ops ops;
+  if (a.float_bias) {
+    ops.append_binary(dnnl::algorithm::binary_add,
+                      memory::desc({1, channels}, memory::data_type::f32, memory::format_tag::ab));
+  }
   if (a.residual) {
     // The residual seeds the destination (same element size); a float one into a float output.
     const float rs = a.residual_quantized ? a.r_scale / out_div : 1.0f / out_div;
@@ -431,7 +450,7 @@ dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels,
     }
   }
   attr.set_post_ops(ops);
-  if (a.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (a.x_zp != 0 || a.runtime_x) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (a.quantized_output() && a.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   return attr;
 }
@@ -440,13 +459,15 @@ dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels,
 // only where oneDNN picked another layout than ours.
 struct QuantPlan {
   QuantKey key;
-  onednn::TensorKey w_key, b_key;
+  onednn::TensorKey w_key, b_key, fb_key;
   dnnl::primitive primitive;
   memory weights, bias;
   memory user_src, user_dst, src, dst;
   dnnl::reorder src_reorder, dst_reorder, residual_reorder;
   bool reorder_src = false, reorder_dst = false;
   memory src_zp, dst_zp;  // one s32 each (runtime zero points)
+  memory scales;          // runtime output scales (activation parameters computed per call)
+  memory float_bias;      // the binary post-op's [1, N] operand
 };
 
 struct QuantState {
@@ -454,6 +475,8 @@ struct QuantState {
   bool unsupported = false;  // oneDNN refused this node's weights or geometry: reference loops
   static constexpr size_t kMaxPlans = 4;
 };
+
+int64_t channels_of(const QuantizedProductArgs& a) { return int64_t(a.w_scale.size()); }
 
 // Finishes a plan from its primitive descriptor's layouts: weights reordered once, activation
 // memories and reorders, zero-point scalars.
@@ -493,6 +516,14 @@ void finish_plan(QuantPlan& plan, const QuantizedProductArgs& a, const memory::d
   plan.dst_zp = memory(zp_md, eng);
   *static_cast<int32_t*>(plan.src_zp.get_data_handle()) = a.x_zp;
   *static_cast<int32_t*>(plan.dst_zp.get_data_handle()) = a.y_zp;
+  if (a.runtime_x) {
+    const int64_t n = a.w_scale.size() > 1 ? channels_of(a) : 1;
+    plan.scales = memory(memory::desc({n}, memory::data_type::f32, memory::format_tag::x), eng);
+  }
+  if (a.float_bias) {
+    plan.float_bias = memory(memory::desc({1, a.float_bias->numel()}, memory::data_type::f32, memory::format_tag::ab), eng);
+    std::memcpy(plan.float_bias.get_data_handle(), a.float_bias->raw_data(), a.float_bias->nbytes());
+  }
 }
 
 void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
@@ -500,6 +531,13 @@ void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
   dnnl::stream stream(eng);
   plan.user_src.set_data_handle(const_cast<void*>(a.x->raw_data()));
   plan.user_dst.set_data_handle(y.raw_data());
+  if (a.runtime_x) {
+    auto* sc = static_cast<float*>(plan.scales.get_data_handle());
+    const int64_t n = int64_t(plan.scales.get_desc().get_size() / sizeof(float));
+    const float out_div = output_divisor(a);
+    for (int64_t c = 0; c < n; ++c) sc[c] = a.x_scale * a.w_scale_of(c) / out_div;
+    *static_cast<int32_t*>(plan.src_zp.get_data_handle()) = a.x_zp;
+  }
   if (plan.reorder_src) plan.src_reorder.execute(stream, plan.user_src, plan.src);
   if (a.residual) {
     // The sum post-op accumulates into the destination: the residual goes there first.
@@ -516,7 +554,9 @@ void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, plan.src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, plan.dst}};
   if (plan.bias) args.emplace(DNNL_ARG_BIAS, plan.bias);
-  if (a.x_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, plan.src_zp);
+  if (a.x_zp != 0 || a.runtime_x) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, plan.src_zp);
+  if (a.runtime_x) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, plan.scales);
+  if (a.float_bias) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, plan.float_bias);
   if (a.quantized_output() && a.y_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, plan.dst_zp);
   plan.primitive.execute(stream, args);
   if (plan.reorder_dst) plan.dst_reorder.execute(stream, plan.dst, plan.user_dst);
@@ -530,11 +570,14 @@ QuantPlan* find_quant_plan(KernelContext& ctx, const QuantizedProductArgs& a, in
   auto& state = ctx.state<QuantState>();
   if (state.unsupported) return nullptr;
   auto& plans = state.plans;
-  if (!ctx.input_is_constant(3) || (a.bias && !ctx.input_is_constant(size_t(bias_index)))) plans.clear();
+  if (!ctx.input_is_constant(3) || (a.bias && !ctx.input_is_constant(size_t(bias_index))) ||
+      (a.float_bias && !ctx.input_is_constant(9)))
+    plans.clear();
   const QuantKey key = QuantKey::of(a);
   for (size_t i = 0; i < plans.size(); ++i) {
     QuantPlan& p = *plans[i];
-    if (p.key == key && p.w_key.matches(*a.w) && (a.bias ? p.b_key.matches(*a.bias) : !p.bias)) {
+    if (p.key == key && p.w_key.matches(*a.w) && (a.bias ? p.b_key.matches(*a.bias) : !p.bias) &&
+        (a.float_bias ? p.fb_key.matches(*a.float_bias) : !p.float_bias)) {
       std::rotate(plans.begin(), plans.begin() + long(i), plans.begin() + long(i) + 1);
       return plans[0].get();
     }
@@ -555,6 +598,7 @@ QuantPlan* find_quant_plan(KernelContext& ctx, const QuantizedProductArgs& a, in
   plan->key = key;
   plan->w_key = onednn::TensorKey::of(*a.w);
   if (a.bias) plan->b_key = onednn::TensorKey::of(*a.bias);
+  if (a.float_bias) plan->fb_key = onednn::TensorKey::of(*a.float_bias);
   plans.insert(plans.begin(), std::move(plan));
   if (plans.size() > QuantState::kMaxPlans) plans.pop_back();
   return plans[0].get();
