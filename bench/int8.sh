@@ -12,19 +12,31 @@ cache="${INGOT_MODEL_CACHE:-$HOME/.cache/ingot/models}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$here/tests/quant/make_calibration.py" "$work/calib"
+# A MatMul-heavy model for dynamic quantization (bench/make_mlp.py), its input as a one-file "set".
+mkdir -p "$work/models" "$work/calib/mlp"
+/usr/bin/python3 "$here/bench/make_mlp.py" "$work/models/mlp_b64.onnx" "$work/calib/mlp/000.npy" 64
+cache_models=("$cache" "$work/models")
 median() { "$ingot" bench "$1" --threads "$2" --iterations "${3:-100}" 2>&1 | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'; }
-echo "| model | threads | float32 package | int8 package | speed-up | onnxruntime-node, same QDQ model | int8 / onnxruntime |"
+echo "| model (static unless marked) | threads | float32 package | int8 package | speed-up | onnxruntime-node, same QDQ model | int8 / onnxruntime |"
 echo "|---|---|---|---|---|---|---|"
 while read -r name file calib shape method; do
-  model="$(find "$cache" -name "$file" | head -1)"
+  model="$(find "${cache_models[@]}" -name "$file" | head -1)"
   [ -n "$model" ] || continue
   shape_opt=()
   [ "$shape" = "-" ] || shape_opt=(--input-shape "$shape")
   "$ingot" convert "$model" -o "$work/$name.fp32.ingot" "${shape_opt[@]}" -q >/dev/null
-  "$ingot" convert "$model" -o "$work/$name.int8.ingot" "${shape_opt[@]}" --precision int8 \
-      --calib "$work/calib/$calib" --calib-method "$method" -q >/dev/null
-  "$ingot" quantize "$model" -o "$work/$name.qdq.onnx" "${shape_opt[@]}" --calib "$work/calib/$calib" \
-      --calib-method "$method" -q >/dev/null
+  if [ "$method" = dynamic ]; then
+    "$ingot" convert "$model" -o "$work/$name.int8.ingot" "${shape_opt[@]}" --precision int8 --dynamic -q >/dev/null
+  else
+    "$ingot" convert "$model" -o "$work/$name.int8.ingot" "${shape_opt[@]}" --precision int8 \
+        --calib "$work/calib/$calib" --calib-method "$method" -q >/dev/null
+  fi
+  if [ "$method" = dynamic ]; then
+    quant_opt=(--dynamic)
+  else
+    quant_opt=(--calib "$work/calib/$calib" --calib-method "$method")
+  fi
+  "$ingot" quantize "$model" -o "$work/$name.qdq.onnx" "${shape_opt[@]}" "${quant_opt[@]}" -q >/dev/null
   for t in 1 2; do
     f=$(median "$work/$name.fp32.ingot" $t)
     q=$(median "$work/$name.int8.ingot" $t)
@@ -38,4 +50,5 @@ blazeface_front face_detection_front_128x128_barracuda.onnx blazeface128 - minma
 blazeface_back face_detection_back_256x256_barracuda.onnx blazeface256 - minmax
 ppocr_det ch_PP-OCRv4_det_infer.onnx ppocr_det x=1,3,192,384 percentile
 ppocr_rec ch_PP-OCRv4_rec_infer.onnx ppocr_rec x=1,3,48,320 percentile
+mlp_b64(dynamic) mlp_b64.onnx mlp - dynamic
 CASES
