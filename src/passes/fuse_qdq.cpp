@@ -50,7 +50,7 @@ struct QdqNode {
   bool dynamic() const { return !scale_t; }
 };
 
-std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, const char* op, int64_t opset) {
+std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, const char* op) {
   if (!is_op(n, op) || n.inputs.size() < 2 || n.outputs.size() != 1) return std::nullopt;
   if (attr_int(n, "block_size", 0) != 0) return std::nullopt;
   QdqNode q;
@@ -69,8 +69,8 @@ std::optional<QdqNode> qdq_node(const Graph& g, const Node& n, size_t index, con
     if (q.dtype == DType::Undefined) q.dtype = DType::UInt8;
   }
   if (!is_8bit(q.dtype)) return std::nullopt;
+  // (Per-axis parameters at any opset: Ingot's own int8 packages of models below opset 13 use them.)
   q.axis = attr_int(n, "axis", 1);
-  (void)opset;  // per-axis parameters below opset 13: Ingot's own int8 packages of older models
   return q;
 }
 
@@ -100,10 +100,10 @@ std::optional<QdqNode> dynamic_dequant_of(const Graph& g, const std::map<std::st
 
 // The DequantizeLinear writing `value`, if any.
 std::optional<QdqNode> dequant_of(const Graph& g, const std::map<std::string, size_t>& producer,
-                                  const std::string& value, int64_t opset) {
+                                  const std::string& value) {
   auto it = producer.find(value);
   if (it == producer.end()) return std::nullopt;
-  return qdq_node(g, g.nodes[it->second], it->second, "DequantizeLinear", opset);
+  return qdq_node(g, g.nodes[it->second], it->second, "DequantizeLinear");
 }
 
 // Everything the rewrites add: zero points for nodes that omit them, requantized biases, transposed weights.
@@ -127,7 +127,7 @@ struct NewConstants {
 // int32 constant; nullopt when neither (or when a value does not fit int32).
 std::optional<Tensor> requantized_bias(const Graph& g, const std::map<std::string, size_t>& producer,
                                        const std::string& value, float x_scale, const Tensor& w_scale,
-                                       int64_t channels, int64_t opset) {
+                                       int64_t channels) {
   std::vector<double> real;
   if (const Tensor* b = constant_initializer(g, value); b && is_floating(b->dtype()) && b->numel() == channels) {
     for (int64_t i = 0; i < channels; ++i) real.push_back(b->item_double(i));
@@ -140,7 +140,6 @@ std::optional<Tensor> requantized_bias(const Graph& g, const std::map<std::strin
     if (!data || !scale || data->dtype() != DType::Int32 || data->numel() != channels ||
         (scale->numel() != 1 && scale->numel() != channels) || (n.inputs.size() > 2 && !n.inputs[2].empty() && !zp))
       return std::nullopt;
-    (void)opset;
     for (int64_t i = 0; i < channels; ++i) {
       const double s = scale->item_double(scale->numel() == 1 ? 0 : i);
       const double z = zp ? zp->item_double(zp->numel() == 1 ? 0 : i) : 0.0;
@@ -173,7 +172,6 @@ Tensor transposed_2d(const Tensor& t) {
 struct Rewriter {
   Model& model;
   Graph& g;
-  int64_t opset;
   Readers readers;
   std::map<std::string, size_t> producer;
   std::vector<bool> removed;
@@ -183,7 +181,6 @@ struct Rewriter {
   explicit Rewriter(Model& m)
       : model(m),
         g(*m.graph),
-        opset(m.opset("")),
         readers(g),
         producer(producers(g)),
         removed(g.nodes.size(), false),
@@ -210,7 +207,7 @@ struct Rewriter {
       const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
       auto out_shape = static_shape(g, out), other_shape = static_shape(g, other);
       if (out_shape && other_shape && *out_shape == *other_shape) {
-        if (auto dq = dequant_of(g, producer, other, opset); dq && dq->per_tensor()) {
+        if (auto dq = dequant_of(g, producer, other); dq && dq->per_tensor()) {
           e.residual = dq->data;
           e.r_scale = dq->scale;
           e.r_zp = constants.zero_point(*dq, add.outputs[0] + "_residual");
@@ -235,7 +232,7 @@ struct Rewriter {
       }
     }
     if (auto r = next(out)) {
-      if (auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset); q && q->per_tensor()) {
+      if (auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear"); q && q->per_tensor()) {
         e.quant = q;
         absorbed.push_back(*r);
         last = *r;
@@ -270,15 +267,15 @@ struct Rewriter {
   bool conv(size_t ci) {
     const Node& conv = g.nodes[ci];
     if (!is_op(conv, "Conv") || conv.inputs.size() < 2 || conv.outputs.size() != 1) return false;
-    auto x = dequant_of(g, producer, conv.inputs[0], opset);
-    auto w = dequant_of(g, producer, conv.inputs[1], opset);
+    auto x = dequant_of(g, producer, conv.inputs[0]);
+    auto w = dequant_of(g, producer, conv.inputs[1]);
     if (!x || !x->per_tensor() || !w || !constant_initializer(g, w->data)) return false;
     const Tensor& wt = *constant_initializer(g, w->data);
     const int64_t channels = wt.rank() >= 1 ? wt.dim(0) : 0;
     if (wt.rank() < 3 || (!w->per_tensor() && (w->axis != 0 || w->scale_t->numel() != channels))) return false;
     std::string bias;
     if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
-      auto b = requantized_bias(g, producer, conv.inputs[2], x->scale_t->data<float>()[0], *w->scale_t, channels, opset);
+      auto b = requantized_bias(g, producer, conv.inputs[2], x->scale_t->data<float>()[0], *w->scale_t, channels);
       if (!b) return false;
       bias = constants.add(conv.outputs[0] + "_bias_int32", *b);
     }
@@ -311,9 +308,9 @@ struct Rewriter {
     if (gemm && (attr_float(mm, "alpha", 1.0f) != 1.0f || attr_float(mm, "beta", 1.0f) != 1.0f ||
                  attr_int(mm, "transA", 0) != 0))
       return false;
-    auto a = dequant_of(g, producer, mm.inputs[0], opset);
+    auto a = dequant_of(g, producer, mm.inputs[0]);
     if (!a) a = dynamic_dequant_of(g, producer, mm.inputs[0]);
-    auto b = dequant_of(g, producer, mm.inputs[1], opset);
+    auto b = dequant_of(g, producer, mm.inputs[1]);
     if (!a || !a->per_tensor() || !b || !constant_initializer(g, b->data)) return false;
     const Tensor& bt = *constant_initializer(g, b->data);
     if (bt.rank() != 2) return false;
@@ -335,7 +332,7 @@ struct Rewriter {
         auto shape = static_shape(g, other);
         const Tensor* fb = constant_initializer(g, other);
         const bool usable = a->dynamic() ? fb && fb->dtype() == DType::Float32
-                                         : bool(requantized_bias(g, producer, other, 1.0f, *b->scale_t, n, opset));
+                                         : bool(requantized_bias(g, producer, other, 1.0f, *b->scale_t, n));
         if (shape && shape_numel(Shape(shape->begin(), shape->end())) == n && !shape->empty() && shape->back() == n &&
             usable) {
           bias_value = other;
@@ -352,7 +349,7 @@ struct Rewriter {
       if (!fb || fb->dtype() != DType::Float32 || fb->numel() != n) return false;
       float_bias = constants.add(mm.outputs[0] + "_bias", fb->reshape({n}));
     } else if (!bias_value.empty()) {
-      auto q = requantized_bias(g, producer, bias_value, a->scale_t->data<float>()[0], *b->scale_t, n, opset);
+      auto q = requantized_bias(g, producer, bias_value, a->scale_t->data<float>()[0], *b->scale_t, n);
       if (!q) return false;
       bias = constants.add(mm.outputs[0] + "_bias_int32", *q);
     }
@@ -390,11 +387,11 @@ struct Rewriter {
       if (found == SIZE_MAX) return false;
       data_index = found;
     }
-    auto dq = dequant_of(g, producer, op.inputs[data_index], opset);
+    auto dq = dequant_of(g, producer, op.inputs[data_index]);
     if (!dq || !dq->per_tensor()) return false;
     auto r = next(op.outputs[0]);
     if (!r) return false;
-    auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset);
+    auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear");
     if (!q || !q->per_tensor() || q->dtype != dq->dtype) return false;
     const float s_in = dq->scale_t->data<float>()[0], s_out = q->scale_t->data<float>()[0];
     const int64_t z_in = dq->zp_t ? dq->zp_t->item_int() : 0, z_out = q->zp_t ? q->zp_t->item_int() : 0;
@@ -546,7 +543,6 @@ std::string program_text(const std::vector<Step>& steps) {
 bool fuse_quantized_epilogue(Model& model) {
   Graph& g = *model.graph;
   const Readers readers(g);
-  const int64_t opset = model.opset("");
   std::vector<bool> removed(g.nodes.size(), false);
   std::map<size_t, Node> replacements;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -577,7 +573,7 @@ bool fuse_quantized_epilogue(Model& model) {
     }
     std::optional<QdqNode> quant;
     if (auto r = readers.single(out); r && !removed[*r]) {
-      quant = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear", opset);
+      quant = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear");
       if (quant && !quant->per_tensor()) quant.reset();
       if (quant) {
         absorbed.push_back(*r);
