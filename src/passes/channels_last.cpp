@@ -83,6 +83,10 @@ class Rewriter {
     for (const Node& n : g_.nodes) {
       taken_.insert(n.name);
       taken_.insert(n.outputs.begin(), n.outputs.end());
+      auto perm = n.attrs.find("perm");
+      if (is_op(n, "Transpose") && n.inputs.size() == 1 && n.outputs.size() == 1 && perm != n.attrs.end() &&
+          perm->second.ints == sem::to_channels_first_perm(4))
+        model_first_views_[n.outputs[0]] = n.inputs[0];
     }
   }
 
@@ -180,15 +184,7 @@ class Rewriter {
   // input of a model's own channels-first Transpose of a 4-D value).
   std::string to_last(const std::string& value, std::vector<Node>& out) {
     if (auto it = last_.find(value); it != last_.end()) return it->second;
-    for (const Node& n : out) {
-      if (is_op(n, "Transpose") && n.outputs.size() == 1 && n.outputs[0] == value) {
-        auto perm = n.attrs.find("perm");
-        if (perm != n.attrs.end() && perm->second.ints == sem::to_channels_first_perm(4)) {
-          last_[value] = n.inputs[0];
-          return n.inputs[0];
-        }
-      }
-    }
+    if (auto it = model_first_views_.find(value); it != model_first_views_.end()) return last_[value] = it->second;
     Node t;
     t.op_type = "Transpose";
     t.name = fresh(value + "_nhwc");
@@ -344,6 +340,8 @@ class Rewriter {
   Graph& g_;
   DeviceType target_;
   std::map<std::string, std::string> last_;  // value -> its channels-last copy
+  // The model's own NHWC -> NCHW Transposes (output -> input): that input is the output's channels-last copy.
+  std::map<std::string, std::string> model_first_views_;
   std::map<std::string, std::string> permuted_constants_;
   std::set<std::string> taken_;  // names in use
   bool changed_ = false;

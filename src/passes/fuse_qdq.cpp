@@ -374,7 +374,6 @@ struct Rewriter {
     static const std::set<std::string> ops{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat"};
     if (!is_default_domain(op.domain) || !ops.count(op.op_type) || op.inputs.empty() || op.outputs.size() != 1)
       return false;
-    if (op.op_type == "MaxPool" && op.outputs.size() != 1) return false;
     const bool concat = op.op_type == "Concat";
     size_t data_index = 0;
     if (concat) {

@@ -15,11 +15,12 @@ inline dnnl::engine& engine() {
 
 inline dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
 
-// Row-major float32 descriptor of `dims`; with `strides` for permuted views of our tensors.
-inline dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
+// Row-major descriptor of `dims` (float32 unless told otherwise).
+inline dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims,
+                                     dnnl::memory::data_type dt = dnnl::memory::data_type::f32) {
   dnnl::memory::dims strides(dims.size(), 1);
   for (int i = int(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, dt, strides);
 }
 
 // Identifies a weight tensor's contents across runs. Weights are normally constant initializers

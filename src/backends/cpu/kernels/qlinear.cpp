@@ -300,7 +300,6 @@ void conv_integer(KernelContext& ctx) {
   std::memcpy(y.data<int32_t>(), r.result.data(), r.result.size() * sizeof(int32_t));
 }
 
-
 // ---- oneDNN int8 primitives --------------------------------------------------------------------
 
 memory::data_type dnnl_type(DType d) {
@@ -310,12 +309,6 @@ memory::data_type dnnl_type(DType d) {
     case DType::Int32: return memory::data_type::s32;
     default: return memory::data_type::f32;
   }
-}
-
-memory::desc plain_desc(const memory::dims& dims, memory::data_type dt) {
-  memory::dims strides(dims.size(), 1);
-  for (int i = int(dims.size()) - 2; i >= 0; --i) strides[size_t(i)] = strides[size_t(i) + 1] * dims[size_t(i) + 1];
-  return memory::desc(dims, dt, strides);
 }
 
 // Weights as s8 for oneDNN: W - W_zero_point[c] (c: the output channel of each element, `per_channel`
@@ -695,8 +688,8 @@ std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const Quantiz
   const memory::desc user_w(w_dims, memory::data_type::s8, w_strides);
   const memory::data_type dst_dt = dnnl_type(a.y_dtype), src_dt = dnnl_type(a.x->dtype());
   // Channels last is what oneDNN's int8 convolutions compute on: given so, nothing is reordered.
-  const memory::desc user_src = g.nhwc ? channels_last_desc(src_dims, src_dt) : plain_desc(src_dims, src_dt);
-  const memory::desc user_dst = g.nhwc ? channels_last_desc(dst_dims, dst_dt) : plain_desc(dst_dims, dst_dt);
+  const memory::desc user_src = g.nhwc ? channels_last_desc(src_dims, src_dt) : onednn::plain_desc(src_dims, src_dt);
+  const memory::desc user_dst = g.nhwc ? channels_last_desc(dst_dims, dst_dt) : onednn::plain_desc(dst_dims, dst_dt);
   const memory::desc src_any = g.nhwc ? user_src : memory::desc(src_dims, src_dt, memory::format_tag::any);
   const memory::desc dst_any = g.nhwc ? user_dst : memory::desc(dst_dims, dst_dt, memory::format_tag::any);
   const memory::desc w_any(w_dims, memory::data_type::s8, memory::format_tag::any);
@@ -775,8 +768,8 @@ std::unique_ptr<QuantPlan> build_matmul_plan(const QuantizedProductArgs& a, int6
   if (!w8) return nullptr;
   dnnl::engine& eng = onednn::engine();
   const memory::data_type src_dt = dnnl_type(a.x->dtype()), dst_dt = dnnl_type(a.y_dtype);
-  const memory::desc src_md = plain_desc({m, k}, src_dt), dst_md = plain_desc({m, n}, dst_dt);
-  const memory::desc user_w = plain_desc({k, n}, memory::data_type::s8);
+  const memory::desc src_md = onednn::plain_desc({m, k}, src_dt), dst_md = onednn::plain_desc({m, n}, dst_dt);
+  const memory::desc user_w = onednn::plain_desc({k, n}, memory::data_type::s8);
   const memory::desc w_any({k, n}, memory::data_type::s8, memory::format_tag::any);
   const memory::desc b_md({1, n}, memory::data_type::s32, memory::format_tag::ab);
   auto d = a.bias ? dnnl::matmul::desc(src_md, w_any, b_md, dst_md) : dnnl::matmul::desc(src_md, w_any, dst_md);
