@@ -12,6 +12,7 @@
 #                                     INGOT_BUNDLE_PYTHON=1: the Python module built there, its tests,
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
+#                                     and int8 (only when named: bench/int8_gpu.sh, int8 vs fp16 packages),
 #                                     and ab (only when named: the previous build bundled with
 #                                     INGOT_PREV_BUILD=<build folder> against this one, bench/ab_latency.py).
 #                                     Logs go to $OUT (or ./gpu-results) when set.
@@ -257,6 +258,12 @@ run() {
       python3 "$ROOT/bench/gpu_torch.py" --ingot-json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-torch.log" || true
     fi
     summary+=("bench: see bench-gpu.log / bench-torch.log")
+  fi
+  if [[ " $what " == *" int8 "* ]]; then
+    # Int8 against float16 packages of ResNet-50 and MobileNetV3-Large exported here
+    # (bench/int8_gpu.sh; needs python3 with torch and torchvision): int8/int8.md.
+    WORK="$dir/int8-work" bash "$ROOT/bench/int8_gpu.sh" "$ingot" "$out/int8" 2>&1 | tee "$out/int8.log" || true
+    summary+=("int8: int8/int8.md (int8 vs fp16 packages on the GPU)")
   fi
   if [[ " $what " == *" torch "* ]]; then
     # Ingot against PyTorch eager / torch.compile on models exported here (nothing from the bundle but

@@ -16,7 +16,6 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   for (const Pass& pass : lowering_passes()) add("lower", pass);
   if (options.optimize) {
     for (const Pass& pass : pipeline_passes()) {
-      if (pass.cpu_only && options.target != DeviceType::CPU) continue;
       if (!pass_disabled(pass.name)) add("optimize", pass);
     }
   }
@@ -26,15 +25,14 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   if (half && !pass_disabled("to-half-precision")) {
     steps.push_back({"precision", "to-half-precision", [compute](Model& m) { return to_half_precision(m, compute); }});
   }
-  // Channels-last for a CUDA target: 16-bit models (cuDNN's tensor-core layout), and float32 ones with
-  // INGOT_CHANNELS_LAST=1 (an experiment: cuDNN's float32 kernels are channels first).
-  if (options.target == DeviceType::CUDA && options.optimize && (half || flags::enabled("INGOT_CHANNELS_LAST")) &&
-      !pass_disabled("channels-last")) {
-    steps.push_back({"layout", "channels-last", [](Model& m) { return to_channels_last(m, DeviceType::CUDA); }});
-  }
-  // On the CPU, the int8 convolutions (fuse-qdq's) run channels last.
-  if (options.target == DeviceType::CPU && options.optimize && !pass_disabled("channels-last")) {
-    steps.push_back({"layout", "channels-last", [](Model& m) { return to_channels_last(m, DeviceType::CPU); }});
+  // Channels last: on a CUDA target every 2-D convolution of a 16-bit model (cuDNN's tensor-core
+  // layout; float32 ones too with INGOT_CHANNELS_LAST=1, an experiment: cuDNN's float32 kernels are
+  // channels first); on either target the int8 convolutions (fuse-qdq's QuantizedConv: oneDNN's and
+  // cuDNN's int8 kernels compute channels last).
+  if (options.optimize && !pass_disabled("channels-last")) {
+    const bool all = options.target == DeviceType::CUDA && (half || flags::enabled("INGOT_CHANNELS_LAST"));
+    const ChannelsLastScope scope = all ? ChannelsLastScope::AllConvolutions : ChannelsLastScope::Int8Convolutions;
+    steps.push_back({"layout", "channels-last", [scope](Model& m) { return to_channels_last(m, scope); }});
   }
   return steps;
 }

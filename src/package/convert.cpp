@@ -138,8 +138,6 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
   std::optional<QuantizeReport> quantization;
   std::vector<quant::Sample> samples;
   if (settings.precision == Precision::INT8) {
-    if (settings.device.type != DeviceType::CPU)
-      fail("--precision int8: int8 packages are built for the CPU (the CUDA backend has no integer kernels yet)");
     // Calibrated QDQ form first; the pipeline's fuse-qdq then folds it into integer kernels.
     QuantizeSettings qs = settings.quantize;
     qs.input_shapes = settings.input_shapes;

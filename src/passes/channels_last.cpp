@@ -76,7 +76,7 @@ bool symmetric_pads(const Node& n) {
 
 class Rewriter {
  public:
-  Rewriter(Model& model, DeviceType target) : model_(model), g_(*model.graph), target_(target) {
+  Rewriter(Model& model, ChannelsLastScope scope) : model_(model), g_(*model.graph), scope_(scope) {
     for (const auto& [name, t] : g_.initializers) taken_.insert(name);
     for (const ValueInfo& v : g_.inputs) taken_.insert(v.name);
     for (const auto& [name, v] : g_.value_info) taken_.insert(name);
@@ -127,14 +127,16 @@ class Rewriter {
 
  private:
   bool is_conv(const Node& n) const {
-    if (target_ == DeviceType::CPU) {
-      // The int8 convolutions only: oneDNN's float32 ones pick blocked layouts of their own.
-      if (n.domain != kIngotDomain || n.op_type != "QuantizedConv" || n.outputs.size() != 1) return false;
+    if (n.domain == kIngotDomain && n.op_type == "QuantizedConv") {
+      if (n.outputs.size() != 1) return false;
       auto layout = n.attrs.find("layout");
       if (layout != n.attrs.end() && layout->second.s != "NCHW") return false;
       const Tensor* w = n.inputs.size() >= 4 ? constant_initializer(g_, n.inputs[3]) : nullptr;
       return w && w->rank() == 4 && w->device() == Device::cpu();
     }
+    // Int8 only: oneDNN's float32 convolutions pick blocked layouts of their own, cuDNN's float32
+    // ones compute channels first.
+    if (scope_ == ChannelsLastScope::Int8Convolutions) return false;
     const bool fused = n.domain == kIngotDomain && n.op_type == "FusedConv";
     if (!fused && !is_op(n, "Conv")) return false;
     if (fused) {
@@ -338,7 +340,7 @@ class Rewriter {
 
   Model& model_;
   Graph& g_;
-  DeviceType target_;
+  ChannelsLastScope scope_;
   std::map<std::string, std::string> last_;  // value -> its channels-last copy
   // The model's own NHWC -> NCHW Transposes (output -> input): that input is the output's channels-last copy.
   std::map<std::string, std::string> model_first_views_;
@@ -349,6 +351,6 @@ class Rewriter {
 
 }  // namespace
 
-bool to_channels_last(Model& model, DeviceType target) { return Rewriter(model, target).run(); }
+bool to_channels_last(Model& model, ChannelsLastScope scope) { return Rewriter(model, scope).run(); }
 
 }  // namespace ingot

@@ -13,7 +13,7 @@
 //
 // A float bias (or a DQ of an int32 one) is requantized to int32 in x_scale * w_scale[c] units, as
 // QLinearConv takes it. Runs first in the pipeline, before constant folding would turn DQ(W) into
-// float weights, and only for targets with the integer kernels (Pass::cpu_only). DQ/Q nodes left
+// float weights (CPU and CUDA targets both have the integer kernels). DQ/Q nodes left
 // over (an op with no integer kernel between them) run as they are; dead code drops the rest.
 #include <algorithm>
 #include <cmath>

@@ -17,9 +17,6 @@ struct Pass {
   // whose rewrites stay inside one graph and name nothing new (a new name could shadow a value a
   // body reads from an enclosing graph).
   bool in_bodies = false;
-  // Only for a CPU target: rewrites into ops only the CPU backend has kernels for (fuse-qdq's
-  // integer products); for another target the model keeps the ops it can place there.
-  bool cpu_only = false;
 };
 
 // QDQ models: DequantizeLinear -> Conv/MatMul/Gemm [-> Add] [-> activation] [-> QuantizeLinear]
@@ -81,7 +78,10 @@ bool pass_disabled(std::string_view pass);
 // tensor-core layout; for a CPU target, where the int8 QuantizedConvs take it, oneDNN's): the
 // elementwise ops and global average pools between them follow, with Transposes only where the
 // layout changes. See channels_last.cpp.
-bool to_channels_last(Model& model, DeviceType target = DeviceType::CUDA);
+// Which convolutions move: every 2-D one (16-bit CUDA targets), or the int8 QuantizedConvs only
+// (CPU targets, and float32 CUDA ones, whose float convolutions stay channels first).
+enum class ChannelsLastScope : uint8_t { AllConvolutions, Int8Convolutions };
+bool to_channels_last(Model& model, ChannelsLastScope scope = ChannelsLastScope::AllConvolutions);
 
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
 // (ops that no kernel implements directly).

@@ -11,7 +11,7 @@
 namespace ingot {
 
 namespace {
-// QDQ folding (CPU targets) before constant folding, which would otherwise turn the int8 weights'
+// QDQ folding before constant folding, which would otherwise turn the int8 weights'
 // DequantizeLinear into float weights. Shape simplification next (static dims picked out of partially symbolic shapes become constants
 // that constant folding then propagates), folding next (it exposes constant weights and shapes to the rest), then the no-op removal that
 // lets patterns match across Identity/Dropout, BatchNormalization folding before the Conv fusion (so
@@ -23,7 +23,7 @@ namespace {
 // inside If/Loop/Scan bodies (Pass::in_bodies); folding already recurses by itself.
 constexpr Pass kPipeline[] = {
     {"simplify-shapes", simplify_shapes},
-    {"fuse-qdq", fuse_qdq, false, true},
+    {"fuse-qdq", fuse_qdq},
     {"constant-folding", constant_folding},
     {"remove-identity", remove_identity},
     {"fold-batchnorm", fold_batchnorm},
@@ -35,7 +35,7 @@ constexpr Pass kPipeline[] = {
     {"fuse-conv-add-relu", fuse_conv_add_relu, true},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act, true},
     {"fuse-elementwise", fuse_elementwise, true},
-    {"fuse-quantized-epilogue", fuse_quantized_epilogue, false, true},
+    {"fuse-quantized-epilogue", fuse_quantized_epilogue},
     {"dead-code", dead_code},
 };
 constexpr Pass kLowering[] = {

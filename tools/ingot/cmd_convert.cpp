@@ -73,7 +73,12 @@ Runner add_convert_command(CLI::App& app) {
     const bool int8 = settings.precision == Precision::INT8;
     if (!int8 && (!o->q.calib.empty() || o->q.dynamic))
       throw CLI::ValidationError("--calib/--dynamic", "quantization is for --precision int8");
-    if (int8) settings.quantize = quantize_settings(o->q, o->quiet);
+    if (int8) {
+      settings.quantize = quantize_settings(o->q, o->quiet);
+      // For the GPU, symmetric int8 activations unless asked otherwise: what cuDNN's int8
+      // convolutions (and TensorRT) take; asymmetric ones run Ingot's direct kernels there.
+      if (gpu && !o->q.asymmetric) settings.quantize.symmetric = true;
+    }
     Progress progress(gpu ? 5 : int8 ? 6 : 4);
     if (!o->quiet) {
       settings.progress = [&](const std::string& step, bool done, const std::string& note) {

@@ -29,8 +29,8 @@ inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
       ->check(CLI::Range(50.0, 100.0));
   auto* pc = app.add_flag("--per-channel", o.per_channel, "Weight scales per output channel (the default)");
   app.add_flag("--per-tensor", o.per_tensor, "One scale per weight tensor")->excludes(pc);
-  auto* sym = app.add_flag("--symmetric", o.symmetric, "Activations int8 with zero point 0");
-  app.add_flag("--asymmetric", o.asymmetric, "Activations uint8 with a zero point (the default)")->excludes(sym);
+  auto* sym = app.add_flag("--symmetric", o.symmetric, "Activations int8 with zero point 0 (the default of convert --device cuda)");
+  app.add_flag("--asymmetric", o.asymmetric, "Activations uint8 with a zero point (the default, but for convert --device cuda)")->excludes(sym);
   app.add_option("--keep-float", o.keep_float, "Op types or node names (or output names) to leave in float32");
   app.add_option("--min-cosine", o.min_cosine,
                  "Keep the products that lose most in float32 until every output's cosine similarity to the float "

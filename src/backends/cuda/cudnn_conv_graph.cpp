@@ -37,11 +37,12 @@ cudnnDataType_t data_type(DType dt) {
     case DType::Float16: return CUDNN_DATA_HALF;
     case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
     case DType::Float32: return CUDNN_DATA_FLOAT;
+    case DType::Int8: return CUDNN_DATA_INT8;
     default: throw Unsupported{};
   }
 }
 
-enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kVirtual = 100 };
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kScale, kResidualScale, kVirtual = 100 };
 
 // Makes and owns descriptors (the ConvGraph destroys them).
 class Builder {
@@ -88,13 +89,14 @@ class Builder {
     return d;
   }
 
-  // y = mode(x[, b]) in float32 arithmetic.
+  // y = mode(x[, b]) in float32 arithmetic (Relu clipped above at `upper_clip` when > 0).
   cudnnBackendDescriptor_t pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
-                                     cudnnBackendDescriptor_t y) {
+                                     cudnnBackendDescriptor_t y, double upper_clip = 0) {
     cudnnBackendDescriptor_t pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
     set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode);
     set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &precision);
+    if (upper_clip > 0) set(pw, CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, &upper_clip);
     check(cudnnBackendFinalize(pw));
     cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
@@ -109,25 +111,47 @@ class Builder {
   std::vector<cudnnBackendDescriptor_t>& owned_;
 };
 
-// The operation graph of the spec: conv, then + bias, + residual, Relu as asked, the intermediate
-// results virtual (float32); the last op writes Y.
+// The operation graph of the spec: conv, then the pointwise steps its flags ask for (float32
+// graphs: + bias, + residual, Relu; int8 ones: ConvGraphSpec's requantization), the intermediate
+// results virtual (int32 after an int8 conv, else float32); the last op writes Y.
 cudnnBackendDescriptor_t operation_graph(Builder& b, const ConvGraphSpec& s) {
+  const bool int8 = s.dtype == DType::Int8;
   const cudnnDataType_t io = data_type(s.dtype);
+  const cudnnDataType_t y_type = int8 ? data_type(s.y_dtype) : io;
   const bool last = s.channels_last;
   cudnnBackendDescriptor_t x = b.tensor(kX, s.n, s.c, s.h, s.w, last, io, false);
   cudnnBackendDescriptor_t w = b.tensor(kW, s.k, s.c / s.group, s.r, s.s, last, io, false);
-  const int steps = int(s.bias) + int(s.residual) + int(s.relu);
-  int64_t next_virtual = kVirtual;
-  // The output of the next op: Y for the last one, else a float32 virtual tensor.
-  auto result = [&](int remaining) {
-    return remaining == 0 ? b.tensor(kY, s.n, s.k, s.out_h, s.out_w, last, io, false)
-                          : b.tensor(next_virtual++, s.n, s.k, s.out_h, s.out_w, last, CUDNN_DATA_FLOAT, true);
+  auto per_channel = [&](int64_t uid, cudnnDataType_t type) { return b.tensor(uid, 1, s.k, 1, 1, last, type, false); };
+
+  struct Step {
+    cudnnPointwiseMode_t mode;
+    cudnnBackendDescriptor_t operand;  // B, or null (unary)
+    double upper_clip = 0;
   };
-  int remaining = steps;
-  cudnnBackendDescriptor_t conv_out = result(remaining);
+  std::vector<Step> steps;
+  if (int8) {
+    steps.push_back({CUDNN_POINTWISE_MUL, per_channel(kScale, CUDNN_DATA_FLOAT)});
+    steps.push_back({CUDNN_POINTWISE_ADD, per_channel(kBias, CUDNN_DATA_FLOAT)});
+  } else if (s.bias) {
+    steps.push_back({CUDNN_POINTWISE_ADD, per_channel(kBias, io)});
+  }
+  if (s.residual) {
+    const cudnnDataType_t r_type = int8 ? data_type(s.residual_dtype) : io;
+    steps.push_back({CUDNN_POINTWISE_ADD, b.tensor(kResidual, s.n, s.k, s.out_h, s.out_w, last, r_type, false)});
+    if (int8) steps.push_back({CUDNN_POINTWISE_MUL, per_channel(kResidualScale, CUDNN_DATA_FLOAT)});
+  }
+  if (s.relu) steps.push_back({CUDNN_POINTWISE_RELU_FWD, nullptr, int8 ? double(s.relu_max) : 0.0});
+
+  int64_t next_virtual = kVirtual;
+  // The output of the next op: Y for the last one, else a virtual tensor.
+  auto result = [&](bool is_last, cudnnDataType_t virtual_type) {
+    return is_last ? b.tensor(kY, s.n, s.k, s.out_h, s.out_w, last, y_type, false)
+                   : b.tensor(next_virtual++, s.n, s.k, s.out_h, s.out_w, last, virtual_type, true);
+  };
+  cudnnBackendDescriptor_t conv_out = result(steps.empty(), int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT);
 
   cudnnBackendDescriptor_t conv = b.make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnDataType_t compute = int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t spatial = 2;
   Builder::set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute);
@@ -152,21 +176,10 @@ cudnnBackendDescriptor_t operation_graph(Builder& b, const ConvGraphSpec& s) {
   ops.push_back(op);
 
   cudnnBackendDescriptor_t current = conv_out;
-  if (s.bias) {
-    cudnnBackendDescriptor_t bias = b.tensor(kBias, 1, s.k, 1, 1, last, io, false);
-    cudnnBackendDescriptor_t out = result(--remaining);
-    ops.push_back(b.pointwise(CUDNN_POINTWISE_ADD, current, bias, out));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    cudnnBackendDescriptor_t out = result(i + 1 == steps.size(), CUDNN_DATA_FLOAT);
+    ops.push_back(b.pointwise(steps[i].mode, current, steps[i].operand, out, steps[i].upper_clip));
     current = out;
-  }
-  if (s.residual) {
-    cudnnBackendDescriptor_t residual = b.tensor(kResidual, s.n, s.k, s.out_h, s.out_w, last, io, false);
-    cudnnBackendDescriptor_t out = result(--remaining);
-    ops.push_back(b.pointwise(CUDNN_POINTWISE_ADD, current, residual, out));
-    current = out;
-  }
-  if (s.relu) {
-    cudnnBackendDescriptor_t out = result(--remaining);
-    ops.push_back(b.pointwise(CUDNN_POINTWISE_RELU_FWD, current, nullptr, out));
   }
 
   cudnnBackendDescriptor_t graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -305,11 +318,14 @@ cudnnBackendDescriptor_t stored_config(Builder& b, cudnnBackendDescriptor_t grap
 
 cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, const ConvGraphSpec& s,
                       const ConvGraphArgs& a) {
-  int64_t uids[5] = {kX, kW, kY, 0, 0};
-  void* ptrs[5] = {const_cast<void*>(a.x), const_cast<void*>(a.w), a.y, nullptr, nullptr};
+  int64_t uids[7] = {kX, kW, kY};
+  void* ptrs[7] = {const_cast<void*>(a.x), const_cast<void*>(a.w), a.y};
   int64_t n = 3;
-  if (s.bias) uids[n] = kBias, ptrs[n++] = const_cast<void*>(a.bias);
+  const bool int8 = s.dtype == DType::Int8;
+  if (s.bias || int8) uids[n] = kBias, ptrs[n++] = const_cast<void*>(a.bias);
+  if (int8) uids[n] = kScale, ptrs[n++] = const_cast<void*>(a.scale);
   if (s.residual) uids[n] = kResidual, ptrs[n++] = const_cast<void*>(a.residual);
+  if (s.residual && int8) uids[n] = kResidualScale, ptrs[n++] = const_cast<void*>(a.residual_scale);
   void* ws = workspace_bytes > 0 ? workspace(size_t(workspace_bytes)) : nullptr;
   cudnnBackendDescriptor_t pack = nullptr;
   cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);

@@ -2,7 +2,9 @@
 // Relu as one operation graph, so cuDNN can pick its runtime-fusion and newest engines (the legacy
 // cudnnFind* API sees a subset of them). Used by the CUDA Conv/FusedConv kernels for float16,
 // bfloat16 and float32 (kernels/conv.cu; float32 on engines without tensor cores unless TF32 is
-// allowed); the legacy path stays for everything else and when no engine takes the graph.
+// allowed), and by the int8 QuantizedConv kernel (kernels/quantized_products.cu: int8 in, the
+// requantization as pointwise steps, int8 or float32 out); the legacy path (Ingot's own kernel
+// for int8) stays for everything else and when no engine takes the graph.
 //
 // The engine is chosen once per problem: a choice stored in core/tuning.h (the engine's global
 // index and knob settings, keyed by the cuDNN version and GPU arch) rebuilt without asking the
@@ -21,7 +23,7 @@
 namespace ingot::cuda {
 
 struct ConvGraphSpec {
-  DType dtype = DType::Float16;  // of X, W, B, R, Y
+  DType dtype = DType::Float16;  // of X, W, B, R, Y; or Int8 (below)
   bool tf32 = false;             // float32: engines may use TF32 tensor cores
   bool channels_last = false;    // X, R, Y [N,H,W,C] and W [K,R,S,C/g] instead of NCHW/KCRS
   int64_t n = 0, c = 0, h = 0, w = 0;  // X (logical NCHW)
@@ -30,12 +32,22 @@ struct ConvGraphSpec {
   int64_t out_h = 0, out_w = 0;
   int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0}, stride[2] = {1, 1}, dilation[2] = {1, 1};
   bool bias = false, residual = false, relu = false;
+  // Int8 graphs (dtype Int8: X and W int8 with zero points 0, accumulated in int32):
+  //   v = acc * scale[k] + bias[k]              (scale and bias float32 [K], always given)
+  //   v = (v + R) * residual_scale[k]           (with a residual: R int8 or float32)
+  //   v = min(relu(v), relu_max)                (with relu)
+  //   Y = v as y_dtype: int8 (rounded to nearest, saturated) or float32.
+  // What requantization needs, given the scales folded so (kernels/quantized_products.cu).
+  DType y_dtype = DType::Int8;
+  DType residual_dtype = DType::Int8;
+  float relu_max = 0;  // > 0: the clip (Relu6 and the like); 0: none
 };
 
-// The buffers of one call (device pointers; bias and residual null when the spec has none).
+// The buffers of one call (device pointers; those the spec does not use null).
 struct ConvGraphArgs {
   const void *x = nullptr, *w = nullptr, *bias = nullptr, *residual = nullptr;
   void* y = nullptr;
+  const void *scale = nullptr, *residual_scale = nullptr;  // int8 graphs
 };
 
 class ConvGraph {

@@ -40,6 +40,7 @@ cudaDataType_t cuda_dtype(DType dt) {
     case DType::Float16: return CUDA_R_16F;
     case DType::BFloat16: return CUDA_R_16BF;
     case DType::Float64: return CUDA_R_64F;
+    case DType::Int8: return CUDA_R_8I;
     default: fail("cuda::gemm: unsupported dtype {}", dtype_name(dt));
   }
 }
@@ -188,10 +189,12 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
 bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   p.release();
   const cudaDataType_t t = cuda_dtype(g.dtype);
-  const bool f64 = g.dtype == DType::Float64;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const bool f64 = g.dtype == DType::Float64, i8 = g.dtype == DType::Int8;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                      : i8 ? CUBLAS_COMPUTE_32I
+                                           : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const cudaDataType_t scale = f64 ? CUDA_R_64F : i8 ? CUDA_R_32I : CUDA_R_32F;
+  const cudaDataType_t out = i8 ? CUDA_R_32I : t;
   INGOT_CUBLAS_CHECK(lt().matmul_desc_create(&p.desc, compute, scale));
   // cuBLASLt's A is our B, its B is our A (see the top of the file).
   cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -222,7 +225,7 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   }
   p.la = make_layout(t, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
   p.lb = make_layout(t, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
-  p.lc = make_layout(t, g.n, g.m, g.ldc, g.batch, g.stride_c);
+  p.lc = make_layout(out, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   INGOT_CUBLAS_CHECK(lt().matmul_preference_create(&pref));
@@ -295,6 +298,10 @@ void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo
     const double alpha = g.alpha, beta = g.beta;
     INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
                                       &algo, ws, ws_bytes, stream()));
+  } else if (g.dtype == DType::Int8) {
+    const int32_t alpha = 1, beta = 0;
+    INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
+                                      &algo, ws, ws_bytes, stream()));
   } else {
     const float alpha = g.alpha, beta = g.beta;
     INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
@@ -340,6 +347,17 @@ void gemm(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const size_t elem = dtype_size(g.dtype);
   const bool want_act = g.epilogue != Epilogue::None;
+  if (g.dtype == DType::Int8) {
+    if (g.trans_a || !g.trans_b || g.alpha != 1.0f || g.beta != 0.0f || g.bias || want_act)
+      fail("cuda::gemm: int8 products take A as is, B transposed, alpha 1, beta 0, no bias or epilogue");
+    if (g.k == 0) {
+      for (int64_t b = 0; b < g.batch; ++b) {
+        INGOT_CUDA_CHECK(cudaMemset2DAsync(static_cast<int32_t*>(g.c) + b * g.stride_c, size_t(g.ldc) * 4, 0,
+                                           size_t(g.n) * 4, size_t(g.m), stream()));
+      }
+      return;
+    }
+  }
   if (g.k == 0) {
     const int64_t total = g.batch * g.m * g.n;
     dispatch_device<DType::Float32, DType::Float16, DType::BFloat16, DType::Float64>(g.dtype, [&]<class T>() {
@@ -377,8 +395,9 @@ void gemm(const GemmArgs& g) {
   key.stride_c = g.batch > 1 ? g.stride_c : 0;
   key.align_a = alignment(g.a, g.stride_a, g.batch, elem);
   key.align_b = alignment(g.b, g.stride_b, g.batch, elem);
-  key.align_c = alignment(g.c, g.stride_c, g.batch, elem);
-  if (g.c_in) key.align_c = std::min(key.align_c, alignment(g.c_in, g.stride_c, g.batch, elem));
+  const size_t c_elem = g.dtype == DType::Int8 ? sizeof(int32_t) : elem;
+  key.align_c = alignment(g.c, g.stride_c, g.batch, c_elem);
+  if (g.c_in) key.align_c = std::min(key.align_c, alignment(g.c_in, g.stride_c, g.batch, c_elem));
   key.align_bias = g.bias ? alignment(g.bias, 0, 1, elem) : 0;
 
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -11,7 +11,10 @@ namespace ingot::cuda {
 enum class Epilogue : uint8_t { None, Relu, Gelu };
 
 struct GemmArgs {
-  DType dtype = DType::Float32;  // of A, B, C and bias (float32, float16, bfloat16, float64)
+  // Of A, B, C and bias: float32, float16, bfloat16, float64; or int8 A and B with an int32 C (exact
+  // integer products, cuBLASLt's CUBLAS_COMPUTE_32I: A not transposed and B transposed, alpha 1,
+  // beta 0, no bias or epilogue).
+  DType dtype = DType::Float32;
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;  // C is m x n; op(A) is m x k; op(B) is k x n
   const void* a = nullptr;

@@ -224,4 +224,33 @@ double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc,
   return std::clamp(std::nearbyint(real / double(a.y_scale)) + double(a.y_zp), lo, hi);
 }
 
+QConvGeometry quantized_conv_geometry(const KernelContext& ctx, const Tensor& x_in, const Tensor& w_in) {
+  QConvGeometry g;
+  g.nhwc = ctx.has_attr("layout") && ctx.attr_string("layout") == "NHWC";
+  if (ctx.has_attr("layout") && !g.nhwc && ctx.attr_string("layout") != "NCHW")
+    fail("attribute 'layout': expected 'NCHW' or 'NHWC', got '{}'", ctx.attr_string("layout"));
+  if (x_in.rank() < 3 || x_in.rank() > 5)
+    fail("input 0 (X): expected rank 3 to 5 ([N,C,spatial...]), got {}", x_in.describe());
+  if (w_in.rank() != x_in.rank())
+    fail("input 3 (W) {}: expected rank {} like X {}", w_in.describe(), x_in.rank(), x_in.describe());
+  const Shape x = g.nhwc ? channels_first(x_in.shape()) : x_in.shape();
+  const Shape w = g.nhwc ? channels_first(w_in.shape()) : w_in.shape();
+  g.batch = x[0];
+  g.channels = x[1];
+  g.out_channels = w[0];
+  g.group = ctx.attr_int("group");
+  if (g.group < 1 || g.channels != w[1] * g.group || g.out_channels % g.group != 0) {
+    fail("input 3 (W) {} does not fit X {} with group {}", w_in.describe(), x_in.describe(), g.group);
+  }
+  Ints kernel = spatial_dims(w);
+  if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel) {
+    fail("attribute 'kernel_shape' {} does not match W {}", shape_str(ctx.attr_ints("kernel_shape")), w_in.describe());
+  }
+  g.win = resolve_window(ctx, spatial_dims(x), kernel);
+  g.out_shape = {g.batch, g.out_channels};
+  g.out_shape.insert(g.out_shape.end(), g.win.out.begin(), g.win.out.end());
+  if (g.nhwc) g.out_shape = channels_last(g.out_shape);
+  return g;
+}
+
 }  // namespace ingot::sem

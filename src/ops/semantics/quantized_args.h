@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/kernel.h"
+#include "ops/semantics/conv_geometry.h"
 
 namespace ingot::sem {
 
@@ -72,6 +73,17 @@ struct QuantizedProductArgs {
 QuantizedProductArgs quantized_product_args(const KernelContext& ctx, int64_t channels, int bias_index);
 // The residual (inputs 9-11), checked against the output's shape.
 void quantized_residual_args(const KernelContext& ctx, const Shape& out_shape, QuantizedProductArgs& a);
+
+// QuantizedConv's (and QLinearConv's) geometry. `layout` "NHWC" (written by the channels-last pass):
+// X, R and Y channels last, W [M, kernel..., C/group]; the window is that of the channels-first
+// tensors.
+struct QConvGeometry {
+  int64_t batch = 0, channels = 0, out_channels = 0, group = 1;
+  Window win;
+  Shape out_shape;  // as Y is laid out
+  bool nhwc = false;
+};
+QConvGeometry quantized_conv_geometry(const KernelContext& ctx, const Tensor& x, const Tensor& w);
 
 // The epilogue in double for one accumulator of channel c (what a backend without a fused path,
 // and the reference loops, compute): the value stored in Y, as double (8-bit outputs: the integer).

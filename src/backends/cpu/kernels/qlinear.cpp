@@ -604,44 +604,6 @@ bool residual_fits_sum(const QuantizedProductArgs& a) {
 
 // ---- Convolutions ------------------------------------------------------------------------------
 
-// QuantizedConv's `layout` "NHWC" (written by the channels-last pass for a CPU target): X, R and Y
-// channels last, W [M, kernel..., C/group]; the geometry is that of the channels-first tensors.
-struct QConvGeometry {
-  int64_t batch = 0, channels = 0, out_channels = 0, group = 1;
-  sem::Window win;
-  Shape out_shape;  // as Y is laid out
-  bool nhwc = false;
-};
-
-QConvGeometry qconv_geometry(const KernelContext& ctx, const Tensor& x_in, const Tensor& w_in) {
-  QConvGeometry g;
-  g.nhwc = ctx.has_attr("layout") && ctx.attr_string("layout") == "NHWC";
-  if (ctx.has_attr("layout") && !g.nhwc && ctx.attr_string("layout") != "NCHW")
-    fail("attribute 'layout': expected 'NCHW' or 'NHWC', got '{}'", ctx.attr_string("layout"));
-  if (x_in.rank() < 3 || x_in.rank() > 5)
-    fail("input 0 (X): expected rank 3 to 5 ([N,C,spatial...]), got {}", x_in.describe());
-  if (w_in.rank() != x_in.rank())
-    fail("input 3 (W) {}: expected rank {} like X {}", w_in.describe(), x_in.rank(), x_in.describe());
-  const Shape x = g.nhwc ? sem::channels_first(x_in.shape()) : x_in.shape();
-  const Shape w = g.nhwc ? sem::channels_first(w_in.shape()) : w_in.shape();
-  g.batch = x[0];
-  g.channels = x[1];
-  g.out_channels = w[0];
-  g.group = ctx.attr_int("group");
-  if (g.group < 1 || g.channels != w[1] * g.group || g.out_channels % g.group != 0) {
-    fail("input 3 (W) {} does not fit X {} with group {}", w_in.describe(), x_in.describe(), g.group);
-  }
-  Ints kernel = sem::spatial_dims(w);
-  if (ctx.has_attr("kernel_shape") && ctx.attr_ints("kernel_shape") != kernel) {
-    fail("attribute 'kernel_shape' {} does not match W {}", shape_str(ctx.attr_ints("kernel_shape")), w_in.describe());
-  }
-  g.win = sem::resolve_window(ctx, sem::spatial_dims(x), kernel);
-  g.out_shape = {g.batch, g.out_channels};
-  g.out_shape.insert(g.out_shape.end(), g.win.out.begin(), g.win.out.end());
-  if (g.nhwc) g.out_shape = sem::channels_last(g.out_shape);
-  return g;
-}
-
 // A channels-last activation as oneDNN sees it: logical NC(D)HW dims, channels-last strides.
 memory::desc channels_last_desc(const memory::dims& dims, memory::data_type dt) {
   memory::dims strides(dims.size());
@@ -657,7 +619,7 @@ memory::desc channels_last_desc(const memory::dims& dims, memory::data_type dt) 
   return memory::desc(dims, dt, strides);
 }
 
-std::unique_ptr<QuantPlan> build_conv_plan(const QConvGeometry& g, const QuantizedProductArgs& a) {
+std::unique_ptr<QuantPlan> build_conv_plan(const sem::QConvGeometry& g, const QuantizedProductArgs& a) {
   if (!residual_fits_sum(a)) return nullptr;
   const int64_t per_oc = a.w->numel() / std::max<int64_t>(g.out_channels, 1);
   auto w8 = weights_as_s8(a, g.out_channels, [&](int64_t i) { return i / per_oc; });
@@ -719,7 +681,7 @@ std::vector<int32_t> shifted_w_of(const QuantizedProductArgs& a) {
   return shifted_w(*a.w, zp, 5);
 }
 
-void quantized_conv_reference(const KernelContext& ctx, const QConvGeometry& g, const QuantizedProductArgs& a,
+void quantized_conv_reference(const KernelContext& ctx, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
                               Tensor& y) {
   std::vector<int32_t> xi = shifted_int32(*a.x, {a.x_zp}, [](int64_t) { return 0; });
   std::vector<int32_t> bias;
@@ -732,7 +694,7 @@ void quantized_conv_reference(const KernelContext& ctx, const QConvGeometry& g, 
 // QuantizedConv, and QLinearConv (its first nine inputs).
 void quantized_conv(KernelContext& ctx) {
   const Tensor& w = ctx.input(3);
-  const QConvGeometry g = qconv_geometry(ctx, ctx.input(0), w);
+  const sem::QConvGeometry g = sem::quantized_conv_geometry(ctx, ctx.input(0), w);
   QuantizedProductArgs a = sem::quantized_product_args(ctx, g.out_channels, 8);
   sem::quantized_residual_args(ctx, g.out_shape, a);
   Tensor& y = ctx.allocate(0, a.y_dtype, g.out_shape);

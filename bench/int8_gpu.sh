@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Int8 against float16 on the GPU (issue 22): ResNet-50 and MobileNetV3-Large with random weights,
+# exported from PyTorch on the GPU machine (bench/torch_models.py export, batch-norm statistics
+# recalibrated so activations stay O(1)), then per model and batch size, side by side in one call:
+#   fp16  `ingot convert --device cuda --precision fp16 --input-shape input=B,3,224,224`
+#   int8  `ingot convert --device cuda --precision int8 --calib DIR` (symmetric int8 activations,
+#         per-channel weights: cuDNN's int8 convolutions), same shapes
+# and `ingot bench --device-io` of each package (median of ITERATIONS after WARMUP runs), plus the
+# int8 package's output against the float32 model's on the batch-1 input (cosine similarity,
+# max abs error). Calibration: CALIB_SAMPLES of the exported deterministic inputs' kind (random).
+#
+# Usage (GPU machine, repository root): bash bench/int8_gpu.sh INGOT OUTDIR
+#   or `scripts/gpu-test.sh run int8` with the bundle's binary (results in $OUT/int8).
+# Environment: PYTHON [python3] MODELS [resnet50 mobilenet_v3_large] BATCHES ["1 32"]
+#   WARMUP [20] ITERATIONS [100] CALIB_SAMPLES [16] WORK [OUTDIR/work]
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ $# -ne 2 ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+fi
+INGOT="$1"
+OUT="$2"
+PY="${PYTHON:-python3}"
+MODELS="${MODELS:-resnet50 mobilenet_v3_large}"
+BATCHES="${BATCHES:-1 32}"
+WORK="${WORK:-$OUT/work}"
+mkdir -p "$OUT" "$WORK"
+
+# shellcheck disable=SC2086
+"$PY" "$ROOT/bench/torch_models.py" export --out "$WORK" --batches $BATCHES --only $MODELS >"$OUT/export.log" 2>&1 ||
+  { echo "int8_gpu: export failed (export.log)"; tail -5 "$OUT/export.log"; exit 1; }
+"$PY" - "$WORK/calib" "${CALIB_SAMPLES:-16}" <<'EOF'
+import os, sys
+import numpy as np
+d, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(7)
+for i in range(n):
+    np.save(os.path.join(d, f"{i}.npy"), rng.standard_normal((1, 3, 224, 224)).astype(np.float32))
+EOF
+
+echo "| model | batch | fp16 ms | int8 ms | int8 speed-up | int8 vs fp32: cosine | max abs err |" >"$OUT/int8.md"
+echo "|---|---:|---:|---:|---:|---:|---:|" >>"$OUT/int8.md"
+for m in $MODELS; do
+  for b in $BATCHES; do
+    shape="input=$b,3,224,224"
+    fp16="$WORK/$m.b$b.fp16.ingot"
+    int8="$WORK/$m.b$b.int8.ingot"
+    "$INGOT" convert "$WORK/$m.onnx" -o "$fp16" --device cuda --precision fp16 --input-shape "$shape" \
+      >"$OUT/$m.b$b.fp16.convert.log" 2>&1 || echo "int8_gpu: $m b$b fp16 convert failed"
+    "$INGOT" convert "$WORK/$m.onnx" -o "$int8" --device cuda --precision int8 --calib "$WORK/calib" \
+      --input-shape "$shape" --report "$OUT/$m.b$b.int8.report.json" >"$OUT/$m.b$b.int8.convert.log" 2>&1 ||
+      echo "int8_gpu: $m b$b int8 convert failed (tail of the log:)" && tail -3 "$OUT/$m.b$b.int8.convert.log"
+    for p in fp16 int8; do
+      "$INGOT" bench "$WORK/$m.b$b.$p.ingot" --device cuda --device-io --warmup "${WARMUP:-20}" \
+        --iterations "${ITERATIONS:-100}" --json "$OUT/$m.b$b.$p.bench.json" >"$OUT/$m.b$b.$p.bench.log" 2>&1 ||
+        echo "int8_gpu: $m b$b $p bench failed"
+    done
+    if [ "$b" = 1 ]; then
+      "$INGOT" run "$int8" --device cuda --input "input=$WORK/$m.b1.input.npy" --output-dir "$WORK/$m.int8.out" \
+        >"$OUT/$m.int8.run.log" 2>&1 || echo "int8_gpu: $m int8 run failed"
+      "$INGOT" profile "$int8" --device cuda >"$OUT/$m.b$b.int8.profile.log" 2>&1 || true
+    fi
+    "$PY" - "$OUT" "$WORK" "$m" "$b" >>"$OUT/int8.md" <<'EOF'
+import glob, json, os, sys
+import numpy as np
+out, work, m, b = sys.argv[1:5]
+def median(p):
+    try:
+        with open(os.path.join(out, f"{m}.b{b}.{p}.bench.json")) as f:
+            j = json.load(f)
+        return float(j.get("median_ms", j.get("median", float("nan"))))
+    except Exception:
+        return float("nan")
+f16, i8 = median("fp16"), median("int8")
+cos = err = ""
+if b == "1":
+    outs = sorted(glob.glob(os.path.join(work, f"{m}.int8.out", "*.npy")))
+    ref = os.path.join(work, f"{m}.b1.output.npy")
+    if outs and os.path.exists(ref):
+        y, r = np.load(outs[0]).astype(np.float64).ravel(), np.load(ref).astype(np.float64).ravel()
+        cos = f"{float(y @ r / (np.linalg.norm(y) * np.linalg.norm(r) + 1e-30)):.4f}"
+        err = f"{float(np.max(np.abs(y - r))):.3g} (ref max {float(np.max(np.abs(r))):.3g})"
+print(f"| {m} | {b} | {f16:.3f} | {i8:.3f} | {f16 / i8:.2f}x | {cos} | {err} |")
+EOF
+  done
+done
+cat "$OUT/int8.md"

@@ -1,0 +1,609 @@
+// Int8 convolutions and matrix products on the GPU: ai.ingot.QuantizedConv / QuantizedMatMul (what
+// fuse-qdq makes of a QDQ model) and ONNX's QLinearConv / QLinearMatMul, computing the math of
+// ops/semantics/quantized_args.h. Three ways, fastest first:
+//
+//   1. Convolutions channels last with int8 X at zero point 0 and int8 W at zero points 0 (the
+//      symmetric quantization TensorRT also requires: `ingot quantize --symmetric`): cuDNN's int8
+//      convolution with the requantization as pointwise steps of one operation graph
+//      (cudnn_conv_graph.h), when the epilogue is what those steps express (bias, residual, Relu or
+//      a [0, hi] clip; the output int8 at zero point 0, or float32). Otherwise cuDNN writes the real
+//      value (float32) and the epilogue kernel here finishes it (residual, the activation and
+//      epilogue chain, requantization).
+//   2. Matrix products with int8 W at zero point 0: cuBLASLt's int8 GEMM into int32 (X shifted to
+//      int8 when it is uint8; X's zero point subtracted per column through W's column sums:
+//      sum (x - zx) w = sum x w - zx * sum w), then the epilogue kernel.
+//   3. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
+//      first, what cuDNN refuses): a direct kernel, one thread per output, int32 accumulation, the
+//      whole epilogue. Correct for every case the CPU takes; not fast.
+//
+// The scalar parameters (scales, zero points) are host inputs: fixed per package, so the derived
+// per-channel vectors are uploaded once per node (again only when they change: dynamic
+// quantization's X scale comes from the graph, read on the host at every call).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_runtime.h"
+#include "backends/cuda/cudnn_conv_graph.h"
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/cuda_util.cuh"
+#include "ops/kernel.h"
+#include "ops/semantics/quantized_args.h"
+
+namespace ingot::cuda {
+namespace {
+
+using sem::EpilogueStep;
+using sem::QuantizedProductArgs;
+
+constexpr int kMaxSteps = 16;
+
+struct DeviceStep {
+  EpilogueStep::Kind kind;
+  float a, b;
+};
+
+enum class Residual : uint8_t { None, UInt8, Int8, Float32 };
+
+// The epilogue (quantized_args.h) as a kernel parameter. The accumulator's part (multiplier, bias,
+// column sums) applies to int32 accumulators; values cuDNN already scaled skip it.
+struct Epilogue {
+  const float* multiplier = nullptr;   // [channels]: x_scale * w_scale[c]
+  const int32_t* bias = nullptr;       // [channels] added to the accumulator, or null
+  const float* float_bias = nullptr;   // [channels] added to the real value, or null
+  const int32_t* column_sums = nullptr;  // [channels]: acc -= x_offset * column_sums[c], or null
+  int32_t x_offset = 0;
+  const void* residual = nullptr;
+  Residual r_kind = Residual::None;
+  float r_scale = 1, r_zp = 0;
+  DeviceStep steps[kMaxSteps];
+  int n_steps = 0;
+  float y_scale = 1, y_zp = 0;
+  int64_t channels = 1, inner = 1;  // element i's channel: (i / inner) % channels
+};
+
+__device__ __forceinline__ float apply_step(const DeviceStep& s, float v) {
+  using K = EpilogueStep::Kind;
+  switch (s.kind) {
+    case K::Relu: return v < 0 ? s.a * v : v;
+    case K::HardSwish: return v * fminf(fmaxf(v / 6.0f + 0.5f, 0.0f), 1.0f);
+    case K::Sigmoid: return 1.0f / (1.0f + expf(-v));
+    case K::Tanh: return tanhf(v);
+    case K::Exp: return expf(v);
+    case K::Abs: return fabsf(v);
+    case K::Sqrt: return sqrtf(v);
+    case K::Linear: return s.a * v + s.b;
+    case K::Clip: return fminf(fmaxf(v, s.a), s.b);
+  }
+  return v;
+}
+
+// The real value of accumulator `acc` of channel c (before the residual).
+__device__ __forceinline__ float real_of(const Epilogue& e, int64_t c, int32_t acc) {
+  if (e.bias) acc += e.bias[c];
+  if (e.column_sums) acc -= e.x_offset * e.column_sums[c];
+  float real = float(acc) * e.multiplier[c];
+  if (e.float_bias) real += e.float_bias[c];
+  return real;
+}
+
+template <class Y>
+__device__ __forceinline__ void finish(const Epilogue& e, float real, int64_t i, Y* y) {
+  switch (e.r_kind) {
+    case Residual::None: break;
+    case Residual::UInt8: real += e.r_scale * (float(static_cast<const uint8_t*>(e.residual)[i]) - e.r_zp); break;
+    case Residual::Int8: real += e.r_scale * (float(static_cast<const int8_t*>(e.residual)[i]) - e.r_zp); break;
+    case Residual::Float32: real += static_cast<const float*>(e.residual)[i]; break;
+  }
+  for (int s = 0; s < e.n_steps; ++s) real = apply_step(e.steps[s], real);
+  if constexpr (std::is_same_v<Y, float>) {
+    y[i] = real;
+  } else {
+    constexpr float lo = std::is_same_v<Y, uint8_t> ? 0.0f : -128.0f, hi = std::is_same_v<Y, uint8_t> ? 255.0f : 127.0f;
+    const float q = rintf(real / e.y_scale) + e.y_zp;  // round half to even, as QuantizeLinear
+    y[i] = Y(q != q ? e.y_zp : fminf(fmaxf(q, lo), hi));
+  }
+}
+
+// Y from int32 accumulators (kFromInt) or from real values cuDNN computed.
+template <bool kFromInt, class Acc, class Y>
+__global__ void epilogue_kernel(const Acc* __restrict__ acc, Y* __restrict__ y, int64_t n, Epilogue e) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / e.inner) % e.channels;
+    float real;
+    if constexpr (kFromInt) real = real_of(e, c, acc[i]);
+    else real = acc[i];
+    finish(e, real, i, y);
+  }
+}
+
+// The geometry of a 1-D or 2-D convolution (1-D as height 1).
+struct ConvDims {
+  int64_t n, c, h, w, k, r, s, oh, ow, group;
+  int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+  bool nhwc;
+};
+
+template <class X, class W, class Y>
+__global__ void direct_conv_kernel(const X* __restrict__ x, const W* __restrict__ w, Y* __restrict__ y,
+                                   ConvDims d, int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e) {
+  const int64_t total = d.n * d.k * d.oh * d.ow;
+  const int64_t cg = d.c / d.group, kg = d.k / d.group;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t n, k, oy, ox;
+    if (d.nhwc) {
+      k = i % d.k;
+      ox = (i / d.k) % d.ow;
+      oy = (i / (d.k * d.ow)) % d.oh;
+      n = i / (d.k * d.ow * d.oh);
+    } else {
+      ox = i % d.ow;
+      oy = (i / d.ow) % d.oh;
+      k = (i / (d.ow * d.oh)) % d.k;
+      n = i / (d.ow * d.oh * d.k);
+    }
+    const int64_t c0 = (k / kg) * cg;
+    const int32_t wz = w_zp[k];
+    int32_t acc = 0;
+    for (int64_t ky = 0; ky < d.r; ++ky) {
+      const int64_t iy = oy * d.stride_h - d.pad_h + ky * d.dil_h;
+      if (iy < 0 || iy >= d.h) continue;  // padding is the zero point: contributes nothing
+      for (int64_t kx = 0; kx < d.s; ++kx) {
+        const int64_t ix = ox * d.stride_w - d.pad_w + kx * d.dil_w;
+        if (ix < 0 || ix >= d.w) continue;
+        for (int64_t cc = 0; cc < cg; ++cc) {
+          const int64_t xi = d.nhwc ? ((n * d.h + iy) * d.w + ix) * d.c + c0 + cc
+                                    : ((n * d.c + c0 + cc) * d.h + iy) * d.w + ix;
+          const int64_t wi = d.nhwc ? ((k * d.r + ky) * d.s + kx) * cg + cc : ((k * cg + cc) * d.r + ky) * d.s + kx;
+          acc += (int32_t(x[xi]) - x_zp) * (int32_t(w[wi]) - wz);
+        }
+      }
+    }
+    finish(e, real_of(e, k, acc), i, y);
+  }
+}
+
+// Y[m, n] for A [m, kk] and B [kk, n] (row-major).
+template <class X, class W, class Y>
+__global__ void direct_matmul_kernel(const X* __restrict__ a, const W* __restrict__ b, Y* __restrict__ y, int64_t m,
+                                     int64_t kk, int64_t n, int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / n, col = i % n;
+    const int32_t wz = w_zp[col];
+    int32_t acc = 0;
+    for (int64_t j = 0; j < kk; ++j) acc += (int32_t(a[row * kk + j]) - x_zp) * (int32_t(b[j * n + col]) - wz);
+    finish(e, real_of(e, col, acc), i, y);
+  }
+}
+
+// uint8 -> int8 by subtracting 128 (the zero point moves with it).
+__global__ void shift_to_int8_kernel(const uint8_t* __restrict__ x, int8_t* __restrict__ y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = int8_t(int32_t(x[i]) - 128);
+  }
+}
+
+// [rows, c] -> [rows, cp]: channels c.. cp-1 zero (the zero point of symmetric int8).
+__global__ void pad_channels_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ y, int64_t rows, int64_t c,
+                                    int64_t cp) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cp; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ch = i % cp;
+    y[i] = ch < c ? x[(i / cp) * c + ch] : int8_t(0);
+  }
+}
+
+Tensor pad_channels(const Tensor& x, int64_t cp) {
+  const int64_t c = x.dim(-1), rows = x.numel() / std::max<int64_t>(c, 1);
+  Shape shape = x.shape();
+  shape.back() = cp;
+  Tensor y = Tensor::empty(DType::Int8, shape, x.device());
+  pad_channels_kernel<<<blocks_for(rows * cp), kThreads, 0, stream()>>>(ptr<const int8_t>(x), ptr<int8_t>(y), rows, c, cp);
+  INGOT_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+template <class F>
+void dispatch_y(DType y, F&& f) {
+  dispatch<DType::UInt8, DType::Int8, DType::Float32>(y, std::forward<F>(f));
+}
+template <class F>
+void dispatch_8bit(DType t, F&& f) {
+  dispatch<DType::UInt8, DType::Int8>(t, std::forward<F>(f));
+}
+
+Tensor upload(const std::vector<float>& v, Device device) {
+  return Tensor::from_vector(v, {int64_t(v.size())}).to(device);
+}
+Tensor upload(const std::vector<int32_t>& v, Device device) {
+  return Tensor::from_vector(v, {int64_t(v.size())}).to(device);
+}
+
+std::vector<float> per_channel(const std::vector<float>& v, int64_t channels) {
+  return v.size() == 1 ? std::vector<float>(size_t(channels), v[0]) : v;
+}
+std::vector<int32_t> per_channel(const std::vector<int32_t>& v, int64_t channels) {
+  return v.size() == 1 ? std::vector<int32_t>(size_t(channels), v[0]) : v;
+}
+
+bool all_zero(const std::vector<int32_t>& v) {
+  for (int32_t x : v) {
+    if (x != 0) return false;
+  }
+  return true;
+}
+
+// The per-node state: vectors derived from the scalar parameters (uploaded when they change), the
+// weights as the fast paths want them, and cuDNN graphs per input shape.
+struct QuantState {
+  std::vector<float> key;  // x_scale, y_scale, r_scale, r_zp the vectors below were made for
+  Tensor multiplier, w_zp;
+  // cuDNN's int8 graphs (per X shape; null: cuDNN took none) and their per-channel vectors.
+  std::map<Shape, std::unique_ptr<ConvGraph>> graphs;
+  Tensor graph_scale, graph_bias, graph_residual_scale;
+  bool graph_fused = false;  // the graph computes the whole epilogue (else the real value, float32)
+  Tensor w_padded;  // cuDNN convolutions of few input channels: W with its channels padded to 16
+  // Matrix products through cuBLASLt: W transposed [N, K] int8, its column sums.
+  Tensor w_t, column_sums;
+};
+
+void refresh(QuantState& st, const std::vector<float>& key, const std::function<void()>& make) {
+  if (st.key == key && st.multiplier.defined()) return;
+  st.key = key;
+  st.graphs.clear();  // the graphs' own vectors change with the parameters
+  make();
+}
+
+Epilogue make_epilogue(const QuantizedProductArgs& a, const QuantState& st, int64_t channels, int64_t inner) {
+  Epilogue e;
+  e.multiplier = ptr<const float>(st.multiplier);
+  e.bias = a.bias ? ptr<const int32_t>(*a.bias) : nullptr;
+  e.float_bias = a.float_bias ? ptr<const float>(*a.float_bias) : nullptr;
+  if (a.residual) {
+    e.residual = a.residual->raw_data();
+    e.r_kind = !a.residual_quantized                      ? Residual::Float32
+               : a.residual->dtype() == DType::UInt8 ? Residual::UInt8
+                                                     : Residual::Int8;
+    e.r_scale = a.r_scale;
+    e.r_zp = float(a.r_zp);
+  }
+  if (a.steps.size() > size_t(kMaxSteps))
+    fail("the epilogue has {} steps; the CUDA kernels take at most {}", a.steps.size(), kMaxSteps);
+  for (const EpilogueStep& s : a.steps) e.steps[e.n_steps++] = {s.kind, s.a, s.b};
+  e.y_scale = a.y_scale;
+  e.y_zp = float(a.y_zp);
+  e.channels = channels;
+  e.inner = inner;
+  return e;
+}
+
+template <bool kFromInt, class Acc>
+void run_epilogue(const Acc* acc, Tensor& y, const Epilogue& e) {
+  const int64_t n = y.numel();
+  dispatch_y(y.dtype(), [&]<class Y>() {
+    epilogue_kernel<kFromInt, Acc, Y><<<blocks_for(n), kThreads, 0, stream()>>>(acc, ptr<Y>(y), n, e);
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// Relu, and a clip to [0, hi] (Relu6: "Max(x0, 0); Min(t0, 6)"), are what cuDNN's Relu step
+// computes; anything else goes through the epilogue kernel.
+bool graph_takes_steps(const QuantizedProductArgs& a, float* relu_max, bool* relu) {
+  using K = EpilogueStep::Kind;
+  *relu = false;
+  *relu_max = 0;
+  if (a.steps.empty()) return true;
+  const EpilogueStep& first = a.steps[0];
+  if (!((first.kind == K::Relu && first.a == 0) || (first.kind == K::Clip && first.a == 0 && first.b > 0))) return false;
+  float hi = first.kind == K::Clip ? first.b : std::numeric_limits<float>::max();
+  for (size_t i = 1; i < a.steps.size(); ++i) {
+    const EpilogueStep& s = a.steps[i];  // on a value >= 0 already: only an upper bound may act
+    if (s.kind == K::Relu && s.a == 0) continue;
+    if (s.kind != K::Clip || s.a > 0 || s.b <= 0) return false;
+    hi = std::min(hi, s.b);
+  }
+  *relu = true;
+  if (hi < std::numeric_limits<float>::max()) *relu_max = hi;
+  return true;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Path 1: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
+bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
+                    const std::vector<float>& w_scale, Tensor& y) {
+  const Tensor& x_in = *a.x;
+  if (!ConvGraph::enabled() || !g.nhwc || x_in.rank() != 4 || g.group != 1 || x_in.dtype() != DType::Int8 ||
+      a.w->dtype() != DType::Int8 || a.x_zp != 0 || !all_zero(a.w_zp))
+    return false;
+  // cuDNN's int8 engines take channels in multiples of 4 (tensor cores: 16); a first layer's 3
+  // channels are padded with zeros (X per call, W once), which add nothing to the sums.
+  Tensor x_padded;
+  const Tensor* w = a.w;
+  const int64_t channels = g.channels % 16 == 0 ? g.channels : (g.channels + 15) / 16 * 16;
+  if (channels != g.channels) {
+    if (!st.w_padded.defined()) st.w_padded = pad_channels(*a.w, channels);
+    x_padded = pad_channels(x_in, channels);
+    w = &st.w_padded;
+  }
+  const Tensor& x = x_padded.defined() ? x_padded : x_in;
+  if (a.residual && a.residual_quantized && a.residual->dtype() != DType::Int8) return false;
+  if (!aligned16(x.raw_data()) || !aligned16(w->raw_data()) || !aligned16(y.raw_data()) ||
+      (a.residual && !aligned16(a.residual->raw_data())))
+    return false;
+  const int64_t k = g.out_channels;
+  auto it = st.graphs.find(x.shape());
+  if (it == st.graphs.end()) {
+    if (st.graphs.size() >= 8) st.graphs.clear();
+    // The whole epilogue in cuDNN, in output units (real / y_scale; 1 for a float32 output):
+    //   v = acc * m[c] + b[c];  with a residual R (quantized: real r_scale * (R - r_zp)),
+    //   v = (acc * m[c] / q + b[c] / q - r_zp + R) * q   with q = r_scale / y_scale.
+    float relu_max = 0;
+    bool relu = false;
+    const bool fused = graph_takes_steps(a, &relu_max, &relu) && (!a.quantized_output() || a.y_zp == 0) &&
+                       a.y_dtype != DType::UInt8 && !a.float_bias;
+    const float ys = a.quantized_output() ? a.y_scale : 1.0f;
+    const float q = !a.residual ? 1.0f : a.residual_quantized ? a.r_scale / ys : 1.0f / ys;
+    const float r_zp = a.residual && a.residual_quantized ? float(a.r_zp) : 0.0f;
+    std::vector<float> scale(static_cast<size_t>(k)), bias(static_cast<size_t>(k), 0.0f);
+    const std::vector<int32_t> b = a.bias ? a.bias->to(Device::cpu()).to_vector<int32_t>() : std::vector<int32_t>();
+    for (int64_t c = 0; c < k; ++c) {
+      const double m = double(a.x_scale) * double(w_scale[size_t(c)]);
+      const double real_bias = b.empty() ? 0.0 : double(b[size_t(c)]) * m;
+      if (fused) {
+        scale[size_t(c)] = float(m / ys / (a.residual ? q : 1.0));
+        bias[size_t(c)] = float(real_bias / ys / (a.residual ? q : 1.0) - (a.residual ? r_zp : 0.0));
+      } else {
+        scale[size_t(c)] = float(m);
+        bias[size_t(c)] = float(real_bias);
+      }
+    }
+    st.graph_fused = fused;
+    st.graph_scale = upload(scale, ctx.device());
+    st.graph_bias = upload(bias, ctx.device());
+    st.graph_residual_scale = upload(std::vector<float>(size_t(k), q), ctx.device());
+
+    ConvGraphSpec s;
+    s.dtype = DType::Int8;
+    s.channels_last = true;
+    s.n = g.batch;
+    s.c = channels;
+    s.h = g.win.in[0];
+    s.w = g.win.in[1];
+    s.k = k;
+    s.r = g.win.kernel[0];
+    s.s = g.win.kernel[1];
+    s.out_h = g.win.out[0];
+    s.out_w = g.win.out[1];
+    for (int i = 0; i < 2; ++i) {
+      s.pad_begin[i] = g.win.pad_begin[size_t(i)];
+      s.pad_end[i] = g.win.pad_end[size_t(i)];
+      s.stride[i] = g.win.strides[size_t(i)];
+      s.dilation[i] = g.win.dilations[size_t(i)];
+    }
+    s.bias = true;
+    s.residual = fused && a.residual != nullptr;
+    s.residual_dtype = a.residual ? a.residual->dtype() : DType::Int8;
+    s.relu = fused && relu;
+    s.relu_max = relu_max / ys;
+    s.y_dtype = fused ? a.y_dtype : DType::Float32;
+    Tensor probe;  // path B's float32 output, for the timing runs
+    void* out = y.raw_data();
+    if (!fused) {
+      probe = Tensor::empty(DType::Float32, y.shape(), ctx.device());
+      out = probe.raw_data();
+    }
+    const ConvGraphArgs args{x.raw_data(), w->raw_data(), st.graph_bias.raw_data(),
+                             s.residual ? a.residual->raw_data() : nullptr, out, st.graph_scale.raw_data(),
+                             st.graph_residual_scale.raw_data()};
+    const std::string key = fmt::format("{}|int8|x={}|w={}|pads={},{},{},{}|stride={}|dil={}|nhwc|y={}|r={}|relu={}|max={}",
+                                        arch_name(), shape_str(x.shape()), shape_str(w->shape()), s.pad_begin[0],
+                                        s.pad_begin[1], s.pad_end[0], s.pad_end[1], shape_str(g.win.strides),
+                                        shape_str(g.win.dilations), dtype_name(s.y_dtype),
+                                        s.residual ? dtype_name(s.residual_dtype) : "none", int(s.relu), relu_max);
+    it = st.graphs.emplace(x.shape(), ConvGraph::build(s, args, key)).first;
+  }
+  ConvGraph* graph = it->second.get();
+  if (!graph) return false;
+  const bool fused = st.graph_fused;
+  Tensor real;
+  if (!fused) real = Tensor::empty(DType::Float32, y.shape(), ctx.device());
+  graph->run({x.raw_data(), w->raw_data(), st.graph_bias.raw_data(),
+              graph->spec().residual ? a.residual->raw_data() : nullptr, fused ? y.raw_data() : real.raw_data(),
+              st.graph_scale.raw_data(), st.graph_residual_scale.raw_data()});
+  if (!fused) {
+    Epilogue e = make_epilogue(a, st, k, 1);  // channels last: channel = i % k
+    run_epilogue<false>(ptr<const float>(real), y, e);
+  }
+  return true;
+}
+
+// The multiplier and weight zero points every path's epilogue reads.
+void prepare(KernelContext& ctx, QuantState& st, const QuantizedProductArgs& a, int64_t channels) {
+  const std::vector<float> key = {a.x_scale, a.y_scale, a.r_scale, float(a.r_zp), float(a.x_zp)};
+  refresh(st, key, [&] {
+    const std::vector<float> ws = per_channel(a.w_scale, channels);
+    std::vector<float> m(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) m[size_t(c)] = float(double(a.x_scale) * double(ws[size_t(c)]));
+    st.multiplier = upload(m, ctx.device());
+    st.w_zp = upload(per_channel(a.w_zp, channels), ctx.device());
+  });
+}
+
+void quantized_conv(KernelContext& ctx) {
+  const Tensor& w = ctx.input(3);
+  const sem::QConvGeometry g = sem::quantized_conv_geometry(ctx, ctx.input(0), w);
+  QuantizedProductArgs a = sem::quantized_product_args(ctx, g.out_channels, 8);
+  sem::quantized_residual_args(ctx, g.out_shape, a);
+  Tensor& y = ctx.allocate(0, a.y_dtype, g.out_shape);
+  if (y.numel() == 0) return;
+  if (g.win.in.size() > 2) fail("input 0 (X) {}: 1-D and 2-D convolutions only on CUDA", a.x->describe());
+  QuantState& st = ctx.state<QuantState>();
+  prepare(ctx, st, a, g.out_channels);
+  if (run_cudnn_conv(ctx, st, g, a, per_channel(a.w_scale, g.out_channels), y)) return;
+
+  const bool two_d = g.win.in.size() == 2;
+  ConvDims d{};
+  d.n = g.batch;
+  d.c = g.channels;
+  d.h = two_d ? g.win.in[0] : 1;
+  d.w = g.win.in.back();
+  d.k = g.out_channels;
+  d.r = two_d ? g.win.kernel[0] : 1;
+  d.s = g.win.kernel.back();
+  d.oh = two_d ? g.win.out[0] : 1;
+  d.ow = g.win.out.back();
+  d.group = g.group;
+  d.pad_h = two_d ? g.win.pad_begin[0] : 0;
+  d.pad_w = g.win.pad_begin.back();
+  d.stride_h = two_d ? g.win.strides[0] : 1;
+  d.stride_w = g.win.strides.back();
+  d.dil_h = two_d ? g.win.dilations[0] : 1;
+  d.dil_w = g.win.dilations.back();
+  d.nhwc = g.nhwc;
+  const int64_t spatial = d.oh * d.ow;
+  const Epilogue e = make_epilogue(a, st, d.k, g.nhwc ? 1 : spatial);
+  const int64_t total = y.numel();
+  dispatch_8bit(a.x->dtype(), [&]<class X>() {
+    dispatch_8bit(a.w->dtype(), [&]<class W>() {
+      dispatch_y(a.y_dtype, [&]<class Y>() {
+        direct_conv_kernel<X, W, Y><<<blocks_for(total), kThreads, 0, stream()>>>(
+            ptr<const X>(*a.x), ptr<const W>(*a.w), ptr<Y>(y), d, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+      });
+    });
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+void quantized_matmul(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(3);
+  const bool onnx_op = ctx.def().domain != kIngotDomain;
+  if (w.rank() != 2) fail("input 3 (B): expected a 2-D [K, N] weight on CUDA, got {}", w.describe());
+  if (x.rank() < 1 || x.dim(-1) != w.dim(0)) fail("inner dimensions differ: A {} and B {}", x.describe(), w.describe());
+  const int64_t k = w.dim(0), n = w.dim(1), m = x.numel() / std::max<int64_t>(k, 1);
+  QuantizedProductArgs a = sem::quantized_product_args(ctx, n, onnx_op ? -1 : 8);
+  Shape out_shape = x.shape();
+  if (x.rank() == 1) out_shape = {n};
+  else out_shape.back() = n;
+  Tensor& y = ctx.allocate(0, a.y_dtype, out_shape);
+  if (y.numel() == 0) return;
+  QuantState& st = ctx.state<QuantState>();
+  prepare(ctx, st, a, n);
+  Epilogue e = make_epilogue(a, st, n, 1);
+
+  // Path 2: cuBLASLt (int8 W at zero point 0; its IMMA kernels want K and N in multiples of 4).
+  const bool gemm_ok = k > 0 && w.dtype() == DType::Int8 && all_zero(a.w_zp) && k % 4 == 0 && n % 4 == 0;
+  if (gemm_ok) {
+    if (!st.w_t.defined() || !ctx.input_is_constant(3)) {  // a computed W: transposed at every call
+      const Tensor host = w.to(Device::cpu());
+      const int8_t* b = host.data<int8_t>();
+      std::vector<int8_t> t(size_t(k * n));
+      std::vector<int32_t> sums(size_t(n), 0);
+      for (int64_t j = 0; j < k; ++j) {
+        for (int64_t c = 0; c < n; ++c) {
+          t[size_t(c * k + j)] = b[j * n + c];
+          sums[size_t(c)] += b[j * n + c];
+        }
+      }
+      st.w_t = Tensor::from_vector(t, {n, k}).to(ctx.device());
+      st.column_sums = upload(sums, ctx.device());
+    }
+    Tensor shifted;
+    const void* a8 = x.raw_data();
+    int32_t offset = a.x_zp;
+    if (x.dtype() == DType::UInt8) {
+      shifted = Tensor::empty(DType::Int8, x.shape(), ctx.device());
+      shift_to_int8_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(ptr<const uint8_t>(x), ptr<int8_t>(shifted),
+                                                                            x.numel());
+      INGOT_CUDA_LAUNCH_CHECK();
+      a8 = shifted.raw_data();
+      offset -= 128;
+    }
+    Tensor acc = Tensor::empty(DType::Int32, {m, n}, ctx.device());
+    GemmArgs g;
+    g.dtype = DType::Int8;
+    g.trans_b = true;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a8;
+    g.lda = k;
+    g.b = st.w_t.raw_data();
+    g.ldb = k;
+    g.c = acc.raw_data();
+    g.ldc = n;
+    gemm(g);
+    if (offset != 0) {
+      e.column_sums = ptr<const int32_t>(st.column_sums);
+      e.x_offset = offset;
+    }
+    run_epilogue<true>(ptr<const int32_t>(acc), y, e);
+    return;
+  }
+  const int64_t total = m * n;
+  dispatch_8bit(x.dtype(), [&]<class X>() {
+    dispatch_8bit(w.dtype(), [&]<class W>() {
+      dispatch_y(a.y_dtype, [&]<class Y>() {
+        direct_matmul_kernel<X, W, Y><<<blocks_for(total), kThreads, 0, stream()>>>(
+            ptr<const X>(x), ptr<const W>(w), ptr<Y>(y), m, k, n, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+      });
+    });
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// 3-D convolutions stay on the CPU.
+std::string conv_accepts(const NodeSignature& node) {
+  if (!node.inputs.empty() && node.inputs[0].rank > 4)
+    return fmt::format("a {}-D convolution (CUDA: 1-D and 2-D)", node.inputs[0].rank - 2);
+  return "";
+}
+// QLinearMatMul's batched B and per-row A parameters stay on the CPU.
+std::string matmul_accepts(const NodeSignature& node) {
+  if (node.inputs.size() > 3 && node.inputs[3].rank > 2) return "a batched B (CUDA: 2-D weights)";
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (node.inputs.size() > i && node.inputs[i].rank > 1) return "per-row A parameters (CUDA: per tensor)";
+  }
+  return "";
+}
+
+}  // namespace
+
+#define INGOT_INT8 DType::UInt8, DType::Int8
+INGOT_CUDA_KERNEL(QLinearConv, quantized_conv)
+    .versions(10)
+    .types("T1", {INGOT_INT8})
+    .types("T2", {INGOT_INT8})
+    .types("T4", {DType::Int32})
+    .host_inputs({1, 2, 4, 5, 6, 7})
+    .accepts(conv_accepts);
+INGOT_CUDA_KERNEL(QuantizedConv, quantized_conv)
+    .domain(kIngotDomain)
+    .versions(1)
+    .types("T1", {INGOT_INT8})
+    .types("T2", {INGOT_INT8})
+    .host_inputs({1, 2, 4, 5, 6, 7, 10, 11})
+    .accepts(conv_accepts);
+INGOT_CUDA_KERNEL(QLinearMatMul, quantized_matmul)
+    .versions(10)
+    .types("T1", {INGOT_INT8})
+    .types("T2", {INGOT_INT8})
+    .host_inputs({1, 2, 4, 5, 6, 7})
+    .accepts(matmul_accepts);
+INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
+    .domain(kIngotDomain)
+    .versions(1)
+    .types("T1", {INGOT_INT8})
+    .types("T2", {INGOT_INT8})
+    .host_inputs({1, 2, 4, 5, 6, 7})
+    .accepts(matmul_accepts);
+#undef INGOT_INT8
+
+}  // namespace ingot::cuda

@@ -1,0 +1,243 @@
+// The int8 products on the GPU (kernels/quantized_products.cu) against the CPU kernels, which
+// tests/unit/quantized_products_test.cpp checks against a float64 reference of the quantized math.
+// The int32 accumulation is exact on both; an 8-bit output may differ by one step where float32
+// requantization lands on the other side of a rounding tie. The cases cover each of the CUDA
+// kernel's ways: cuDNN's int8 graph with the whole epilogue (symmetric int8, channels last), cuDNN
+// then the epilogue kernel (a zero point on Y, HardSwish), the direct kernel (uint8 activations,
+// channels first, depthwise), cuBLASLt's int8 GEMM (uint8 X shifted, int8 X) and the direct product.
+#include <gtest/gtest.h>
+#include <ingot/quantize.h>
+#include <ingot/session.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../unit/test_util.h"
+#include "core/npy.h"
+#include "gpu_test_util.h"
+
+namespace ingot::gpu_test {
+namespace {
+
+constexpr const char* kIngot = "ai.ingot";
+
+template <class T>
+Tensor random_ints(std::mt19937& gen, const Shape& shape, int lo, int hi) {
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<T> v(size_t(shape_numel(shape)));
+  for (T& x : v) x = T(dist(gen));
+  return Tensor::from_vector(v, shape);
+}
+Tensor scalar_f(float v) { return Tensor::from_vector(std::vector<float>{v}, {}); }
+Tensor zero_point(DType t, int v) {
+  return t == DType::UInt8 ? Tensor::from_vector(std::vector<uint8_t>{uint8_t(v)}, {})
+                           : Tensor::from_vector(std::vector<int8_t>{int8_t(v)}, {});
+}
+Tensor ints(DType t, std::mt19937& gen, const Shape& shape) {
+  return t == DType::UInt8 ? random_ints<uint8_t>(gen, shape, 0, 255) : random_ints<int8_t>(gen, shape, -128, 127);
+}
+
+struct ConvCase {
+  std::string name;
+  int64_t n = 2, c = 32, h = 14, w = 14, m = 64, kernel = 3, stride = 1, pad = 1, group = 1;
+  bool nhwc = true;
+  DType x_dtype = DType::Int8, y_dtype = DType::Int8;
+  int x_zp = 0, y_zp = 0;
+  DType r_dtype = DType::Undefined;  // Undefined: no residual; Float32: a float residual
+  int r_zp = 0;
+  std::string act, epilogue;
+};
+
+void check_conv(const ConvCase& c, uint32_t seed) {
+  SCOPED_TRACE(c.name);
+  std::mt19937 gen(seed);
+  const int64_t oh = (c.h + 2 * c.pad - c.kernel) / c.stride + 1, ow = (c.w + 2 * c.pad - c.kernel) / c.stride + 1;
+  const Shape x_shape = c.nhwc ? Shape{c.n, c.h, c.w, c.c} : Shape{c.n, c.c, c.h, c.w};
+  const Shape w_shape = c.nhwc ? Shape{c.m, c.kernel, c.kernel, c.c / c.group} : Shape{c.m, c.c / c.group, c.kernel, c.kernel};
+  const Shape y_shape = c.nhwc ? Shape{c.n, oh, ow, c.m} : Shape{c.n, c.m, oh, ow};
+  std::vector<float> w_scale;
+  std::uniform_real_distribution<float> sdist(0.002f, 0.02f);
+  for (int64_t i = 0; i < c.m; ++i) w_scale.push_back(sdist(gen));
+  std::vector<Tensor> in{ints(c.x_dtype, gen, x_shape),
+                         scalar_f(0.031f),
+                         zero_point(c.x_dtype, c.x_zp),
+                         random_ints<int8_t>(gen, w_shape, -127, 127),
+                         Tensor::from_vector(w_scale, {c.m}),
+                         zero_point(DType::Int8, 0)};
+  const bool quantized = c.y_dtype != DType::Float32;
+  in.push_back(quantized ? scalar_f(0.27f) : Tensor());
+  in.push_back(quantized ? zero_point(c.y_dtype, c.y_zp) : Tensor());
+  in.push_back(random_ints<int32_t>(gen, {c.m}, -5000, 5000));
+  if (c.r_dtype == DType::Float32) {
+    in.push_back(random_tensor(DType::Float32, y_shape, seed + 1, -3, 3));
+  } else if (c.r_dtype != DType::Undefined) {
+    in.push_back(ints(c.r_dtype, gen, y_shape));
+    in.push_back(scalar_f(0.19f));
+    in.push_back(zero_point(c.r_dtype, c.r_zp));
+  }
+  Attributes attrs{{"group", Attribute(c.group)},
+                   {"strides", Attribute(std::vector<int64_t>{c.stride, c.stride})},
+                   {"pads", Attribute(std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad})},
+                   {"activation", Attribute(c.act)},
+                   {"epilogue", Attribute(c.epilogue)},
+                   {"layout", Attribute(std::string(c.nhwc ? "NHWC" : "NCHW"))},
+                   {"output_dtype", Attribute(int64_t(c.y_dtype))}};
+  expect_cuda_matches_cpu("QuantizedConv", in, attrs, 1, quantized ? 1.0 : 1e-3, quantized ? 0.0 : 1e-4, kIngot);
+}
+
+TEST(CudaQuantizedProducts, ConvolutionsMatchTheCpuOnEveryPath) {
+  INGOT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) {
+    ConvCase c;
+    c.name = std::move(name);
+    edit(c);
+    cases.push_back(c);
+  };
+  // cuDNN with the whole epilogue.
+  add("int8 symmetric, Relu", [](ConvCase& c) { c.act = "Relu"; });
+  add("int8 symmetric, int8 residual (zero point 3), Relu", [](ConvCase& c) {
+    c.act = "Relu";
+    c.r_dtype = DType::Int8;
+    c.r_zp = 3;
+  });
+  add("int8 symmetric, float residual, float output", [](ConvCase& c) {
+    c.r_dtype = DType::Float32;
+    c.y_dtype = DType::Float32;
+  });
+  add("int8 symmetric, 1x1 stride 2, no activation", [](ConvCase& c) {
+    c.kernel = 1;
+    c.pad = 0;
+    c.stride = 2;
+  });
+  add("int8 symmetric, Relu6 as a clip", [](ConvCase& c) { c.epilogue = "Max(x0, 0); Min(t0, 6)"; });
+  // cuDNN, then the epilogue kernel.
+  add("int8 output with a zero point", [](ConvCase& c) { c.y_zp = 5; });
+  add("HardSwish", [](ConvCase& c) { c.act = "HardSwish"; });
+  add("uint8 residual", [](ConvCase& c) {
+    c.r_dtype = DType::UInt8;
+    c.r_zp = 121;
+    c.act = "Relu";
+  });
+  // The direct kernel.
+  add("uint8 activations, channels first", [](ConvCase& c) {
+    c.nhwc = false;
+    c.x_dtype = DType::UInt8;
+    c.x_zp = 117;
+    c.y_dtype = DType::UInt8;
+    c.y_zp = 100;
+  });
+  add("asymmetric int8 activations, channels last", [](ConvCase& c) { c.x_zp = -9; });
+  add("depthwise, stride 2", [](ConvCase& c) {
+    c.group = 32;
+    c.m = 32;
+    c.stride = 2;
+    c.act = "Relu";
+  });
+  add("3 input channels (unaligned)", [](ConvCase& c) {
+    c.c = 3;
+    c.kernel = 7;
+    c.pad = 3;
+    c.stride = 2;
+  });
+  uint32_t seed = 1;
+  for (const ConvCase& c : cases) check_conv(c, seed++);
+}
+
+void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,
+                  uint32_t seed) {
+  SCOPED_TRACE(fmt::format("x {} zp {}, w {}, m={} k={} n={}, y {}", dtype_name(x_dtype), x_zp, dtype_name(w_dtype), m,
+                           k, n, dtype_name(y_dtype)));
+  std::mt19937 gen(seed);
+  std::vector<float> w_scale;
+  std::uniform_real_distribution<float> sdist(0.002f, 0.02f);
+  for (int64_t i = 0; i < n; ++i) w_scale.push_back(sdist(gen));
+  const bool quantized = y_dtype != DType::Float32;
+  std::vector<Tensor> in{ints(x_dtype, gen, {m, k}),
+                         scalar_f(0.03f),
+                         zero_point(x_dtype, x_zp),
+                         ints(w_dtype, gen, {k, n}),
+                         Tensor::from_vector(w_scale, {n}),
+                         zero_point(w_dtype, w_dtype == DType::UInt8 ? 128 : 0),
+                         quantized ? scalar_f(0.5f) : Tensor(),
+                         quantized ? zero_point(y_dtype, 0) : Tensor(),
+                         random_ints<int32_t>(gen, {n}, -5000, 5000)};
+  Attributes attrs{{"activation", Attribute(std::string(relu ? "Relu" : ""))},
+                   {"output_dtype", Attribute(int64_t(y_dtype))}};
+  expect_cuda_matches_cpu("QuantizedMatMul", in, attrs, 1, quantized ? 1.0 : 1e-3, quantized ? 0.0 : 1e-4, kIngot);
+}
+
+TEST(CudaQuantizedProducts, MatrixProductsMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  check_matmul(DType::Int8, 0, DType::Int8, 64, 256, 128, DType::Int8, true, 1);      // cuBLASLt
+  check_matmul(DType::UInt8, 117, DType::Int8, 50, 64, 32, DType::UInt8, false, 2);   // cuBLASLt, X shifted
+  check_matmul(DType::Int8, -7, DType::Int8, 33, 512, 1000, DType::Float32, false, 3);  // cuBLASLt, float out
+  check_matmul(DType::UInt8, 3, DType::UInt8, 17, 30, 9, DType::UInt8, true, 4);      // direct (uint8 W, odd sizes)
+}
+
+// A small residual network quantized symmetrically (int8 activations at zero point 0, what the cuDNN
+// path takes) and asymmetrically: every node runs on the GPU, the products as QuantizedConv /
+// QuantizedMatMul, and the outputs match the CPU session's.
+TEST(CudaQuantizedProducts, QdqResidualNetworkRunsInInt8OnTheGpu) {
+  INGOT_REQUIRE_GPU();
+  using namespace ingot::testing;
+  onnx::GraphProto g;
+  g.set_name("qdq_residual");
+  std::mt19937 rng(3);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {2, 16, 12, 12});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {2, 10});
+  add_random_initializer(g, "w1", {32, 16, 3, 3}, rng, -0.2f, 0.2f);
+  add_random_initializer(g, "b1", {32}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w2", {32, 32, 3, 3}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w3", {10, 32}, rng, -0.1f, 0.1f);
+  auto conv = [&](const std::string& x, const std::string& w, const std::string& y, bool bias) {
+    std::vector<std::string> ins{x, w};
+    if (bias) ins.push_back("b1");
+    auto node = make_node("Conv", ins, {y});
+    auto* pads = node.add_attribute();
+    pads->set_name("pads");
+    pads->set_type(onnx::AttributeProto::INTS);
+    for (int i = 0; i < 4; ++i) pads->add_ints(1);
+    *g.add_node() = node;
+  };
+  conv("x", "w1", "c1", true);
+  *g.add_node() = make_node("Relu", {"c1"}, {"r1"});
+  conv("r1", "w2", "c2", false);
+  *g.add_node() = make_node("Add", {"c2", "r1"}, {"s"});
+  *g.add_node() = make_node("Relu", {"s"}, {"r2"});
+  *g.add_node() = make_node("GlobalAveragePool", {"r2"}, {"p"});
+  *g.add_node() = make_node("Flatten", {"p"}, {"f"});
+  auto gemm = make_node("Gemm", {"f", "w3"}, {"y"});
+  auto* tb = gemm.add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  *g.add_node() = gemm;
+  const std::string model = save_model(model_with(g, 13), "qdq_residual.onnx");
+  auto calib = temp_dir() / "qdq_residual_calib";
+  std::filesystem::create_directories(calib);
+  for (uint32_t i = 0; i < 4; ++i)
+    save_npy((calib / (std::to_string(i) + ".npy")).string(), random_tensor(DType::Float32, {2, 16, 12, 12}, 70 + i));
+  Tensor x = random_tensor(DType::Float32, {2, 16, 12, 12}, 99);
+  for (bool symmetric : {true, false}) {
+    SCOPED_TRACE(symmetric ? "symmetric" : "asymmetric");
+    QuantizeSettings s;
+    s.calibration = {calib.string()};
+    s.symmetric = symmetric;
+    const std::string qdq = (temp_dir() / (symmetric ? "qdq_residual.s8.onnx" : "qdq_residual.u8.onnx")).string();
+    quantize(model, qdq, s);
+    SessionOptions o;
+    o.device = Device{DeviceType::CUDA, 0};
+    Session gpu = Session::load(qdq, o);
+    EXPECT_TRUE(gpu.fallbacks().empty()) << gpu.fallback_summary();
+    Tensor y_gpu = gpu.run({x})[0];
+    Tensor y_cpu = Session::load(qdq).run({x})[0];
+    // One requantization step of difference somewhere can move a logit by a few of its steps.
+    expect_close(y_cpu, y_gpu, 0.05, 0.02, "QDQ residual network, GPU vs CPU");
+  }
+}
+
+}  // namespace
+}  // namespace ingot::gpu_test
