@@ -3,8 +3,9 @@
 # exported from PyTorch on the GPU machine (bench/torch_models.py export, batch-norm statistics
 # recalibrated so activations stay O(1)), then per model and batch size, side by side in one call:
 #   fp16  `ingot convert --device cuda --precision fp16 --input-shape input=B,3,224,224`
-#   int8  `ingot convert --device cuda --precision int8 --calib DIR` (symmetric int8 activations,
-#         per-channel weights: cuDNN's int8 convolutions), same shapes
+#   int8  `ingot quantize --symmetric --calib DIR` once (int8 activations at zero point 0, per-channel
+#         weights: cuDNN's int8 convolutions), then `ingot convert --device cuda` of that QDQ model
+#         with the same shapes
 # and `ingot bench --device-io` of each package (median of ITERATIONS after WARMUP runs), plus the
 # int8 package's output against the float32 model's on the batch-1 input (cosine similarity,
 # max abs error). Calibration: CALIB_SAMPLES of the exported deterministic inputs' kind (random).
@@ -43,24 +44,32 @@ EOF
 echo "| model | batch | fp16 ms | int8 ms | int8 speed-up | int8 vs fp32: cosine | max abs err |" >"$OUT/int8.md"
 echo "|---|---:|---:|---:|---:|---:|---:|" >>"$OUT/int8.md"
 for m in $MODELS; do
+  # One symmetric quantization (batch 1 calibration), compiled per batch size for the GPU.
+  "$INGOT" quantize "$WORK/$m.onnx" -o "$WORK/$m.qdq.onnx" --calib "$WORK/calib" --symmetric \
+    --report "$OUT/$m.int8.report.json" >"$OUT/$m.quantize.log" 2>&1 ||
+    { echo "int8_gpu: $m quantize failed:"; tail -3 "$OUT/$m.quantize.log"; }
   for b in $BATCHES; do
     shape="input=$b,3,224,224"
     fp16="$WORK/$m.b$b.fp16.ingot"
     int8="$WORK/$m.b$b.int8.ingot"
     "$INGOT" convert "$WORK/$m.onnx" -o "$fp16" --device cuda --precision fp16 --input-shape "$shape" \
       >"$OUT/$m.b$b.fp16.convert.log" 2>&1 || echo "int8_gpu: $m b$b fp16 convert failed"
-    "$INGOT" convert "$WORK/$m.onnx" -o "$int8" --device cuda --precision int8 --calib "$WORK/calib" \
-      --input-shape "$shape" --report "$OUT/$m.b$b.int8.report.json" >"$OUT/$m.b$b.int8.convert.log" 2>&1 ||
-      echo "int8_gpu: $m b$b int8 convert failed (tail of the log:)" && tail -3 "$OUT/$m.b$b.int8.convert.log"
+    "$INGOT" convert "$WORK/$m.qdq.onnx" -o "$int8" --device cuda --input-shape "$shape" \
+      >"$OUT/$m.b$b.int8.convert.log" 2>&1 ||
+      { echo "int8_gpu: $m b$b int8 convert failed:"; tail -3 "$OUT/$m.b$b.int8.convert.log"; }
     for p in fp16 int8; do
       "$INGOT" bench "$WORK/$m.b$b.$p.ingot" --device cuda --device-io --warmup "${WARMUP:-20}" \
         --iterations "${ITERATIONS:-100}" --json "$OUT/$m.b$b.$p.bench.json" >"$OUT/$m.b$b.$p.bench.log" 2>&1 ||
         echo "int8_gpu: $m b$b $p bench failed"
+      echo "-- $m b$b $p:"
+      grep -i "median\|graph\|fallback" "$OUT/$m.b$b.$p.bench.log" | head -6
     done
+    "$INGOT" profile "$int8" --device cuda >"$OUT/$m.b$b.int8.profile.log" 2>&1 || true
+    echo "-- $m b$b int8 profile:"
+    head -"${PROFILE_LINES:-25}" "$OUT/$m.b$b.int8.profile.log"
     if [ "$b" = 1 ]; then
       "$INGOT" run "$int8" --device cuda --input "input=$WORK/$m.b1.input.npy" --output-dir "$WORK/$m.int8.out" \
         >"$OUT/$m.int8.run.log" 2>&1 || echo "int8_gpu: $m int8 run failed"
-      "$INGOT" profile "$int8" --device cuda >"$OUT/$m.b$b.int8.profile.log" 2>&1 || true
     fi
     "$PY" - "$OUT" "$WORK" "$m" "$b" >>"$OUT/int8.md" <<'EOF'
 import glob, json, os, sys

@@ -230,6 +230,7 @@ TEST(CudaQuantizedProducts, QdqResidualNetworkRunsInInt8OnTheGpu) {
     quantize(model, qdq, s);
     SessionOptions o;
     o.device = Device{DeviceType::CUDA, 0};
+    o.outputs_on_device = true;
     Session gpu = Session::load(qdq, o);
     EXPECT_TRUE(gpu.fallbacks().empty()) << gpu.fallback_summary();
     Tensor y_gpu = gpu.run({x})[0];
