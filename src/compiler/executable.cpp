@@ -99,13 +99,17 @@ Choice place(const Graph& g, const Node& n, int opset, Device accel, const std::
   const KernelDef* cpu = reg.find(n.domain, n.op_type, DeviceType::CPU, opset);
   if (accel.type == DeviceType::CPU) return {cpu, accel, false, ""};
   if (cpu && cpu->any_device) return {cpu, Device::cpu(), false, "reads only shapes or makes a view"};
-  // Shape arithmetic: every input already on the host and every output an integer or bool.
+  // Shape arithmetic: every input already on the host and every output an integer or bool, but for
+  // 8-bit integers: quantized data (a QDQ model's QuantizeLinear of its input, an int8 convolution
+  // of that), which belongs on the device.
   bool host_inputs = true, int_outputs = !n.outputs.empty();
   for (const auto& in : n.inputs) {
     if (!in.empty() && !on_host.count(in)) host_inputs = false;
   }
   for (const auto& out : n.outputs) {
-    if (!out.empty() && !is_integral_or_bool(static_dtype(g, out))) int_outputs = false;
+    if (out.empty()) continue;
+    const DType dt = static_dtype(g, out);
+    if (!is_integral_or_bool(dt) || dt == DType::Int8 || dt == DType::UInt8) int_outputs = false;
   }
   if (cpu && host_inputs && int_outputs) return {cpu, Device::cpu(), false, "shape arithmetic"};
   const std::string label = backend_for(accel).label();
