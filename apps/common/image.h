@@ -35,5 +35,12 @@ std::vector<float> letterbox_to_float(const Image& image, int size, float scale,
 void put_pixel(Image& image, int x, int y, Rgb color);
 void draw_rect(Image& image, float x0, float y0, float x1, float y1, Rgb color, int thickness);
 void draw_disc(Image& image, float cx, float cy, float radius, Rgb color);
+void draw_line(Image& image, float x0, float y0, float x1, float y1, Rgb color, int thickness);
+// Blends `color` over [x0, x1) x [y0, y1) with the given opacity (1: paint over).
+void fill_rect(Image& image, int x0, int y0, int x1, int y1, Rgb color, float opacity = 1.0f);
+// Printable ASCII in a 5x7 bitmap font, each font pixel a scale x scale square, top-left at (x, y);
+// other characters (UTF-8 code points) are drawn as '?'.
+void draw_text(Image& image, int x, int y, const std::string& text, Rgb color, int scale = 2);
+int text_width(const std::string& text, int scale = 2);
 
 }  // namespace apps
