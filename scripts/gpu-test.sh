@@ -8,7 +8,7 @@
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train trainbench profile latency
-#                                     bench memcheck all, python (only when named; bundle with
+#                                     bench apps memcheck all, python (only when named; bundle with
 #                                     INGOT_BUNDLE_PYTHON=1: the Python module built there, its tests,
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
@@ -68,6 +68,10 @@ bundle() {
     mkdir -p "$stage/include"
     cp -r /usr/include/fmt /usr/include/dlpack "$stage/include/"
   fi
+  # The apps (the `apps` part; they link libingot.so, which the loop below bundles).
+  for b in "$BUILD/apps/ingot-ocr" "$BUILD/apps/ingot-vad"; do
+    [ -x "$b" ] && cp "$b" "$stage/bin/"
+  done
   strip "$stage"/bin/*
   for b in "$stage"/bin/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
@@ -83,6 +87,18 @@ bundle() {
       cp "$(find "$cache" -name "$f" | head -1)" "$stage/data/models/"
     done
     /usr/bin/python3 "$ROOT/tests/models/make_inputs.py" "$stage/data/inputs" >/dev/null
+  fi
+  # The apps (the `apps` part): ingot-ocr and ingot-vad, their models, page.png, the LibriVox
+  # recordings and onnxruntime's VAD references (there is no node on the GPU machine).
+  if [ -x "$stage/bin/ingot-ocr" ] && [ -x "$stage/bin/ingot-vad" ]; then
+    local cache
+    cache="$(bash "$ROOT/scripts/fetch-models.sh")"
+    mkdir -p "$stage/data/apps/models" "$stage/data/apps/librivox"
+    cp "$cache"/ocr-models/assets/* "$cache/silero-vad/weights/silero_vad.onnx" "$stage/data/apps/models/"
+    cp /usr/lib/python3/dist-packages/skimage/data/page.png "$stage/data/apps/"
+    cp /usr/share/pocketsphinx/test/data/librivox/*.wav "$stage/data/apps/librivox/"
+    /usr/bin/python3 "$ROOT/tests/apps/vad_test.py" --app "$BUILD/apps/ingot-vad" \
+      --write-references "$stage/data/apps/vad-references" >/dev/null
   fi
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE"
@@ -363,6 +379,37 @@ run() {
     "$ingot" gradcheck --device cuda --json "$out/gradcheck-cuda.json" >"$out/gradcheck-cuda.log" 2>&1 || rc=$?
     grep -v '^PASS' "$out/gradcheck-cuda.log" | tail -n 30
     summary+=("gradcheck on cuda: $(tail -n 1 "$out/gradcheck-cuda.log") (exit $rc)")
+  fi
+  if want apps && [ -x "$dir/bin/ingot-ocr" ]; then
+    # The apps' tests on the GPU (and the CPU of that machine), then end-to-end times: a cold
+    # start that converts the packages, and three launches from them (process wall time too).
+    local app_dir="$dir/data/apps" dev rc
+    for dev in cuda cpu; do
+      rc=0
+      python3 "$ROOT/tests/apps/ocr_test.py" --app "$dir/bin/ingot-ocr" --device $dev --page "$app_dir/page.png" \
+        --models "$app_dir/models" >"$out/apps-ocr-$dev.log" 2>&1 || rc=$?
+      grep -E "errors|FAIL|^ok" "$out/apps-ocr-$dev.log" | tail -n 12
+      summary+=("ingot-ocr on $dev: exit $rc")
+      rc=0
+      python3 "$ROOT/tests/apps/vad_test.py" --app "$dir/bin/ingot-vad" --device $dev --librivox "$app_dir/librivox" \
+        --model "$app_dir/models/silero_vad.onnx" --references "$app_dir/vad-references" >"$out/apps-vad-$dev.log" 2>&1 || rc=$?
+      grep -E "within|FAIL|^ok" "$out/apps-vad-$dev.log" | tail -n 8
+      summary+=("ingot-vad on $dev: exit $rc")
+    done
+    local packages wav="$app_dir/librivox/sense_and_sensibility_01_austen_64kb-0870.wav" i t0 t1
+    for dev in cuda cpu; do
+      packages="$(mktemp -d)"
+      for i in cold 1 2; do
+        t0=$(date +%s.%N)
+        "$dir/bin/ingot-ocr" "$app_dir/page.png" --repeat 5 --device $dev --model-dir "$app_dir/models" --package-dir "$packages" 2>/dev/null | grep "^time" | sed "s/^/ocr $dev $i: /"
+        t1=$(date +%s.%N)
+        echo "ocr $dev $i: process wall $(awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}") ms"
+        t0=$(date +%s.%N)
+        "$dir/bin/ingot-vad" "$wav" --device $dev --model "$app_dir/models/silero_vad.onnx" --package-dir "$packages" 2>/dev/null | grep '^time:' | sed "s/^/vad $dev $i: /"
+        t1=$(date +%s.%N)
+        echo "vad $dev $i: process wall $(awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}") ms"
+      done
+    done 2>&1 | tee "$out/apps-times.log"
   fi
   if want memcheck; then
     local sanitizer

@@ -52,7 +52,8 @@ void require_file(const std::string& path, const std::string& hint) {
 }
 
 CachedSession load_cached(const std::string& model_path, const std::string& package_dir,
-                          const ingot::SessionOptions& options, const std::function<void(const std::string&)>& log) {
+                          const ingot::SessionOptions& options, const std::function<void(const std::string&)>& log,
+                          const std::vector<ingot::InputShapes>& tuning_shapes) {
   const auto start = std::chrono::steady_clock::now();
   const fs::path model = fs::absolute(model_path);
   std::error_code ec;
@@ -60,10 +61,16 @@ CachedSession load_cached(const std::string& model_path, const std::string& pack
   if (ec) throw std::runtime_error("cannot read model '" + model_path + "': " + ec.message());
   const auto mtime = fs::last_write_time(model, ec).time_since_epoch().count();
   const std::string device = device_name(options.device);
+  const bool gpu = options.device.type != ingot::DeviceType::CPU;
+  std::string identity = model.string() + "|" + std::to_string(size) + "|" + std::to_string(mtime) + "|" + device;
+  if (gpu) {
+    for (const ingot::InputShapes& set : tuning_shapes) {
+      identity += "|";
+      for (const auto& [name, dims] : set) identity += name + "=" + ingot::shape_str(dims);
+    }
+  }
   char key[17];
-  std::snprintf(key, sizeof key, "%016llx",
-                static_cast<unsigned long long>(fnv1a(model.string() + "|" + std::to_string(size) + "|" +
-                                                      std::to_string(mtime) + "|" + device)));
+  std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(fnv1a(identity)));
   const fs::path package = fs::path(package_dir) / (model.stem().string() + "." + device + "." + key + ".ingot");
 
   bool converted = false;
@@ -74,6 +81,7 @@ CachedSession load_cached(const std::string& model_path, const std::string& pack
     ingot::ConvertSettings settings;
     settings.device = options.device;
     settings.precision = options.precision;
+    if (gpu) settings.tuning_shapes = tuning_shapes;
     ingot::convert(model.string(), package.string(), settings);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (log) log("converted " + model.filename().string() + " into " + package.string() + " (" + std::to_string(int(ms)) + " ms)");

@@ -3,13 +3,16 @@
 // launch parses no ONNX and runs no graph passes.
 //
 // A package is named <model>.<device>.<key>.ingot in the package folder; the key hashes the model's
-// path, size and modification time and the device, so a changed model is converted again. A package
-// this Ingot refuses (another format version, a damaged file) is converted again too.
+// path, size and modification time, the device and the tuning shapes, so a changed model is
+// converted again. A package this Ingot refuses (another format version, a damaged file) is
+// converted again too.
 #pragma once
+#include <ingot/convert.h>
 #include <ingot/session.h>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace apps {
 
@@ -29,8 +32,11 @@ struct CachedSession {
 };
 
 // The session of `model_path`'s package in `package_dir` (converted first when missing or stale).
+// On a GPU, `tuning_shapes` are the input shapes the app will run at (ConvertSettings::tuning_shapes):
+// their algorithm choices are measured once, at conversion, instead of at every launch.
 // `log` hears one line per conversion.
 CachedSession load_cached(const std::string& model_path, const std::string& package_dir,
-                          const ingot::SessionOptions& options, const std::function<void(const std::string&)>& log);
+                          const ingot::SessionOptions& options, const std::function<void(const std::string&)>& log,
+                          const std::vector<ingot::InputShapes>& tuning_shapes = {});
 
 }  // namespace apps

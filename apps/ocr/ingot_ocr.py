@@ -35,6 +35,9 @@ DET_LIMIT_SIDE = 960
 DET_THRESH, DET_BOX_THRESH, DET_UNCLIP, DET_MIN_SIZE = 0.3, 0.6, 1.5, 3
 CLS_SHAPE, CLS_THRESH = (48, 192), 0.9
 REC_HEIGHT, REC_MIN_WIDTH, REC_BATCH = 48, 320, 6
+# On a GPU every run has one of a few shapes, measured when the packages are converted: the detector
+# sees a 960x960 canvas, the classifier and recognizer batches of 6, recognizer widths in steps of 320.
+GPU_DET_SIDE, GPU_REC_STEP, GPU_REC_STEPS = 960, 320, 8
 
 
 def model_cache():
@@ -46,12 +49,16 @@ def package_cache():
     return os.path.join(base, "ingot", "packages")
 
 
-def cached_session(model_path, package_dir, device, threads, log):
+def cached_session(model_path, package_dir, device, threads, log, tune_shapes=None):
     """The model's package in package_dir (converted on first use), loaded; the key covers the model's
-    file (path, size, mtime) and the device, so a changed model converts again; a package this Ingot
-    cannot load (another format version) is converted again too."""
+    file (path, size, mtime), the device and the tuning shapes, so a changed model converts again; a
+    package this Ingot cannot load (another format version) is converted again too. On a GPU,
+    tune_shapes ([{input: dims}, ...]) are the shapes the app runs at: their algorithm choices are
+    measured once, at conversion."""
     st = os.stat(model_path)
-    key = hashlib.sha1(f"{os.path.abspath(model_path)}|{st.st_size}|{st.st_mtime_ns}|{device}"
+    gpu = device != "cpu"
+    tune_shapes = tune_shapes if gpu else None
+    key = hashlib.sha1(f"{os.path.abspath(model_path)}|{st.st_size}|{st.st_mtime_ns}|{device}|{tune_shapes}"
                        .encode()).hexdigest()[:16]
     name = os.path.splitext(os.path.basename(model_path))[0]
     package = os.path.join(package_dir, f"{name}.{device.replace(':', '')}.{key}.ingot")
@@ -59,7 +66,7 @@ def cached_session(model_path, package_dir, device, threads, log):
     if not os.path.exists(package):
         os.makedirs(package_dir, exist_ok=True)
         t0 = time.perf_counter()
-        ingot.convert(model_path, package, device=device)
+        ingot.convert(model_path, package, device=device, tune_shapes=tune_shapes)
         log(f"converted {os.path.basename(model_path)} -> {package} in {1e3 * (time.perf_counter() - t0):.0f} ms")
         converted = True
     try:
@@ -67,7 +74,7 @@ def cached_session(model_path, package_dir, device, threads, log):
     except ingot.Error:
         if converted:
             raise
-        ingot.convert(model_path, package, device=device)  # stale (another Ingot wrote it): convert again
+        ingot.convert(model_path, package, device=device, tune_shapes=tune_shapes)  # stale (another Ingot wrote it): convert again
         return ingot.Session(package, device=device, threads=threads)
 
 
@@ -221,9 +228,10 @@ def det_input(bgr):
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None], dtype=np.float32), w / rw, h / rh
 
 
-def line_input(crops, height, width):
-    """Crops resized to `height` keeping their aspect (at most `width`), in [-1, 1], right-padded with 0."""
-    batch = np.zeros((len(crops), 3, height, width), np.float32)
+def line_input(crops, height, width, rows=None):
+    """Crops resized to `height` keeping their aspect (at most `width`), in [-1, 1], right-padded with 0;
+    `rows` (at least len(crops)) pads the batch with all-zero lines."""
+    batch = np.zeros((max(rows or 0, len(crops)), 3, height, width), np.float32)
     for i, crop in enumerate(crops):
         h, w = crop.shape[:2]
         rw = min(width, max(1, int(math.ceil(height * w / h))))
@@ -247,9 +255,13 @@ def ctc_decode(probs, charset):
 class Ocr:
     def __init__(self, model_dir, package_dir, device, threads, log):
         t0 = time.perf_counter()
-        self.det = cached_session(os.path.join(model_dir, DET_MODEL), package_dir, device, threads, log)
-        self.cls = cached_session(os.path.join(model_dir, CLS_MODEL), package_dir, device, threads, log)
-        self.rec = cached_session(os.path.join(model_dir, REC_MODEL), package_dir, device, threads, log)
+        self.gpu = device != "cpu"
+        self.det = cached_session(os.path.join(model_dir, DET_MODEL), package_dir, device, threads, log,
+                                  [{"x": [1, 3, GPU_DET_SIDE, GPU_DET_SIDE]}])
+        self.cls = cached_session(os.path.join(model_dir, CLS_MODEL), package_dir, device, threads, log,
+                                  [{"x": [REC_BATCH, 3, *CLS_SHAPE]}])
+        self.rec = cached_session(os.path.join(model_dir, REC_MODEL), package_dir, device, threads, log,
+                                  [{"x": [REC_BATCH, 3, REC_HEIGHT, k * GPU_REC_STEP]} for k in range(1, GPU_REC_STEPS + 1)])
         with open(os.path.join(model_dir, KEYS), encoding="utf-8") as f:
             self.charset = ["<blank>"] + [line.rstrip("\n") for line in f] + [" "]
         self.load_ms = 1e3 * (time.perf_counter() - t0)
@@ -269,8 +281,10 @@ class Ocr:
         for begin in range(0, len(order), REC_BATCH):
             batch = [crops[i] for i in order[begin:begin + REC_BATCH]]
             widest = max([REC_MIN_WIDTH / REC_HEIGHT] + [c.shape[1] / c.shape[0] for c in batch])
-            width = (int(math.ceil(REC_HEIGHT * widest)) + 31) // 32 * 32
-            rec = self._timed("rec", lambda: self.rec.run([line_input(batch, REC_HEIGHT, width)]))
+            step = GPU_REC_STEP if self.gpu else 32
+            width = (int(math.ceil(REC_HEIGHT * widest)) + step - 1) // step * step
+            rows = REC_BATCH if self.gpu else len(batch)
+            rec = self._timed("rec", lambda: self.rec.run([line_input(batch, REC_HEIGHT, width, rows)]))
             for i, probs in zip(order[begin:begin + REC_BATCH], next(iter(rec.values())).numpy()):
                 readings[i] = ctc_decode(probs, self.charset)
         return readings
@@ -278,14 +292,22 @@ class Ocr:
     def __call__(self, rgb):
         bgr = rgb[..., ::-1].astype(np.float32)
         x, sx, sy = det_input(bgr)
+        h, w = x.shape[2:]
+        if self.gpu:
+            canvas = np.zeros((1, 3, GPU_DET_SIDE, GPU_DET_SIDE), np.float32)
+            canvas[:, :, :h, :w] = x
+            x = canvas
         prob = self._timed("det", lambda: self.det.run([x]))
-        prob = next(iter(prob.values())).numpy()[0, 0]
+        prob = np.ascontiguousarray(next(iter(prob.values())).numpy()[0, 0, :h, :w])
         boxes = db_boxes(prob, sx, sy, rgb.shape[1], rgb.shape[0])
         crops = [crop_quad(bgr, b) for b in boxes]
         if not crops:
             return []
-        cls = self._timed("cls", lambda: self.cls.run([line_input(crops, *CLS_SHAPE)]))
-        cls = next(iter(cls.values())).numpy()
+        step = REC_BATCH if self.gpu else len(crops)
+        cls = np.concatenate([
+            next(iter(self._timed("cls", lambda: self.cls.run([line_input(crops[i:i + step], *CLS_SHAPE, step)]))
+                      .values())).numpy()[:len(crops[i:i + step])]
+            for i in range(0, len(crops), step)])
         # The classifier sees a long line squeezed into 192 columns and now and then calls an upright
         # line upside down; a line it flags is read both ways and the more confident reading kept.
         flagged = [i for i, c in enumerate(cls) if c[1] > c[0] and c[1] > CLS_THRESH]

@@ -254,9 +254,9 @@ FloatImage crop(const FloatImage& image, const Quad& box) {
   return turned;
 }
 
-std::vector<float> line_batch(const std::vector<const FloatImage*>& crops, int height, int width) {
+std::vector<float> line_batch(const std::vector<const FloatImage*>& crops, int height, int width, size_t batch_size) {
   const size_t plane = size_t(height) * size_t(width);
-  std::vector<float> batch(crops.size() * 3 * plane, 0.0f);
+  std::vector<float> batch(std::max(batch_size, crops.size()) * 3 * plane, 0.0f);
   for (size_t n = 0; n < crops.size(); ++n) {
     const FloatImage& c = *crops[n];
     const int w = std::clamp(int(std::ceil(float(height) * float(c.width) / float(c.height))), 1, width);

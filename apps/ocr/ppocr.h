@@ -64,8 +64,9 @@ void sort_reading_order(std::vector<Quad>& boxes);
 FloatImage crop(const FloatImage& image, const Quad& box);
 
 // A batch for the classifier or recognizer: each crop resized to `height` keeping its aspect ratio
-// (at most `width` wide), mapped to [-1, 1], right-padded with zeros; NCHW.
-std::vector<float> line_batch(const std::vector<const FloatImage*>& crops, int height, int width);
+// (at most `width` wide), mapped to [-1, 1], right-padded with zeros; NCHW. `batch` (at least the
+// number of crops; 0: that number) pads the batch with all-zero lines.
+std::vector<float> line_batch(const std::vector<const FloatImage*>& crops, int height, int width, size_t batch = 0);
 
 // The recognizer's characters: index 0 is CTC's blank, then the dictionary's lines, then ' '.
 std::vector<std::string> load_charset(const std::string& path);

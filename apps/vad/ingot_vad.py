@@ -179,8 +179,10 @@ def main():
         raise SystemExit(f"error: '{args.model}' not found (run scripts/fetch-models.sh, or pass --model)")
     try:
         t1 = time.perf_counter()
+        context = 64 if rate == 16000 else 32
         session = cached_session(args.model, args.package_dir, args.device, args.threads,
-                                 lambda s: print(s, file=sys.stderr))
+                                 lambda s: print(s, file=sys.stderr),
+                                 [{"input": [1, context + (512 if rate == 16000 else 256)], "state": [2, 1, 128]}])
         t2 = time.perf_counter()
         probs, window = probabilities(session, samples, rate)
         t3 = time.perf_counter()

@@ -18,13 +18,21 @@
 INGOT_API_BEGIN
 namespace ingot {
 
+// Shapes of some of a model's inputs: {{"x", {1, 3, 224, 224}}}.
+using InputShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
 struct ConvertSettings {
   Device device = Device::cpu();
   Precision precision = Precision::FP32;
   bool optimize = true;
-  // Fixes symbolic dims of inputs: {"x", {1, 3, 224, 224}}. A GPU package stores algorithm choices
-  // only when every input's shape is fixed.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
+  // Fixes symbolic dims of inputs. A GPU package stores algorithm choices for the fixed shapes, or
+  // for the shape sets in `tuning_shapes`.
+  InputShapes input_shapes;
+  // GPU: shape sets the package's inputs will run at, while they keep their symbolic dims (like
+  // TensorRT's optimization profiles): convert runs the model once per set and stores the algorithm
+  // choices measured for each, so a launch that runs those shapes searches nothing. Inputs a set
+  // does not name run at stand-in sizes (batch 1, other dims 64).
+  std::vector<InputShapes> tuning_shapes;
   // Precision::INT8: calibration inputs and choices (quantize.input_shapes is `input_shapes`).
   QuantizeSettings quantize;
   // Each step as it starts (done false) and ends (done true, with a note): "import", "quantize"

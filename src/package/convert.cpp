@@ -56,35 +56,51 @@ std::shared_ptr<Model> convert_model(std::shared_ptr<Model> model, const Convert
 
 namespace {
 
-// On a GPU, runs the package once (uniform random floats in [-1, 1), integer inputs 0; zeros would
-// time tensor cores unrealistically fast) so that the backends measure their algorithm choices and
+// On a GPU, runs the package (uniform random floats in [-1, 1), integer inputs 0; zeros would time
+// tensor cores unrealistically fast) so that the backends measure their algorithm choices and
 // generate their kernels (core/tuning.h); returns those to store in the package, with what happened
-// in `note`. Symbolic dims run at stand-in sizes (batch 1, other dims 64: large enough for the
-// pooling windows of image models): generated code does not depend on shapes, so it is kept, but
-// the algorithms measured for those shapes are not. A run that fails keeps nothing (the package
-// still works; its first run does the work instead).
+// in `note`. It runs once per set of `tuning_shapes`, else once. Symbolic dims no set names run at
+// stand-in sizes (batch 1, other dims 64: large enough for the pooling windows of image models):
+// generated code does not depend on shapes, so it is kept, but without tuning shapes the algorithms
+// measured for stand-ins are not. A run that fails keeps nothing (the package still works; its
+// first run does the work instead).
 struct Tuned {
   std::vector<PackageBlob> algorithms, device_code;
 };
-Tuned tune(const std::string& package, Device device, std::string& note) {
-  SessionOptions options;
-  options.device = device;
-  options.report_fallbacks = false;
-  options.cuda_graphs = false;
-  Session session = Session::load(package, options);
-  std::mt19937 rng(42);
+
+// The inputs of one tuning run: `shapes` where it names the input, else the declared dims with
+// stand-ins for symbolic ones (`symbolic` names the first input that needed one).
+std::vector<Tensor> tuning_inputs(const Session& session, const InputShapes& shapes, std::mt19937& rng,
+                                  std::string& symbolic) {
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (const auto& [name, dims] : shapes) {
+    const auto& infos = session.inputs();
+    const auto it = std::find_if(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == name; });
+    if (it == infos.end()) fail("tuning shape for '{}': the model has no such input", name);
+    if (dims.size() != it->dims.size())
+      fail("tuning shape {} for input '{}' has rank {}, the input is {}", shape_str(dims), name, dims.size(), it->str());
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const std::string& declared = it->dims[d];
+      const bool fixed = !declared.empty() && std::all_of(declared.begin(), declared.end(), ::isdigit);
+      if (dims[d] <= 0 || (fixed && std::stoll(declared) != dims[d]))
+        fail("tuning shape {} does not fit input '{}' ({})", shape_str(dims), name, it->str());
+    }
+  }
   std::vector<Tensor> inputs;
-  std::string symbolic;
   for (const TensorInfo& info : session.inputs()) {
     std::vector<int64_t> dims;
-    for (size_t d = 0; d < info.dims.size(); ++d) {
-      const std::string& dim = info.dims[d];
-      if (!dim.empty() && std::all_of(dim.begin(), dim.end(), ::isdigit)) {
-        dims.push_back(std::stoll(dim));
-      } else {
-        dims.push_back(d == 0 ? 1 : 64);
-        if (symbolic.empty()) symbolic = info.name;
+    const auto named = std::find_if(shapes.begin(), shapes.end(), [&](const auto& s) { return s.first == info.name; });
+    if (named != shapes.end()) {
+      dims = named->second;
+    } else {
+      for (size_t d = 0; d < info.dims.size(); ++d) {
+        const std::string& dim = info.dims[d];
+        if (!dim.empty() && std::all_of(dim.begin(), dim.end(), ::isdigit)) {
+          dims.push_back(std::stoll(dim));
+        } else {
+          dims.push_back(d == 0 ? 1 : 64);
+          if (symbolic.empty()) symbolic = info.name;
+        }
       }
     }
     Tensor t = Tensor::zeros(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, dims);
@@ -95,11 +111,29 @@ Tuned tune(const std::string& package, Device device, std::string& note) {
     }
     inputs.push_back(t);
   }
-  try {
-    session.run(inputs);
-  } catch (const Error& e) {
-    note = fmt::format("skipped: a run on random inputs failed: {}", e.what());
-    return {};
+  return inputs;
+}
+
+Tuned tune(const std::string& package, Device device, const std::vector<InputShapes>& tuning_shapes,
+           std::string& note) {
+  SessionOptions options;
+  options.device = device;
+  options.report_fallbacks = false;
+  options.cuda_graphs = false;
+  Session session = Session::load(package, options);
+  std::mt19937 rng(42);
+  std::string symbolic;
+  const std::vector<InputShapes> sets = tuning_shapes.empty() ? std::vector<InputShapes>{{}} : tuning_shapes;
+  std::vector<std::vector<Tensor>> runs;
+  for (const InputShapes& shapes : sets) runs.push_back(tuning_inputs(session, shapes, rng, symbolic));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    try {
+      session.run(runs[i]);
+    } catch (const Error& e) {
+      note = fmt::format("skipped: a run on random inputs{} failed: {}",
+                         tuning_shapes.empty() ? "" : fmt::format(" (tuning shapes {})", i + 1), e.what());
+      return {};
+    }
   }
   auto blobs = [](tuning::Store& store) {
     std::vector<PackageBlob> out;
@@ -108,9 +142,10 @@ Tuned tune(const std::string& package, Device device, std::string& note) {
   };
   Tuned tuned;
   tuned.device_code = blobs(tuning::device_code());
-  if (symbolic.empty()) tuned.algorithms = blobs(tuning::algorithms());
-  if (!symbolic.empty())
-    note = fmt::format("no algorithms: input '{}' has symbolic dims, fix them with --input-shape", symbolic);
+  if (symbolic.empty() || !tuning_shapes.empty()) tuned.algorithms = blobs(tuning::algorithms());
+  if (!symbolic.empty() && tuning_shapes.empty())
+    note = fmt::format("no algorithms: input '{}' has symbolic dims, fix them with --input-shape or name shapes "
+                       "to tune for with --tune-shape", symbolic);
   return tuned;
 }
 
@@ -120,6 +155,8 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
   auto report = [&](const std::string& step, bool done, const std::string& note = "") {
     if (settings.progress) settings.progress(step, done, note);
   };
+  if (!settings.tuning_shapes.empty() && settings.device.type == DeviceType::CPU)
+    fail("tuning shapes are for GPU packages (--device cuda): a CPU package has no algorithm choices to store");
   ConvertOptions options;
   options.device = settings.device;
   options.precision = settings.precision;
@@ -185,7 +222,14 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
     // Algorithm search now rather than at the package's first run; the package is written again
     // with the choices.
     report("tuning", false);
-    Tuned tuned = tune(package_path, settings.device, r.tuning_note);
+    Tuned tuned;
+    try {
+      tuned = tune(package_path, settings.device, settings.tuning_shapes, r.tuning_note);
+    } catch (const Error&) {  // a tuning shape that does not fit the model: no package left behind
+      std::error_code ec;
+      std::filesystem::remove(package_path, ec);
+      throw;
+    }
     meta.algorithms = std::move(tuned.algorithms);
     meta.device_code = std::move(tuned.device_code);
     if (!meta.algorithms.empty() || !meta.device_code.empty()) {

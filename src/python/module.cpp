@@ -546,7 +546,7 @@ PYBIND11_MODULE(_ingot, m) {
                       const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress,
                       const std::vector<std::string>& calib, const std::string& calib_method, double percentile,
                       bool per_channel, bool symmetric, const std::vector<std::string>& keep_float, double min_cosine,
-                      bool dynamic) {
+                      bool dynamic, const py::object& tune_shapes) {
           ConvertSettings c;
           c.device = Device::parse(device);
           c.precision = parse_precision(precision);
@@ -558,6 +558,14 @@ PYBIND11_MODULE(_ingot, m) {
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               c.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+          if (!tune_shapes.is_none()) {
+            for (py::handle set : tune_shapes) {
+              InputShapes shapes;
+              for (auto [k, v] : set.cast<py::dict>())
+                shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+              c.tuning_shapes.push_back(std::move(shapes));
+            }
+          }
           py::object report = progress;
           if (py::isinstance<py::bool_>(progress)) {
             report = progress.cast<bool>() ? py::module_::import("ingot._progress").attr("print_step") : py::none();
@@ -589,9 +597,11 @@ PYBIND11_MODULE(_ingot, m) {
         py::arg("input_shapes") = py::none(), py::arg("optimize") = true, py::arg("progress") = false,
         py::arg("calib") = std::vector<std::string>{}, py::arg("calib_method") = "minmax", py::arg("percentile") = 99.999,
         py::arg("per_channel") = true, py::arg("symmetric") = false, py::arg("keep_float") = std::vector<std::string>{},
-        py::arg("min_cosine") = 0.0, py::arg("dynamic") = false,
+        py::arg("min_cosine") = 0.0, py::arg("dynamic") = false, py::arg("tune_shapes") = py::none(),
         "Converts an ONNX model into an .ingot package (`ingot convert`): the compile pipeline once, and on a GPU "
         "the algorithm search and code generation, stored. input_shapes: {name: [dims]} fixes symbolic dims. "
+        "tune_shapes: [{name: [dims]}, ...] shape sets a GPU package will run at with its dims left symbolic "
+        "(algorithm choices measured and stored for each). "
         "progress: True prints each step; a callable gets (step, done, note). precision='int8' quantizes with the "
         "calibration inputs `calib` (.npy files or folders; docs/QUANTIZATION.md) and adds the 'quantization' "
         "report (accuracy per output). Returns what was written.");

@@ -2,9 +2,12 @@
 // captured and later runs replay it; every run matches the CPU session (itself checked against
 // ONNX's references), on new inputs and after a shape change; runs that cannot be replayed (a CPU
 // fallback) are not captured and say why; a profile shows the replays.
+#include <ingot/convert.h>
 #include <ingot/profiler.h>
 #include <ingot/session.h>
 #include <stdlib.h>
+
+#include <filesystem>
 
 #include "../unit/channels_last_model.h"
 #include "../unit/test_util.h"
@@ -311,6 +314,51 @@ TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
   EXPECT_EQ(tuning::algorithms().stats().misses, 0);
   EXPECT_GE(tuning::algorithms().stats().hits, 1);
   tuning::algorithms().clear();
+}
+
+// Tuning shapes (ConvertSettings::tuning_shapes): a package whose batch stays symbolic stores the
+// choices measured for each named shape, and a launch that runs one of them searches nothing; a
+// shape that does not fit the model is refused naming the input, and leaves no package behind.
+TEST(CudaTuning, TuningShapesStoreChoicesForSymbolicInputs) {
+  INGOT_REQUIRE_GPU();
+  const std::string model = conv_model(), dir = ingot::testing::temp_dir().string();
+  ConvertSettings settings;
+  settings.device = Device{DeviceType::CUDA, 0};
+  tuning::algorithms().clear();
+  ConvertResult plain = convert(model, dir + "/untuned.ingot", settings);
+  EXPECT_EQ(plain.algorithms, 0);
+  EXPECT_NE(plain.tuning_note.find("--tune-shape"), std::string::npos) << plain.tuning_note;
+
+  settings.tuning_shapes = {{{"x", {2, 3, 8, 8}}}, {{"x", {5, 3, 8, 8}}}};
+  tuning::algorithms().clear();
+  ConvertResult tuned = convert(model, dir + "/tuned.ingot", settings);
+  EXPECT_GT(tuned.algorithms, 0);
+  EXPECT_TRUE(tuned.tuning_note.empty()) << tuned.tuning_note;
+  tuning::algorithms().clear();
+  Session cpu = Session::load(model);
+  Session gpu = Session::load(dir + "/tuned.ingot", on_gpu());
+  for (int64_t n : {5, 2}) {
+    Tensor x = random_tensor(DType::Float32, {n, 3, 8, 8}, uint32_t(80 + n));
+    expect_same(cpu, gpu.run({x}), x, fmt::format("batch {}", n));
+  }
+  EXPECT_EQ(tuning::algorithms().stats().misses, 0) << "a tuned shape searched again";
+  EXPECT_GE(tuning::algorithms().stats().hits, 1);
+  tuning::algorithms().clear();
+
+  auto refused = [&](InputShapes shapes, const std::string& expected) {
+    settings.tuning_shapes = {shapes};
+    const std::string path = dir + "/refused.ingot";
+    try {
+      convert(model, path, settings);
+      ADD_FAILURE() << "expected an error mentioning " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(path));
+  };
+  refused({{"nope", {1, 3, 8, 8}}}, "'nope': the model has no such input");
+  refused({{"x", {1, 3, 8}}}, "has rank 3");
+  refused({{"x", {1, 4, 8, 8}}}, "does not fit input 'x'");
 }
 
 // cuBLASLt: the heuristic's candidates are timed once per problem and the fastest kept (core/tuning.h,

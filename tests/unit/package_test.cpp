@@ -2,6 +2,7 @@
 // every attribute kind, and the clear failures for corrupted, truncated, wrong-version and
 // wrong-device packages.
 #include <gtest/gtest.h>
+#include <ingot/convert.h>
 #include <ingot/session.h>
 #include <onnx/onnx_pb.h>
 
@@ -371,6 +372,21 @@ TEST(Package, AlgorithmChoicesReachTheTuningTable) {
   EXPECT_EQ(s.hits, 2);
   EXPECT_EQ(s.misses, 2);
   tuning::algorithms().clear();
+}
+
+// Tuning shapes name the shapes a GPU package will run at; a CPU package has nothing to tune, and
+// says so rather than ignoring them (tests/gpu/graph_test.cpp runs them on a GPU).
+TEST(Package, TuningShapesAreForGpuPackages) {
+  ConvertSettings settings;
+  settings.tuning_shapes = {{{"x", {2, 4}}}};
+  const std::string path = (ingot::testing::temp_dir() / "tuning_cpu.ingot").string();
+  try {
+    convert(onnx_path(), path, settings);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU packages (--device cuda)"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path));
 }
 
 namespace ingot {

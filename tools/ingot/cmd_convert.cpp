@@ -49,7 +49,7 @@ class Progress {
 Runner add_convert_command(CLI::App& app) {
   struct Options {
     std::string model, output, device = "cpu", precision = "fp32";
-    std::vector<std::string> input_shapes;
+    std::vector<std::string> input_shapes, tune_shapes;
     bool quiet = false, no_optimize = false;
     QuantizeCliOptions q;
   };
@@ -60,6 +60,11 @@ Runner add_convert_command(CLI::App& app) {
   add_precision_option(app, o->precision);
   app.add_option("--input-shape", o->input_shapes, "NAME=DIMS: fix an input's symbolic dims, e.g. x=1,3,224,224")
       ->allow_extra_args(false);
+  app.add_option("--tune-shape", o->tune_shapes,
+                 "NAME=DIMS[;NAME=DIMS...]: a shape set the package will run at (repeatable; --device cuda): "
+                 "algorithm choices are measured and stored for each while the inputs stay symbolic, "
+                 "e.g. --tune-shape x=6,3,48,320 --tune-shape x=6,3,48,640")
+      ->allow_extra_args(false);
   app.add_flag("--no-optimize", o->no_optimize, "Skip the optimization passes (lowerings still run)");
   add_quantize_options(app, o->q);
   app.add_flag("--quiet,-q", o->quiet, "No progress display");
@@ -69,6 +74,15 @@ Runner add_convert_command(CLI::App& app) {
     settings.precision = parse_precision(o->precision);
     settings.optimize = !o->no_optimize;
     for (const auto& spec : o->input_shapes) settings.input_shapes.push_back(parse_input_shape(spec));
+    for (const auto& set : o->tune_shapes) {
+      InputShapes shapes;
+      for (size_t begin = 0; begin <= set.size();) {
+        const size_t end = std::min(set.find(';', begin), set.size());
+        if (end > begin) shapes.push_back(parse_input_shape(set.substr(begin, end - begin)));
+        begin = end + 1;
+      }
+      settings.tuning_shapes.push_back(std::move(shapes));
+    }
     const bool gpu = settings.device.type != DeviceType::CPU;
     const bool int8 = settings.precision == Precision::INT8;
     if (!int8 && (!o->q.calib.empty() || o->q.dynamic))
