@@ -18,8 +18,8 @@ import wave
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ocr"))
-from ingot_ocr import cached_session, ingot, model_cache, package_cache  # noqa: E402  (the shared package cache)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from package_cache import cached_session, ingot, model_cache, package_cache  # noqa: E402
 
 
 def read_wav(path):
