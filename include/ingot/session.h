@@ -44,6 +44,13 @@ struct SessionOptions {
   // GPU work without a round trip; Session::run then returns once the work is queued, so call
   // device_memory(type)->synchronize() before timing). Default: copied to the host.
   bool outputs_on_device = false;
+  // A run still going after this many seconds stops with an error naming the node it reached (a Loop
+  // whose trip count comes from a bad input, a model far too slow for its inputs). 0: no limit.
+  double time_limit_s = 0;
+  // Host memory Ingot's tensors may hold, process-wide like `threads` (a session that sets it sets it
+  // for all): creating a tensor past it fails with an error naming its size, where the machine would
+  // otherwise swap or kill the process. 0: leave it (default: 90% of physical memory).
+  int64_t memory_limit_bytes = 0;
 };
 
 // A node that runs on the CPU although the session's device is an accelerator.

@@ -38,6 +38,13 @@ struct Device {
 // before memory Ingot wrote on a GPU is handed to another library's stream.
 void synchronize(Device device);
 
+// Host memory in tensors Ingot allocated (wrapped memory not counted), process-wide, and the limit a
+// new allocation may not pass (SessionOptions::memory_limit_bytes; 0 restores the default, 90% of
+// physical memory): past it, creating a tensor fails with an error naming its size.
+void set_host_memory_limit(int64_t bytes);
+int64_t host_memory_limit();
+int64_t host_memory_in_use();
+
 class Storage {
  public:
   Storage(Device device, size_t nbytes, DType dtype);  // allocates

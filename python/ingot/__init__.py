@@ -24,6 +24,9 @@ from ._ingot import (  # noqa: F401
     tensor,
     zeros,
     loaded_extensions,
+    memory_in_use,
+    memory_limit,
+    set_memory_limit,
 )
 from ._ingot import CompiledFunction, compile, func, manual_seed, optim  # noqa: F401
 from . import nn  # noqa: F401
@@ -32,6 +35,6 @@ from .extension import Extension, load_extension, load_extension_library  # noqa
 vmap = func.vmap
 
 __all__ = ["Error", "Session", "Tensor", "convert", "quantize", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
-           "tensor", "zeros",
+           "tensor", "zeros", "memory_in_use", "memory_limit", "set_memory_limit",
            "Extension", "load_extension", "load_extension_library", "loaded_extensions",
            "CompiledFunction", "compile", "func", "manual_seed", "nn", "optim", "vmap"]

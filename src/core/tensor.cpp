@@ -1,6 +1,10 @@
 #include <ingot/tensor.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -47,14 +51,63 @@ Device Device::parse(std::string_view text) {
 
 static DeviceMemory& memory_for(Device device) { return backend_for(device).memory(); }
 
+namespace {
+
+// Host memory held by tensors Ingot allocated, and the limit on it (ingot/session.h's
+// SessionOptions::memory_limit_bytes; 0: the default, 90% of physical memory).
+std::atomic<int64_t> host_bytes_in_use{0};
+std::atomic<int64_t> host_limit{0};
+
+int64_t default_host_limit() {
+  static const int64_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? int64_t(double(pages) * double(page) * 0.9) : INT64_MAX;
+  }();
+  return limit;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (b >= 1000 && u < 6) b /= 1000, ++u;
+  return u ? fmt::format("{:.1f} {}", b, units[u]) : fmt::format("{:.0f} {}", b, units[u]);
+}
+
+// Counts `nbytes` against the limit, or fails naming what was asked for.
+void reserve_host(size_t nbytes, DType dtype) {
+  const int64_t limit = host_memory_limit();
+  const int64_t before = host_bytes_in_use.fetch_add(int64_t(nbytes));
+  if (int64_t(nbytes) > limit - before) {
+    host_bytes_in_use.fetch_sub(int64_t(nbytes));
+    fail("cannot allocate {} for a {} tensor: {} already in use, the memory limit is {} "
+         "(SessionOptions::memory_limit_bytes, --memory-limit)",
+         human_bytes(double(nbytes)), dtype_name(dtype), human_bytes(double(before)), human_bytes(double(limit)));
+  }
+}
+
+}  // namespace
+
+void set_host_memory_limit(int64_t bytes) { host_limit.store(bytes > 0 ? bytes : 0); }
+int64_t host_memory_limit() {
+  const int64_t v = host_limit.load(std::memory_order_relaxed);
+  return v > 0 ? v : default_host_limit();
+}
+int64_t host_memory_in_use() { return host_bytes_in_use.load(std::memory_order_relaxed); }
+
 Storage::Storage(Device device, size_t nbytes, DType dtype) : device_(device), nbytes_(nbytes), dtype_(dtype) {
+  if (device.type == DeviceType::CPU) reserve_host(nbytes, dtype);
   if (dtype == DType::String) {
     if (device.type != DeviceType::CPU) fail("string tensors live on the CPU only");
     data_ = new std::string[std::max<size_t>(nbytes / sizeof(std::string), 1)];
     if (profiler::enabled()) [[unlikely]] profiler::detail::record_alloc(data_, nbytes, device.index);
     return;
   }
-  data_ = memory_for(device).allocate(std::max<size_t>(nbytes, 1), device.index);
+  try {
+    data_ = memory_for(device).allocate(std::max<size_t>(nbytes, 1), device.index);
+  } catch (...) {
+    if (device.type == DeviceType::CPU) host_bytes_in_use.fetch_sub(int64_t(nbytes));
+    throw;
+  }
   if (profiler::enabled()) [[unlikely]] profiler::detail::record_alloc(data_, nbytes, device.index);
 }
 
@@ -66,18 +119,26 @@ Storage::~Storage() {
   if (profiler::enabled()) [[unlikely]] profiler::detail::record_free(data_);
   if (release_) {
     release_();
-  } else if (dtype_ == DType::String) {
+    return;
+  }
+  if (dtype_ == DType::String) {
     delete[] static_cast<std::string*>(data_);
   } else if (data_) {
     memory_for(device_).deallocate(data_, device_.index);
   }
+  if (device_.type == DeviceType::CPU) host_bytes_in_use.fetch_sub(int64_t(nbytes_));
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape, Device device) {
+  int64_t numel = 1;
   for (int64_t d : shape) {
     if (d < 0) fail("cannot create a tensor of shape {}: negative dimension", shape_str(shape));
+    if (d && numel > INT64_MAX / d) fail("cannot create a tensor of shape {}: more elements than 64 bits count", shape_str(shape));
+    numel *= d;
   }
   if (dtype == DType::Undefined) fail("cannot create a tensor of undefined dtype");
+  if (numel > INT64_MAX / int64_t(dtype_size(dtype)))
+    fail("cannot create a {} tensor of shape {}: more bytes than 64 bits count", dtype_name(dtype), shape_str(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);

@@ -8,10 +8,15 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include "onnx/onnx_normalize.h"
+
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 namespace ingot {
 namespace {
@@ -160,7 +165,7 @@ class Importer {
     int index = 0;
     for (const auto& np : gp.node()) {
       Node n;
-      n.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), index) : np.name();
+      n.name = unique_node_name(np.name().empty() ? fmt::format("{}_{}", np.op_type(), index) : np.name());
       n.op_type = np.op_type();
       n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
       n.inputs.assign(np.input().begin(), np.input().end());
@@ -178,6 +183,16 @@ class Importer {
   }
 
  private:
+  // Node names as written, made unique across the model (converters leave them empty or repeat
+  // them; profiles, placement reports and --keep-float name nodes): a repeat gets "~2", "~3", ...
+  std::string unique_node_name(const std::string& name) {
+    if (node_names_.insert(name).second) return name;
+    for (int k = 2;; ++k) {
+      std::string candidate = fmt::format("{}~{}", name, k);
+      if (node_names_.insert(candidate).second) return candidate;
+    }
+  }
+
   Attribute attribute(const onnx::AttributeProto& ap) {
     if (!ap.ref_attr_name().empty())
       fail("attribute '{}' refers to a function attribute, which is not supported", ap.name());
@@ -213,16 +228,30 @@ class Importer {
   void read_external(const onnx::TensorProto& p, Tensor& t, const std::string& where) {
     std::string location;
     int64_t offset = 0, length = -1;
+    auto number = [&](const std::string& key, const std::string& text) {
+      int64_t v = -1;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+        fail("{}: external data {} '{}' is not a byte count", where, key, text);
+      return v;
+    };
     for (const auto& kv : p.external_data()) {
       if (kv.key() == "location")
         location = kv.value();
       else if (kv.key() == "offset")
-        offset = std::stoll(kv.value());
+        offset = number("offset", kv.value());
       else if (kv.key() == "length")
-        length = std::stoll(kv.value());
+        length = number("length", kv.value());
     }
     if (location.empty()) fail("{}: external data has no location", where);
-    fs::path file = fs::path(base_dir_) / location;
+    // Relative to the model's folder, and inside it: a downloaded model must not read other files
+    // (an absolute path, "..", or a symbolic link out of the folder is refused, as onnxruntime does).
+    std::error_code ec;
+    const fs::path base = fs::weakly_canonical(fs::absolute(base_dir_.empty() ? "." : base_dir_), ec);
+    const fs::path file = fs::weakly_canonical(base / location, ec);
+    const fs::path inside = file.lexically_relative(base);
+    if (fs::path(location).is_absolute() || ec || inside.empty() || *inside.begin() == "..")
+      fail("{}: external data location '{}' is outside the model's folder '{}' (refused)", where, location, base.string());
     std::ifstream in(file, std::ios::binary);
     if (!in) fail("{}: cannot open external data file '{}'", where, file.string());
     if (length >= 0 && size_t(length) != t.nbytes()) {
@@ -236,6 +265,7 @@ class Importer {
   }
 
   std::string base_dir_;
+  std::unordered_set<std::string> node_names_;
 };
 
 // Writes the types ONNX's shape inference found back into the proto's value_info.
@@ -267,11 +297,12 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
     if (!proto.has_graph() || proto.ir_version() <= 0) {
       fail("not a valid ONNX model (no graph or no IR version: truncated or not an ONNX file?)");
     }
+    sort_nodes_topologically(proto);
     register_shape_rule_schemas();
     infer_shapes(proto);
     int64_t have = 0;
     for (const auto& op : proto.opset_import()) {
-      if (op.domain().empty() || op.domain() == "ai.onnx") have = op.version();
+      if (op.domain().empty() || op.domain() == "ai.onnx") have = std::max(have, int64_t(op.version()));
     }
     if (opset > 0 && have < opset) {
       try {
@@ -288,8 +319,9 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
     model->name = name;
     model->ir_version = proto.ir_version();
     model->producer = proto.producer_name() + (proto.producer_version().empty() ? "" : " " + proto.producer_version());
-    for (const auto& op : proto.opset_import()) {
-      model->opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+    for (const auto& op : proto.opset_import()) {  // a domain listed twice: its highest version
+      int64_t& version = model->opsets[op.domain() == "ai.onnx" ? "" : op.domain()];
+      version = std::max(version, int64_t(op.version()));
     }
     if (!model->opsets.count("")) model->opsets[""] = 1;  // IR < 3 files carry no opset import
     Importer importer(fs::path(path).parent_path().string());

@@ -459,9 +459,14 @@ PYBIND11_MODULE(_ingot, m) {
       .def("__enter__", &NoGrad::enter)
       .def("__exit__", &NoGrad::exit);
 
+  m.def("memory_limit", &host_memory_limit, "Host memory Ingot's tensors may hold, process-wide (bytes).");
+  m.def("memory_in_use", &host_memory_in_use, "Host memory Ingot's tensors hold now (bytes).");
+  m.def("set_memory_limit", &set_host_memory_limit, py::arg("bytes"),
+        "Sets the process-wide host memory limit (0: the default, 90% of physical memory).");
   py::class_<Session>(m, "Session", "A loaded ONNX model or .ingot package.")
       .def(py::init([](const std::string& path, const std::string& device, int threads, const std::string& precision,
-                       bool optimize, bool outputs_on_device, bool cuda_graphs) {
+                       bool optimize, bool outputs_on_device, bool cuda_graphs, double time_limit_s,
+                       int64_t memory_limit_bytes) {
              SessionOptions o;
              o.device = Device::parse(device);
              o.threads = threads;
@@ -469,11 +474,16 @@ PYBIND11_MODULE(_ingot, m) {
              o.optimize = optimize;
              o.outputs_on_device = outputs_on_device;
              o.cuda_graphs = cuda_graphs;
+             o.time_limit_s = time_limit_s;
+             o.memory_limit_bytes = memory_limit_bytes;
              py::gil_scoped_release release;
              return Session::load(path, o);
            }), py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = 0, py::arg("precision") = "fp32",
            py::arg("optimize") = true, py::arg("outputs_on_device") = false, py::arg("cuda_graphs") = true,
-           "cuda_graphs=False runs every GPU run op by op (a profile then shows each kernel instead of one graph replay).")
+           py::arg("time_limit_s") = 0.0, py::arg("memory_limit_bytes") = 0,
+           "cuda_graphs=False runs every GPU run op by op (a profile then shows each kernel instead of one graph replay). "
+           "time_limit_s: a run still going after it stops with ingot.Error (0: none). memory_limit_bytes: host "
+           "memory Ingot's tensors may hold, process-wide (0: leave it; default 90% of physical memory).")
       .def_property_readonly("inputs", [](const Session& s) {
              py::list l;
              for (const TensorInfo& i : s.inputs()) l.append(py::make_tuple(i.name, std::string(dtype_name(i.dtype)), i.dims));

@@ -1,9 +1,11 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/backend.h"
@@ -85,9 +87,23 @@ struct Executor::ShapePlan {
 // One run's own state: its stats, where the uploads of a recording go (or a capture takes them from),
 // and the node being run, whose subgraphs (If/Loop/Scan bodies) the kernel runs through the frame.
 struct Executor::Frame final : SubgraphRunner {
-  explicit Frame(Executor& executor) : ex(executor) {}
+  explicit Frame(Executor& executor) : ex(executor) {
+    if (executor.options_.time_limit_s > 0) {
+      deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(executor.options_.time_limit_s));
+    }
+  }
   std::vector<Value> run_subgraph(const Graph& graph, const std::vector<Value>& inputs) override {
+    check_deadline();  // also between the iterations of a Loop whose body has no node
     return ex.run_subgraph(*this, graph, inputs);
+  }
+  // Checked before every node: a run that outlives the time limit stops with an error (a Loop with an
+  // enormous trip count, a model far too slow for its inputs) instead of hanging its caller.
+  void check_deadline() const {
+    if (deadline && std::chrono::steady_clock::now() > *deadline) [[unlikely]]
+      fail("the run was stopped: it took longer than its time limit of {} s (SessionOptions::time_limit_s, "
+           "--time-limit)", ex.options_.time_limit_s);
   }
 
   Executor& ex;
@@ -98,6 +114,7 @@ struct Executor::Frame final : SubgraphRunner {
   const Uploads* capture_uploads = nullptr;
   const Env* current_env = nullptr;          // the env of the node being run (parent for its subgraphs)
   const GraphPlan::Step* current_step = nullptr;  // the step being run
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // ExecutorOptions::time_limit_s
 };
 
 // Output allocation of the top-level graph's steps during a planned run. Recording (first run of
@@ -538,6 +555,7 @@ std::vector<Value> Executor::run_graph(Frame& f, const Graph& graph, const std::
     const GraphPlan::Step& step = plan.g->steps[index];
     const Node& node = *step.node;
     try {
+      f.check_deadline();
       in_values.clear();
       env.outer_copies.clear();
       for (size_t i = 0; i < step.input_slots.size(); ++i) {

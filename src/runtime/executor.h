@@ -55,6 +55,7 @@ struct RunStats {
 struct ExecutorOptions {
   bool memory_plan = true;  // one arena per input shape from the second run on
   bool cuda_graphs = true;  // capture and replay runs on a GPU where possible (needs memory_plan)
+  double time_limit_s = 0;  // a run still going after this long stops with an error (0: no limit)
 };
 
 

@@ -71,6 +71,9 @@ Session::~Session() = default;
 Session Session::load(const std::string& path, SessionOptions options) {
   set_num_threads(options.threads);
   set_allow_tf32(options.allow_tf32);
+  if (options.memory_limit_bytes < 0) fail("memory_limit_bytes must be positive (0: leave the limit as it is)");
+  if (options.memory_limit_bytes > 0) set_host_memory_limit(options.memory_limit_bytes);
+  if (!(options.time_limit_s >= 0)) fail("time_limit_s must be 0 (no limit) or positive");
   auto impl = std::make_unique<Impl>();
   impl->outputs_on_device = options.outputs_on_device;
   // A package was optimized (and converted to its precision) by `ingot convert`: no pass runs here.
@@ -95,7 +98,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
     profiler::detail::PhaseScope phase("build executor");
     impl->executor =
         std::make_unique<Executor>(Executable::build(impl->model, options.device),
-                                   ExecutorOptions{options.memory_plan, options.cuda_graphs});
+                                   ExecutorOptions{options.memory_plan, options.cuda_graphs, options.time_limit_s});
   }
   if (options.report_fallbacks) {
     if (std::string s = impl->executor->executable().fallback_summary(); !s.empty()) {

@@ -2,7 +2,7 @@
 # Bad input gets one clear error line and exit code 1, never a crash:
 #   bad_input_test.sh INGOT_BINARY CASE
 # CASE: truncated-model | random-bytes | missing-file | missing-input | wrong-dtype | wrong-shape |
-#       unsupported-op | unknown-input | usage
+#       unsupported-op | unknown-input | memory-limit | bad-memory-limit | usage
 set -uo pipefail
 INGOT="$1"
 CASE="$2"
@@ -38,6 +38,11 @@ case "$CASE" in
     args=(run "$HERE/../data/unsupported_op.onnx"); want="node 'mystery' \(FrobnicateTensor\): unsupported op FrobnicateTensor" ;;
   unknown-input)
     args=(run "$ADD" --input "z=$X"); want="no input named 'z'" ;;
+  memory-limit)
+    args=(run "$ADD" --input "x=$X" --input "y=$Y" --memory-limit 100)
+    want="cannot allocate 240 B for a float32 tensor: .*the memory limit is 100 B" ;;
+  bad-memory-limit)
+    args=(run "$ADD" --memory-limit 8X); want="--memory-limit: expected a size such as 8G, 512M or a byte count, got '8X'" ;;
   usage)
     args=(run --no-such-flag); want="" ; expect_rc=2 ;;
   *) echo "unknown case $CASE"; exit 2 ;;

@@ -133,16 +133,17 @@ TEST(Importer, MalformedFilesGiveErrorsNamingTheFile) {
   EXPECT_NE(error_of([&] { import_onnx(empty); }).find("file is empty"), std::string::npos);
 }
 
-TEST(Verifier, RejectsUseBeforeDefinitionAndUnknownOps) {
+// (Nodes listed before the ones computing their inputs are sorted, not refused: tests/python/test_model_quirks.py.)
+TEST(Verifier, RejectsUndefinedValuesAndUnknownOps) {
   onnx::GraphProto g;
   g.set_name("bad");
   *g.add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {"2"});
   *g.add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {"2"});
-  *g.add_node() = make_node("Relu", {"later"}, {"y"}, "early");
+  *g.add_node() = make_node("Relu", {"nowhere"}, {"y"}, "early");
   *g.add_node() = make_node("Relu", {"x"}, {"later"}, "late");
   EXPECT_NE(error_of([&] {
               import_onnx(save(model_with(g), "order.onnx"));
-            }).find("node 'early' (Relu): input 0 ('later') is not defined before this node"),
+            }).find("node 'early' (Relu): input 0 ('nowhere') is not defined before this node"),
             std::string::npos);
 
   onnx::GraphProto u;

@@ -133,6 +133,27 @@ Feeds make_feeds(const Session& session, const std::vector<std::string>& inputs,
 
 namespace {
 
+// "8G", "512M", "64K" (powers of 1024) or a byte count.
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double unit = 1;
+  const std::string suffix = used ? text.substr(used) : "";
+  if (suffix == "K" || suffix == "k") unit = 1024.0;
+  else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "t") unit = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty()) used = 0;
+  if (!used || !(value > 0) || value * unit >= 9.2e18)
+    fail("{}: expected a size such as 8G, 512M or a byte count, got '{}'", flag, text);
+  return int64_t(value * unit);
+}
+
 void print_summary(const TensorInfo& info, const Tensor& t) {
   std::cout << info.name << ": " << t.describe();
   if (t.dtype() != DType::String && t.numel() > 0) {
@@ -160,6 +181,8 @@ Runner add_run_command(CLI::App& app) {
     std::vector<std::string> inputs;
     int threads = 0, repeat = 1;
     bool tf32 = false;
+    double time_limit = 0;
+    std::string memory_limit;
   };
   auto o = std::make_shared<Options>();
   app.add_option("MODEL", o->model, "Model file (.onnx)")->required();
@@ -176,10 +199,16 @@ Runner add_run_command(CLI::App& app) {
                  "Run N times, keeping the last run's outputs; the earlier runs get float32 inputs halved, so the "
                  "last proves that a planned or replayed run reads its own inputs")
       ->check(CLI::PositiveNumber);
+  app.add_option("--time-limit", o->time_limit, "Stop a run still going after this many seconds, with an error (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-limit", o->memory_limit,
+                 "Host memory tensors may hold, e.g. 8G, 512M or bytes (default: 90% of physical memory)");
   return [o] {
     SessionOptions options;
     options.device = Device::parse(o->device);
     options.threads = o->threads;
+    options.time_limit_s = o->time_limit;
+    if (!o->memory_limit.empty()) options.memory_limit_bytes = parse_byte_size(o->memory_limit, "--memory-limit");
     options.allow_tf32 = o->tf32;
     options.precision = parse_precision(o->precision);
     // With --profile the load is traced too: a fresh process's one-off steps (reading the model,

@@ -1,0 +1,96 @@
+"""Resource limits (issue: reliability): a model or input that declares more than the machine has
+fails with a clear error instead of an OOM kill or a hang. Each model is made here with onnx.helper."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import ingot
+
+
+def save(tmp_path, nodes, inputs, outputs, initializers=()):
+    graph = h.make_graph(nodes, "limits", inputs, outputs, initializer=list(initializers))
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    path = os.path.join(tmp_path, "model.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def constant_of_shape(tmp_path, dims):
+    shape = nh.from_array(np.array(dims, np.int64), "shape")
+    return save(tmp_path, [h.make_node("ConstantOfShape", ["shape"], ["y"])], [],
+                [h.make_tensor_value_info("y", T.FLOAT, None)], [shape])
+
+
+def test_a_tensor_of_a_trillion_elements_is_refused_by_size(tmp_path):
+    session = ingot.Session(constant_of_shape(tmp_path, [1000000, 1000000]))
+    with pytest.raises(ingot.Error, match=r"cannot allocate 4\.0 TB for a float32 tensor: .* the memory limit is"):
+        session.run({})
+
+
+def test_a_shape_past_64_bits_is_refused(tmp_path):
+    session = ingot.Session(constant_of_shape(tmp_path, [1 << 40, 1 << 40]))
+    with pytest.raises(ingot.Error, match="more elements than 64 bits count"):
+        session.run({})
+
+
+def test_expanding_an_input_to_a_huge_shape_is_refused(tmp_path):
+    shape = nh.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")
+    path = save(tmp_path, [h.make_node("Expand", ["x", "shape"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                [h.make_tensor_value_info("y", T.FLOAT, None)], [shape])
+    with pytest.raises(ingot.Error, match=r"node .*Expand.*cannot allocate 4\.4 TB"):
+        ingot.Session(path).run({"x": np.ones(1, np.float32)})
+
+
+def loop_model(tmp_path, trip_count, scan_size):
+    """y = x after `trip_count` iterations of an identity body; with scan_size > 0 each iteration
+    also emits a scan output of that many floats (they accumulate)."""
+    body_nodes = [h.make_node("Identity", ["cond_in"], ["cond_out"]), h.make_node("Identity", ["v_in"], ["v_out"])]
+    body_outputs = [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("v_out", T.FLOAT, [1])]
+    initializers = [nh.from_array(np.array(trip_count, np.int64), "M"), nh.from_array(np.array(True), "cond")]
+    outputs = [h.make_tensor_value_info("y", T.FLOAT, [1])]
+    if scan_size:
+        body_nodes.append(h.make_node("ConstantOfShape", ["scan_shape"], ["s"]))
+        body_outputs.append(h.make_tensor_value_info("s", T.FLOAT, [scan_size]))
+        initializers.append(nh.from_array(np.array([scan_size], np.int64), "scan_shape"))
+        outputs.append(h.make_tensor_value_info("scans", T.FLOAT, None))
+    body = h.make_graph(body_nodes, "body",
+                        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                         h.make_tensor_value_info("v_in", T.FLOAT, [1])], body_outputs)
+    loop = h.make_node("Loop", ["M", "cond", "x"], ["y"] + (["scans"] if scan_size else []), body=body)
+    return save(tmp_path, [loop], [h.make_tensor_value_info("x", T.FLOAT, [1])], outputs, initializers)
+
+
+def test_a_loop_with_an_enormous_trip_count_stops_at_the_time_limit(tmp_path):
+    session = ingot.Session(loop_model(tmp_path, 1 << 62, 0), time_limit_s=0.5)
+    with pytest.raises(ingot.Error, match=r"node .*Loop.*took longer than its time limit of 0\.5 s"):
+        session.run({"x": np.ones(1, np.float32)})
+    # The same session still runs what fits in the limit.
+    short = ingot.Session(loop_model(tmp_path, 3, 0), time_limit_s=10)
+    np.testing.assert_array_equal(short.run({"x": np.ones(1, np.float32)})["y"].numpy(), [1.0])
+
+
+def test_a_loop_that_accumulates_past_the_memory_limit_is_refused(tmp_path):
+    path = loop_model(tmp_path, 1 << 62, 1 << 16)  # 256 KB per iteration
+    default = ingot.memory_limit()
+    try:
+        session = ingot.Session(path, memory_limit_bytes=256 << 20)
+        assert ingot.memory_limit() == 256 << 20
+        with pytest.raises(ingot.Error, match="the memory limit is 268.4 MB"):
+            session.run({"x": np.ones(1, np.float32)})
+        assert ingot.memory_in_use() < 16 << 20  # what the loop had accumulated was freed
+    finally:
+        ingot.set_memory_limit(0)  # process-wide: back to the default
+    assert ingot.memory_limit() == default
+
+
+def test_bad_limits_are_refused(tmp_path):
+    path = loop_model(tmp_path, 1, 0)
+    with pytest.raises(ingot.Error, match="time_limit_s must be 0"):
+        ingot.Session(path, time_limit_s=-1)
+    with pytest.raises(ingot.Error, match="memory_limit_bytes must be positive"):
+        ingot.Session(path, memory_limit_bytes=-5)
