@@ -25,6 +25,8 @@ PACKAGES=(
   python3-wheel python3-pip
   # the training example's data (idx files, gzip-compressed)
   dataset-fashion-mnist
+  # the sanitizer build and the libFuzzer targets (scripts/sanitize-check.sh, scripts/fuzz.sh)
+  clang libclang-rt-14-dev libomp-14-dev
   # the profiler's HTML report is rendered headless in a test (label browser)
   chromium
   openssl

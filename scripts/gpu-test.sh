@@ -8,7 +8,8 @@
 #   scripts/gpu-test.sh run [WHAT]    on the GPU machine, in the repository root, with .gpu-bundle/
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train trainbench profile latency
-#                                     bench apps memcheck all, python (only when named; bundle with
+#                                     bench apps memcheck all, racecheck and synccheck (only when named;
+#                                     SANITIZER_FILTER=PATTERN limits the tests under compute-sanitizer), python (only when named; bundle with
 #                                     INGOT_BUNDLE_PYTHON=1: the Python module built there, its tests,
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
@@ -411,19 +412,28 @@ run() {
       done
     done 2>&1 | tee "$out/apps-times.log"
   fi
-  if want memcheck; then
-    local sanitizer
+  if want memcheck || want racecheck || want synccheck; then
+    local sanitizer tool
     sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)"
-    if [ -n "$sanitizer" ]; then
+    for tool in memcheck racecheck synccheck; do
+      if [ "$tool" = memcheck ]; then want memcheck || continue; else [[ " $what " == *" $tool "* ]] || continue; fi
+      if [ -z "$sanitizer" ]; then
+        summary+=("$tool: compute-sanitizer not found")
+        continue
+      fi
       # The out-of-memory test makes cudaMalloc fail on purpose, which memcheck reports as an API error.
-      "$sanitizer" --tool memcheck --error-exitcode 9 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
-        --gtest_filter=-CudaMemory.OutOfMemoryIsAnErrorAndTheProcessStaysUsable \
-        >"$out/memcheck.log" 2>&1 && summary+=("memcheck: no errors") ||
-        summary+=("memcheck: exit $? ($(grep -c 'Invalid\|ERROR SUMMARY' "$out/memcheck.log") lines; see memcheck.log)")
-      tail -n 5 "$out/memcheck.log"
-    else
-      summary+=("memcheck: compute-sanitizer not found")
-    fi
+      # SANITIZER_FILTER=PATTERN: only those GPU tests (racecheck and synccheck are slow: shared-memory kernels first).
+      local rc=0
+      "$sanitizer" --tool "$tool" --error-exitcode 9 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
+        --gtest_filter="${SANITIZER_FILTER:-*}:-CudaMemory.OutOfMemoryIsAnErrorAndTheProcessStaysUsable" \
+        >"$out/$tool.log" 2>&1 || rc=$?
+      tail -n 4 "$out/$tool.log"
+      if [ "$rc" -eq 0 ]; then
+        summary+=("$tool: no errors ($(grep -E '^\[  PASSED  \]' "$out/$tool.log" | head -1))")
+      else
+        summary+=("$tool: exit $rc ($(grep -m1 'ERROR SUMMARY' "$out/$tool.log"); see $tool.log)")
+      fi
+    done
   fi
   echo "==== summary"
   printf '%s\n' "${summary[@]}"

@@ -1,6 +1,9 @@
 #include "core/npy.h"
 
+#include <charconv>
+#include <climits>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -23,6 +26,9 @@ constexpr NpyType kTypes[] = {
 Tensor load_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open '{}'", path);
+  std::error_code ec;
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail("cannot read '{}': {}", path, ec.message());
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail("'{}' is not a .npy file", path);
   uint32_t header_len = 0;
@@ -33,6 +39,7 @@ Tensor load_npy(const std::string& path) {
   } else {
     in.read(reinterpret_cast<char*>(&header_len), 4);
   }
+  if (!in || header_len > file_size) fail("'{}': truncated .npy header", path);
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) fail("'{}': truncated .npy header", path);
 
@@ -58,7 +65,23 @@ Tensor load_npy(const std::string& path) {
   std::string dim;
   while (std::getline(dims, dim, ',')) {
     if (dim.find_first_not_of(" \t") == std::string::npos) continue;
-    shape.push_back(std::stoll(dim));
+    const size_t first = dim.find_first_not_of(" \t"), last = dim.find_last_not_of(" \t");
+    int64_t d = -1;
+    const auto [end, err] = std::from_chars(dim.data() + first, dim.data() + last + 1, d);
+    if (err != std::errc() || end != dim.data() + last + 1 || d < 0)
+      fail("'{}': .npy shape has a bad dimension '{}'", path, dim);
+    shape.push_back(d);
+  }
+  // A few bytes of header may declare any shape: the data must be in the file before it is allocated.
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d && numel > INT64_MAX / d / 16) fail("'{}': .npy shape {} is too large", path, shape_str(shape));
+    numel *= d;
+  }
+  const uint64_t nbytes = uint64_t(numel) * dtype_size(dtype);
+  const auto at = in.tellg();
+  if (at < 0 || uint64_t(at) > file_size || nbytes > file_size - uint64_t(at)) {
+    fail("'{}': truncated .npy data (expected {} bytes for {}{})", path, nbytes, dtype_name(dtype), shape_str(shape));
   }
   Tensor t = Tensor::empty(dtype, shape);
   if (!in.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes()))) {

@@ -19,14 +19,17 @@ namespace ingot {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) [[unlikely]]
+      fail("shape {} has more elements than 64 bits count", shape_str(shape));
+  }
   return n;
 }
 
 std::string shape_str(const Shape& shape) { return "[" + join(shape, ",") + "]"; }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (axis < -rank || axis >= rank) {  // a scalar has no axis
     fail("{} {} is out of range for rank {}", what, axis, rank);
   }
   return axis < 0 ? axis + rank : axis;
@@ -137,6 +140,7 @@ Tensor Tensor::empty(DType dtype, Shape shape, Device device) {
     numel *= d;
   }
   if (dtype == DType::Undefined) fail("cannot create a tensor of undefined dtype");
+  if (dtype_size(dtype) == 0) fail("cannot create a tensor of element type {}: not one Ingot has", int(dtype));
   if (numel > INT64_MAX / int64_t(dtype_size(dtype)))
     fail("cannot create a {} tensor of shape {}: more bytes than 64 bits count", dtype_name(dtype), shape_str(shape));
   Tensor t;
@@ -167,7 +171,10 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data, Device device, std::fu
   return t;
 }
 
-int64_t Tensor::dim(int64_t axis) const { return shape_[size_t(normalize_axis(axis, rank()))]; }
+int64_t Tensor::dim(int64_t axis) const {
+  if (shape_.empty()) fail("dimension {} of {}: it is a scalar", axis, describe());
+  return shape_[size_t(normalize_axis(axis, rank(), "dimension"))];
+}
 
 Tensor Tensor::reshape(Shape shape) const {
   if (shape_numel(shape) != numel()) {

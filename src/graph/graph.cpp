@@ -65,7 +65,7 @@ void fix_input_shapes(Model& model, const std::vector<std::pair<std::string, std
   Graph& g = *model.graph;
   std::map<std::string, int64_t> symbols;
   for (const auto& [name, dims] : shapes) {
-    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ValueInfo& vi) { return vi.name == name; });
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&n = name](const ValueInfo& vi) { return vi.name == n; });
     if (it == g.inputs.end()) {
       std::string names = join(g.inputs, ", ", [](const ValueInfo& vi) { return vi.name; });
       fail("--input-shape {}: the model has no input named '{}' (inputs: {})", name, name, names);

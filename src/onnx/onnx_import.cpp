@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,33 +67,43 @@ class Importer {
     if (p.has_segment()) fail("{}: segmented tensors are not supported", where);
     DType dt = dtype_from_onnx(p.data_type(), where);
     Shape shape(p.dims().begin(), p.dims().end());
+    int64_t n = 1;
     for (int64_t d : shape) {
       if (d < 0) fail("{}: negative dimension in {}", where, shape_str(shape));
+      if (d && n > INT64_MAX / d / 64) fail("{}: shape {} is too large", where, shape_str(shape));
+      n *= d;
     }
-    Tensor t = Tensor::empty(dt, shape);
-    const int64_t n = t.numel();
     auto expect_count = [&](int64_t got) {
       if (got != n) fail("{}: holds {} values but its shape {} needs {}", where, got, shape_str(shape), n);
     };
+    // The data must be there before anything is allocated: a few bytes of file may declare any shape.
+    const int64_t nbytes = n * int64_t(dtype_size(dt));
     if (dt == DType::String) {
       expect_count(p.string_data_size());
+    } else if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+      // read_external checks the file's size
+    } else if (p.has_raw_data()) {
+      if (int64_t(p.raw_data().size()) != nbytes) {
+        fail("{}: raw_data has {} bytes but {}{} needs {}", where, p.raw_data().size(), dtype_name(dt), shape_str(shape),
+             nbytes);
+      }
+    } else {
+      expect_count(typed_count(p, dt, where));
+    }
+    Tensor t = dt == DType::String || p.data_location() != onnx::TensorProto::EXTERNAL
+                   ? Tensor::empty(dt, shape)
+                   : Tensor();
+    if (dt == DType::String) {
       std::string* out = t.data<std::string>();
       for (int64_t i = 0; i < n; ++i) out[i] = p.string_data(int(i));
       return t;
     }
-    if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-      read_external(p, t, where);
-      return t;
-    }
+    if (p.data_location() == onnx::TensorProto::EXTERNAL) return read_external(p, dt, shape, where);
     if (p.has_raw_data()) {
-      if (p.raw_data().size() != t.nbytes()) {
-        fail("{}: raw_data has {} bytes but {} needs {}", where, p.raw_data().size(), t.describe(), t.nbytes());
-      }
       if (n) std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
       return t;
     }
     auto copy_from = [&](const auto& field, auto convert) {
-      expect_count(field.size());
       for (int64_t i = 0; i < n; ++i) convert(i, field[int(i)]);
     };
     switch (dt) {
@@ -183,6 +194,26 @@ class Importer {
   }
 
  private:
+  // How many values the typed field a dtype is stored in holds.
+  static int64_t typed_count(const onnx::TensorProto& p, DType dt, const std::string& where) {
+    switch (dt) {
+      case DType::Float32: return p.float_data_size();
+      case DType::Float64: return p.double_data_size();
+      case DType::Int64: return p.int64_data_size();
+      case DType::UInt32:
+      case DType::UInt64: return p.uint64_data_size();
+      case DType::Float16:
+      case DType::BFloat16:
+      case DType::Int16:
+      case DType::UInt16:
+      case DType::Int8:
+      case DType::UInt8:
+      case DType::Bool:
+      case DType::Int32: return p.int32_data_size();
+      default: fail("{}: unsupported dtype {}", where, dtype_name(dt));
+    }
+  }
+
   // Node names as written, made unique across the model (converters leave them empty or repeat
   // them; profiles, placement reports and --keep-float name nodes): a repeat gets "~2", "~3", ...
   std::string unique_node_name(const std::string& name) {
@@ -225,7 +256,7 @@ class Importer {
     }
   }
 
-  void read_external(const onnx::TensorProto& p, Tensor& t, const std::string& where) {
+  Tensor read_external(const onnx::TensorProto& p, DType dtype, const Shape& shape, const std::string& where) {
     std::string location;
     int64_t offset = 0, length = -1;
     auto number = [&](const std::string& key, const std::string& text) {
@@ -254,14 +285,21 @@ class Importer {
       fail("{}: external data location '{}' is outside the model's folder '{}' (refused)", where, location, base.string());
     std::ifstream in(file, std::ios::binary);
     if (!in) fail("{}: cannot open external data file '{}'", where, file.string());
-    if (length >= 0 && size_t(length) != t.nbytes()) {
-      fail("{}: external data length {} does not match {} ({} bytes)", where, length, t.describe(), t.nbytes());
+    const int64_t nbytes = shape_numel(shape) * int64_t(dtype_size(dtype));
+    if (length >= 0 && length != nbytes) {
+      fail("{}: external data length {} does not match {}{} ({} bytes)", where, length, dtype_name(dtype),
+           shape_str(shape), nbytes);
     }
+    const auto file_bytes = fs::file_size(file, ec);
+    if (ec || offset > int64_t(file_bytes) || nbytes > int64_t(file_bytes) - offset) {
+      fail("{}: external data file '{}' is too short (offset {}, {} bytes needed)", where, file.string(), offset, nbytes);
+    }
+    Tensor t = Tensor::empty(dtype, shape);
     in.seekg(offset);
     if (!in.read(static_cast<char*>(t.raw_data()), std::streamsize(t.nbytes()))) {
-      fail("{}: external data file '{}' is too short (offset {}, {} bytes needed)", where, file.string(), offset,
-           t.nbytes());
+      fail("{}: external data file '{}' could not be read (offset {}, {} bytes)", where, file.string(), offset, nbytes);
     }
+    return t;
   }
 
   std::string base_dir_;
@@ -299,7 +337,8 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
     }
     sort_nodes_topologically(proto);
     register_shape_rule_schemas();
-    infer_shapes(proto);
+    const bool inferable = safe_for_shape_inference(proto);
+    if (inferable) infer_shapes(proto);
     int64_t have = 0;
     for (const auto& op : proto.opset_import()) {
       if (op.domain().empty() || op.domain() == "ai.onnx") have = std::max(have, int64_t(op.version()));
@@ -307,7 +346,7 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
     if (opset > 0 && have < opset) {
       try {
         proto = onnx::version_conversion::ConvertVersion(proto, opset);
-        infer_shapes(proto);
+        if (inferable) infer_shapes(proto);
         note = "opset " + std::to_string(have) + " raised to " + std::to_string(opset) + " by ONNX's version converter";
       } catch (const std::exception& e) {
         std::string why = e.what();

@@ -1,6 +1,7 @@
 #include "onnx/onnx_normalize.h"
 
 #include <ingot/error.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -108,10 +109,83 @@ void sort_graph(onnx::GraphProto& g) {
   g.mutable_node()->Swap(&nodes);
 }
 
+// Declared ranks of a graph's inputs and initializers.
+std::unordered_map<std::string, int> declared_ranks(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, int> ranks;
+  for (const auto& i : g.initializer()) ranks[i.name()] = i.dims_size();
+  for (const auto& i : g.input())
+    if (i.type().has_tensor_type() && i.type().tensor_type().has_shape())
+      ranks[i.name()] = i.type().tensor_type().shape().dim_size();
+  return ranks;
+}
+
+bool nodes_check(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets) {
+  const std::unordered_map<std::string, int> ranks = declared_ranks(g);
+  for (const auto& n : g.node()) {
+    // ONNX 1.12's STFT inference reads dims of a signal that is not [batch, length, 1|2] unchecked.
+    if (n.op_type() == "STFT" && n.input_size() > 0) {
+      auto r = ranks.find(n.input(0));
+      if (r != ranks.end() && r->second != 3) return false;
+    }
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    auto version = opsets.find(domain);
+    if (version != opsets.end()) {
+      if (const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), version->second, domain)) {
+        try {
+          schema->Verify(n);
+        } catch (const std::exception&) {
+          return false;
+        }
+      }
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && !nodes_check(a.g(), opsets)) return false;
+      for (const auto& sg : a.graphs())
+        if (!nodes_check(sg, opsets)) return false;
+    }
+  }
+  return true;
+}
+
+bool resolves(const onnx::GraphProto& g, std::vector<const std::unordered_set<std::string>*>& scopes) {
+  std::unordered_set<std::string> defined;
+  for (const auto& i : g.input()) defined.insert(i.name());
+  for (const auto& i : g.initializer()) defined.insert(i.name());
+  scopes.push_back(&defined);
+  auto known = [&](const std::string& name) {
+    return std::any_of(scopes.begin(), scopes.end(), [&](const auto* s) { return s->count(name) > 0; });
+  };
+  bool ok = true;
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input()) ok = ok && (i.empty() || known(i));
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) ok = ok && resolves(a.g(), scopes);
+      for (const auto& sg : a.graphs()) ok = ok && resolves(sg, scopes);
+    }
+    if (!ok) break;
+    for (const auto& o : n.output()) defined.insert(o);
+  }
+  for (const auto& o : g.output()) ok = ok && known(o.name());
+  scopes.pop_back();
+  return ok;
+}
+
 }  // namespace
 
 void sort_nodes_topologically(onnx::ModelProto& proto) {
   if (proto.has_graph()) sort_graph(*proto.mutable_graph());
+}
+
+bool safe_for_shape_inference(const onnx::ModelProto& proto) {
+  if (!proto.has_graph()) return false;
+  std::vector<const std::unordered_set<std::string>*> scopes;
+  if (!resolves(proto.graph(), scopes)) return false;
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& o : proto.opset_import()) {
+    int& v = opsets[o.domain() == "ai.onnx" ? "" : o.domain()];
+    v = std::max(v, int(o.version()));
+  }
+  return nodes_check(proto.graph(), opsets);
 }
 
 }  // namespace ingot

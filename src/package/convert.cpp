@@ -75,7 +75,7 @@ std::vector<Tensor> tuning_inputs(const Session& session, const InputShapes& sha
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (const auto& [name, dims] : shapes) {
     const auto& infos = session.inputs();
-    const auto it = std::find_if(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == name; });
+    const auto it = std::find_if(infos.begin(), infos.end(), [&n = name](const TensorInfo& i) { return i.name == n; });
     if (it == infos.end()) fail("tuning shape for '{}': the model has no such input", name);
     if (dims.size() != it->dims.size())
       fail("tuning shape {} for input '{}' has rank {}, the input is {}", shape_str(dims), name, dims.size(), it->str());

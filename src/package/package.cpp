@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <cstring>
+#include <type_traits>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +51,15 @@ static_assert(sizeof(PackageHeader) == kPackageHeaderSize);
 // ---- hash ----------------------------------------------------------------------------------------
 
 uint64_t package_hash(const void* data, size_t nbytes, uint64_t seed) { return XXH64(data, nbytes, seed); }
+
+bool fix_package_checksum(std::vector<uint8_t>& bytes) {
+  if (bytes.size() < kPackageHeaderSize) return false;
+  PackageHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  h.checksum = package_hash(bytes.data() + kPackageHeaderSize, bytes.size() - kPackageHeaderSize);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  return true;
+}
 
 // ---- small helpers ------------------------------------------------------------------------------
 
@@ -418,9 +428,14 @@ Opened open_package(const std::string& path, const std::string& file) {
 
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// Scalar vectors copied bytewise: FlatBuffers 2.0's verifier checks a vector's length prefix for
+// alignment but not its 8-byte elements, so a damaged package could hold a misaligned int64 vector.
 template <class T>
 std::vector<T> vec(const flatbuffers::Vector<T>* v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+  static_assert(std::is_scalar_v<T>);
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 std::vector<std::string> strs(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {

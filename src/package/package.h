@@ -72,6 +72,9 @@ bool is_package_file(const std::string& path);
 
 // 64-bit hash of the package body: XXH64 (Debian's libxxhash), the same digest packages always had.
 uint64_t package_hash(const void* data, size_t nbytes, uint64_t seed = 0);
+// Sets the header's checksum to that of the bytes after it (false when there is no whole header):
+// for the package fuzzer, whose mutations would otherwise stop at the checksum.
+bool fix_package_checksum(std::vector<uint8_t>& bytes);
 
 // The load-time pipeline of Session::load run ahead of time, for `ingot convert`: import, lowering,
 // the optimization passes, reduced precision. `input_shapes` fixes dims of graph inputs (symbolic

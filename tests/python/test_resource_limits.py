@@ -94,3 +94,57 @@ def test_bad_limits_are_refused(tmp_path):
         ingot.Session(path, time_limit_s=-1)
     with pytest.raises(ingot.Error, match="memory_limit_bytes must be positive"):
         ingot.Session(path, memory_limit_bytes=-5)
+
+
+# Regressions of what the fuzzers found (docs/RELIABILITY.md), each as a small model or file.
+
+def test_a_tensor_declared_without_its_data_is_refused_before_allocating(tmp_path):
+    big = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[1 << 31])  # 2^31 floats declared, none stored
+    path = save(tmp_path, [h.make_node("Identity", ["w"], ["y"])], [], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                [big])
+    before = ingot.memory_in_use()
+    with pytest.raises(ingot.Error, match=r"tensor 'w': holds 0 values but its shape \[2147483648\] needs 2147483648"):
+        ingot.Session(path)
+    assert ingot.memory_in_use() - before < 1 << 20
+
+
+def test_an_npy_with_a_bad_dimension_is_an_error(tmp_path):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(os.path.join(tmp_path, "bad.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+    cli = os.environ.get("INGOT_CLI")
+    if not cli:
+        pytest.skip("INGOT_CLI not set (ctest sets it)")
+    import subprocess
+
+    model = save(tmp_path, [h.make_node("Relu", ["x"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [2, 2])],
+                 [h.make_tensor_value_info("y", T.FLOAT, [2, 2])])
+    r = subprocess.run([cli, "run", model, "--input", f"x={tmp_path}/bad.npy"], capture_output=True, text=True)
+    assert r.returncode == 1 and "shape has a bad dimension ' x'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("op,extra", [("Slice", ["starts", "ends"]), ("ReduceSum", ["axes"])])
+def test_an_axis_of_a_scalar_is_an_error(tmp_path, op, extra):
+    inits = [nh.from_array(np.array([0], np.int64), name) for name in extra]
+    path = save(tmp_path, [h.make_node(op, ["x"] + extra, ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [])],
+                [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    with pytest.raises(ingot.Error, match="scalar|out of range for rank 0"):
+        ingot.Session(path).run({"x": np.array(1.0, np.float32)})
+
+
+def test_log_sum_exp_of_an_empty_integer_slice_saturates(tmp_path):
+    axes = nh.from_array(np.array([1], np.int64), "axes")
+    path = save(tmp_path, [h.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], keepdims=0)],
+                [h.make_tensor_value_info("x", T.INT32, [2, 0])], [h.make_tensor_value_info("y", T.INT32, None)], [axes])
+    y = ingot.Session(path).run({"x": np.zeros((2, 0), np.int32)})["y"].numpy()
+    np.testing.assert_array_equal(y, [np.iinfo(np.int32).min] * 2)  # log(0) = -inf, saturated
+
+
+def test_stft_of_a_signal_that_is_not_rank_3_is_an_error(tmp_path):
+    step = nh.from_array(np.array(2, np.int64), "step")
+    path = save(tmp_path, [h.make_node("STFT", ["x", "step", "", "len"], ["y"])],
+                [h.make_tensor_value_info("x", T.FLOAT, [4])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                [step, nh.from_array(np.array(2, np.int64), "len")])
+    with pytest.raises(ingot.Error):
+        ingot.Session(path).run({"x": np.ones(4, np.float32)})

@@ -70,7 +70,8 @@ void expect_finite_differences(Session& grad, Session& forward, const std::vecto
   ASSERT_EQ(out.size(), inputs.size() + 1);
   auto sum_y = [&](const std::vector<Tensor>& in) {
     double s = 0;
-    for (double v : forward.run(in)[0].span<double>()) s += v;
+    const std::vector<Tensor> y = forward.run(in);  // (kept alive: a span into a temporary dangled, found by ASan)
+    for (double v : y[0].span<double>()) s += v;
     return s;
   };
   for (size_t k = 0; k < inputs.size(); ++k) {

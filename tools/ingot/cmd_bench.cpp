@@ -73,7 +73,7 @@ Runner add_bench_command(CLI::App& app) {
       for (auto& [name, t] : feeds) t = t.to(session.device());
     }
     // One run, waited for: with --device-io the outputs stay on the device, so wait explicitly.
-    auto run_once = [&] {
+    auto run_once = [&, &feeds = feeds] {
       session.run(feeds);
       if (device_mem) device_mem->synchronize(session.device().index);
     };

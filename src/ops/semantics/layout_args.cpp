@@ -50,6 +50,7 @@ SliceView slice_view(const KernelContext& ctx, const Tensor& x) {
     fail("starts, ends, axes and steps must have the same length, got {}, {}, {}, {}", n, ends.size(), axes.size(),
          steps.size());
   }
+  if (r == 0 && n > 0) fail("cannot slice {}: it is a scalar", x.describe());
   const std::vector<int64_t> in_strides = row_major_strides(x.shape());
   SliceView v{x.shape(), 0, in_strides};
   std::vector<bool> seen(size_t(r), false);

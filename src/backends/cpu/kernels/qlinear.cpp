@@ -149,7 +149,7 @@ void matmul_integer(KernelContext& ctx) {
   std::vector<int32_t> bi = shifted_b(b, zero_points(ctx, 3, b.dtype(), "b_zero_point"), 3);
   IntMatMul r = int_matmul(ai, a.shape(), bi, b.shape());
   Tensor& y = ctx.allocate(0, DType::Int32, r.out_shape);
-  std::memcpy(y.data<int32_t>(), r.result.data(), r.result.size() * sizeof(int32_t));
+  if (!r.result.empty()) std::memcpy(y.data<int32_t>(), r.result.data(), r.result.size() * sizeof(int32_t));
 }
 
 float scalar_scale(const KernelContext& ctx, size_t index, const char* name) {
@@ -297,7 +297,7 @@ void conv_integer(KernelContext& ctx) {
   std::vector<int32_t> wi = shifted_w(w, zero_points(ctx, 3, w.dtype(), "w_zero_point"), 3);
   IntConv r = int_conv(ctx, x, xi, w, wi, nullptr);
   Tensor& y = ctx.allocate(0, DType::Int32, r.out_shape);
-  std::memcpy(y.data<int32_t>(), r.result.data(), r.result.size() * sizeof(int32_t));
+  if (!r.result.empty()) std::memcpy(y.data<int32_t>(), r.result.data(), r.result.size() * sizeof(int32_t));
 }
 
 // ---- oneDNN int8 primitives --------------------------------------------------------------------

@@ -161,11 +161,23 @@ struct L2Op {
   }
 };
 
+// A float result in T: integer outputs saturate (log of 0 is -inf; converting a non-finite or
+// out-of-range float to an integer is undefined behaviour, found by fuzz/graph_fuzzer.cpp).
+template <class T, class A>
+T from_float(A x) {
+  if constexpr (std::is_integral_v<T>) {
+    if (std::isnan(x)) return T(0);
+    if (x <= A(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (x >= A(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  }
+  return T(x);
+}
+
 template <class T>
 struct LogSumOp : L2Op<T> {
   using Acc = typename L2Op<T>::Acc;
   Acc load(T v, int64_t) const { return Acc(v); }
-  T finish(Acc a, int64_t) const { return T(std::log(a)); }
+  T finish(Acc a, int64_t) const { return from_float<T>(std::log(a)); }
 };
 
 // log(sum(exp(x - shift))) + shift, with shift = the per-output maximum (computed by a first
@@ -177,8 +189,8 @@ struct LogSumExpOp : L2Op<T> {
   Acc load(T v, int64_t out) const { return std::exp(Acc(v) - shift[out]); }
   T finish(Acc a, int64_t out) const {
     // An all -inf (or empty) slice has shift -inf: the result is -inf, not NaN.
-    if (std::isinf(shift[out])) return T(shift[out]);
-    return T(std::log(a) + shift[out]);
+    if (std::isinf(shift[out])) return from_float<T>(shift[out]);
+    return from_float<T>(std::log(a) + shift[out]);
   }
 };
 

@@ -257,7 +257,7 @@ void trilu(KernelContext& ctx) {
   int64_t k = ctx.has_input(1) ? read_scalar_int(ctx.input(1), "input 1 (k)") : 0;
   bool upper = ctx.attr_int("upper") != 0;
   int64_t rows = x.shape()[size_t(x.rank() - 2)], cols = x.shape()[size_t(x.rank() - 1)];
-  int64_t all_rows = rows == 0 ? 0 : x.numel() / cols;
+  int64_t all_rows = rows == 0 || cols == 0 ? 0 : x.numel() / cols;
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (y.numel() == 0) return;
   dispatch_by_size(x.dtype(), [&]<class T>() {
