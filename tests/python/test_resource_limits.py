@@ -148,3 +148,40 @@ def test_stft_of_a_signal_that_is_not_rank_3_is_an_error(tmp_path):
                 [step, nh.from_array(np.array(2, np.int64), "len")])
     with pytest.raises(ingot.Error):
         ingot.Session(path).run({"x": np.ones(4, np.float32)})
+
+
+@pytest.mark.parametrize("op,x,y,want", [
+    ("Pow", np.array([10], np.int32), np.array([80.0], np.float32), [np.iinfo(np.int32).max]),  # saturates
+    ("Shrink", np.array([1], np.uint8), None, [0]),                                             # 1 - 3 saturates at 0
+])
+def test_integer_results_of_float_math_saturate(tmp_path, op, x, y, want):
+    dtype = {np.int32: T.INT32, np.uint8: T.UINT8}[x.dtype.type]
+    inputs = [h.make_tensor_value_info("x", dtype, list(x.shape))]
+    feeds = {"x": x}
+    attrs = {"bias": 3.0, "lambd": 0.5} if op == "Shrink" else {}
+    names = ["x"]
+    if y is not None:
+        inputs.append(h.make_tensor_value_info("p", T.FLOAT, list(y.shape)))
+        feeds["p"] = y
+        names.append("p")
+    path = save(tmp_path, [h.make_node(op, names, ["y"], **attrs)], inputs, [h.make_tensor_value_info("y", dtype, None)])
+    np.testing.assert_array_equal(ingot.Session(path).run(feeds)["y"].numpy(), want)
+
+
+def test_a_range_of_nan_is_empty_and_an_endless_one_an_error(tmp_path):
+    inputs = [h.make_tensor_value_info(n, T.FLOAT, []) for n in ("a", "b", "d")]
+    path = save(tmp_path, [h.make_node("Range", ["a", "b", "d"], ["y"])], inputs, [h.make_tensor_value_info("y", T.FLOAT, None)])
+    s = ingot.Session(path)
+    f = lambda v: np.array(v, np.float32)  # noqa: E731
+    assert s.run({"a": f(0), "b": f(np.nan), "d": f(1)})["y"].numpy().shape == (0,)
+    with pytest.raises(ingot.Error, match="endless range"):
+        s.run({"a": f(0), "b": f(np.inf), "d": f(1)})
+
+
+def test_a_convolution_whose_weight_rank_differs_is_an_error_not_a_crash(tmp_path):
+    # ONNX 1.12's shape inference crashed on this model; Ingot skips it and names the problem.
+    path = save(tmp_path, [h.make_node("ConvTranspose", ["x", "w"], ["y"])],
+                [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 3, 4, 5]), h.make_tensor_value_info("w", T.FLOAT, [1])],
+                [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(ingot.Error):
+        ingot.Session(path).run({"x": np.zeros((1, 1, 3, 4, 5), np.float32), "w": np.zeros(1, np.float32)})

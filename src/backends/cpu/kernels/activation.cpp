@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels/elementwise.h"
+#include "core/numeric.h"
 
 namespace ingot::cpu {
 namespace {
@@ -115,7 +116,7 @@ void shrink(KernelContext& ctx) {
     using C = decltype(v);
     using D = std::conditional_t<std::is_floating_point_v<C>, C, double>;
     const D x = D(v);
-    return C(x < -D(lambd) ? x + D(bias) : (x > D(lambd) ? x - D(bias) : D(0)));
+    return from_float<C>(x < -D(lambd) ? x + D(bias) : (x > D(lambd) ? x - D(bias) : D(0)));  // unsigned: saturates
   });
 }
 

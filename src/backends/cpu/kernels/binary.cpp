@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels/elementwise.h"
 #include "core/dispatch.h"
+#include "core/numeric.h"
 #include "ops/kernel.h"
 
 namespace ingot::cpu {
@@ -131,7 +132,7 @@ void pow(KernelContext& ctx) {
     if constexpr (std::is_integral_v<CX> && std::is_same_v<CX, decltype(y)>) {
       return integer_pow(x, y);
     } else {
-      return CX(std::pow(x, y));
+      return from_float<CX>(std::pow(x, y));
     }
   };
   dispatch_numeric(a.dtype(), [&]<class T>() {

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/dispatch.h"
+#include "core/numeric.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
 #include "ops/semantics/reduce_axes.h"
@@ -160,18 +161,6 @@ struct L2Op {
     return T(std::sqrt(a));  // integers truncate, as numpy's astype
   }
 };
-
-// A float result in T: integer outputs saturate (log of 0 is -inf; converting a non-finite or
-// out-of-range float to an integer is undefined behaviour, found by fuzz/graph_fuzzer.cpp).
-template <class T, class A>
-T from_float(A x) {
-  if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(x)) return T(0);
-    if (x <= A(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-    if (x >= A(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  }
-  return T(x);
-}
 
 template <class T>
 struct LogSumOp : L2Op<T> {

@@ -8,6 +8,7 @@
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/tensor_copy.h"
 #include "core/dispatch.h"
+#include "core/numeric.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
 #include "ops/semantics/dropout_args.h"
@@ -188,8 +189,10 @@ void range(KernelContext& ctx) {
   dispatch<DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64>(start_t.dtype(), [&]<class T>() {
     T start = ctx.input(0).data<T>()[0], limit = ctx.input(1).data<T>()[0], delta = ctx.input(2).data<T>()[0];
     if (delta == T(0)) fail("input 2 (delta): must not be zero");
-    double steps = std::ceil((double(limit) - double(start)) / double(delta));
-    int64_t n = std::max<int64_t>(0, int64_t(steps));
+    const double steps = std::ceil((double(limit) - double(start)) / double(delta));
+    if (!std::isfinite(steps) && steps > 0) fail("start {}, limit {} and delta {} make an endless range", start, limit, delta);
+    // (NaN: no element; more than 64 bits count: refused by the allocation)
+    const int64_t n = std::isnan(steps) ? 0 : std::max<int64_t>(0, from_float<int64_t>(steps));
     T* out = ctx.allocate(0, start_t.dtype(), {n}).template data<T>();
     for (int64_t i = 0; i < n; ++i) out[i] = T(start + T(i) * delta);
   });
