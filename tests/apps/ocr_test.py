@@ -12,10 +12,11 @@ the annotated PNG and JSON, and clear errors for unreadable input. Exit 77 (skip
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unicodedata
+
+from app_test_util import expect_error, run
 
 PAGE = "/usr/lib/python3/dist-packages/skimage/data/page.png"
 EXPECTED = [
@@ -40,16 +41,6 @@ def edit_distance(a, b):
         for j, cb in enumerate(b, 1):
             prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
     return row[-1]
-
-
-def run(cmd, env=None, expect_ok=True):
-    cmd = [str(c) for c in cmd]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    print("$", " ".join(cmd), "->", r.returncode)
-    print(r.stdout + r.stderr)
-    if expect_ok and r.returncode != 0:
-        sys.exit(f"FAIL: exit status {r.returncode}")
-    return r
 
 
 def check_lines(lines, who):
@@ -99,17 +90,12 @@ def main():
             if f.read(8) != b"\x89PNG\r\n\x1a\n":
                 sys.exit("FAIL: --output did not write a PNG")
 
-        missing = run([args.app, f"{tmp}/no-such.png", "--package-dir", packages], expect_ok=False)
-        if missing.returncode == 0 or "no-such.png" not in missing.stderr:
-            sys.exit("FAIL: a missing image must fail with an error naming it")
+        expect_error([args.app, f"{tmp}/no-such.png", "--package-dir", packages], "no-such.png", "a missing image")
         with open(f"{tmp}/text.png", "w") as f:
             f.write("not an image\n")
-        bad = run([args.app, f"{tmp}/text.png", "--package-dir", packages], expect_ok=False)
-        if bad.returncode == 0 or "text.png" not in bad.stderr:
-            sys.exit("FAIL: an unreadable image must fail with an error naming it")
-        no_models = run([args.app, page, "--model-dir", f"{tmp}/nothing", "--package-dir", packages], expect_ok=False)
-        if no_models.returncode == 0 or "fetch-models.sh" not in no_models.stderr:
-            sys.exit("FAIL: missing models must fail with an error that says how to fetch them")
+        expect_error([args.app, f"{tmp}/text.png", "--package-dir", packages], "text.png", "an unreadable image")
+        expect_error([args.app, page, "--model-dir", f"{tmp}/nothing", "--package-dir", packages], "fetch-models.sh",
+                     "missing models")
 
         if args.python_app:
             env = dict(os.environ, PYTHONPATH=args.pythonpath or "")

@@ -23,20 +23,12 @@ import tempfile
 import wave
 
 import numpy as np
+from app_test_util import expect_error, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBRIVOX_DIR = "/usr/share/pocketsphinx/test/data/librivox"
 GAPS = [1.0, 0.6, 1.5, 0.4]
 WINDOW = 512
-
-
-def run(cmd, env=None, expect_ok=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    print("$", " ".join(cmd), "->", r.returncode)
-    print((r.stdout + r.stderr).strip())
-    if expect_ok and r.returncode != 0:
-        sys.exit(f"FAIL: exit status {r.returncode}")
-    return r
 
 
 def read_pcm16(path):
@@ -158,14 +150,10 @@ def main():
         compare(ingot_vad(f"{tmp}/stereo.wav", "stereo"), ref, "stereo 22.05 kHz", tolerance=3 * WINDOW,
                 check_probs=False)
 
-        missing = run([args.app, f"{tmp}/no-such.wav", "--package-dir", packages], expect_ok=False)
-        if missing.returncode == 0 or "no-such.wav" not in missing.stderr:
-            sys.exit("FAIL: a missing file must fail with an error naming it")
+        expect_error([args.app, f"{tmp}/no-such.wav", "--package-dir", packages], "no-such.wav", "a missing file")
         with open(f"{tmp}/text.wav", "w") as f:
             f.write("not audio\n")
-        bad = run([args.app, f"{tmp}/text.wav", "--package-dir", packages], expect_ok=False)
-        if bad.returncode == 0 or "not a WAV file" not in bad.stderr:
-            sys.exit("FAIL: a file that is not WAV must fail with an error saying so")
+        expect_error([args.app, f"{tmp}/text.wav", "--package-dir", packages], "not a WAV file", "a file that is not WAV")
 
         if args.python_app:
             env = dict(os.environ, PYTHONPATH=args.pythonpath or "")
