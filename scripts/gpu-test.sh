@@ -9,7 +9,8 @@
 #                                     beside it: unpacks and runs WHAT (default: all) and prints a
 #                                     summary. WHAT is any of: unit node models fp16 gradcheck autograd train trainbench profile latency
 #                                     bench apps memcheck all, racecheck and synccheck (only when named;
-#                                     SANITIZER_FILTER=PATTERN limits the tests under compute-sanitizer), python (only when named; bundle with
+#                                     SANITIZER_FILTER=PATTERN limits the tests under compute-sanitizer; racecheck and
+#                                     synccheck instrument Ingot's kernels only, SANITIZER_KERNELS=all every kernel), python (only when named; bundle with
 #                                     INGOT_BUNDLE_PYTHON=1: the Python module built there, its tests,
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
@@ -423,8 +424,12 @@ run() {
       fi
       # The out-of-memory test makes cudaMalloc fail on purpose, which memcheck reports as an API error.
       # SANITIZER_FILTER=PATTERN: only those GPU tests (racecheck and synccheck are slow: shared-memory kernels first).
-      local rc=0
-      "$sanitizer" --tool "$tool" --error-exitcode 9 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
+      # racecheck and synccheck instrument the kernels named ingot::... and NVRTC's ingot_fused*
+      # (Ingot's own code); cuDNN's and cuBLAS's run uninstrumented (NVIDIA's to check, and too slow
+      # under racecheck; synccheck overflows on their cuda::barrier use). SANITIZER_KERNELS=all: every one.
+      local rc=0 only=()
+      if [ "$tool" != memcheck ] && [ "${SANITIZER_KERNELS:-ingot}" != all ]; then only=(--kernel-name kns=ingot); fi
+      "$sanitizer" --tool "$tool" "${only[@]}" --error-exitcode 9 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
         --gtest_filter="${SANITIZER_FILTER:-*}:-CudaMemory.OutOfMemoryIsAnErrorAndTheProcessStaysUsable" \
         >"$out/$tool.log" 2>&1 || rc=$?
       tail -n 4 "$out/$tool.log"

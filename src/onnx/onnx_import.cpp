@@ -8,6 +8,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include "core/isolated.h"
 #include "onnx/onnx_normalize.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <unordered_set>
 
@@ -306,15 +308,38 @@ class Importer {
   std::unordered_set<std::string> node_names_;
 };
 
-// Writes the types ONNX's shape inference found back into the proto's value_info.
+// Writes the types ONNX's shape inference found back into the proto's value_info. Inference is
+// advisory (kernels compute exact shapes at run time; a model ONNX cannot infer, with custom domains
+// or newer opsets, still loads), and libonnx's inference functions read past what their schemas
+// check on hostile models (fuzz/graph_fuzzer.cpp found one crash after another), so it runs in a
+// child process: a crash or a hang there costs the model its static types, never the process.
+// The child sends back the model without its initializers' data (inference does not change them).
 void infer_shapes(onnx::ModelProto& proto) {
-  try {
-    onnx::ShapeInferenceOptions options(false, 0, true);
-    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception&) {
-    // Inference is advisory: kernels compute exact shapes at run time. A model ONNX cannot
-    // infer (custom domains, new opsets) still loads.
+  constexpr double kInferenceTimeLimitS = 60;
+  IsolatedResult inferred = run_isolated(
+      [&proto] {
+        try {
+          onnx::ShapeInferenceOptions options(false, 0, true);
+          onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+        } catch (const std::exception&) {
+          // What it inferred before the failure stands.
+        }
+        proto.mutable_graph()->clear_initializer();
+        proto.mutable_graph()->clear_sparse_initializer();
+        return proto.SerializeAsString();
+      },
+      kInferenceTimeLimitS);
+  onnx::ModelProto result;
+  if (!inferred.bytes || !result.ParseFromString(*inferred.bytes)) {
+    if (inferred.why.starts_with("could not")) {  // no child process here: say so once
+      static std::once_flag said;
+      std::call_once(said, [&] { fmt::print(stderr, "ingot: ONNX shape inference skipped: {}\n", inferred.why); });
+    }
+    return;
   }
+  result.mutable_graph()->mutable_initializer()->Swap(proto.mutable_graph()->mutable_initializer());
+  result.mutable_graph()->mutable_sparse_initializer()->Swap(proto.mutable_graph()->mutable_sparse_initializer());
+  proto = std::move(result);
 }
 
 }  // namespace
@@ -337,7 +362,7 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
     }
     sort_nodes_topologically(proto);
     register_shape_rule_schemas();
-    const bool inferable = safe_for_shape_inference(proto);
+    const bool inferable = checked_for_shape_inference(proto);
     if (inferable) infer_shapes(proto);
     int64_t have = 0;
     for (const auto& op : proto.opset_import()) {

@@ -109,32 +109,8 @@ void sort_graph(onnx::GraphProto& g) {
   g.mutable_node()->Swap(&nodes);
 }
 
-// Declared ranks of a graph's inputs and initializers.
-std::unordered_map<std::string, int> declared_ranks(const onnx::GraphProto& g) {
-  std::unordered_map<std::string, int> ranks;
-  for (const auto& i : g.initializer()) ranks[i.name()] = i.dims_size();
-  for (const auto& i : g.input())
-    if (i.type().has_tensor_type() && i.type().tensor_type().has_shape())
-      ranks[i.name()] = i.type().tensor_type().shape().dim_size();
-  return ranks;
-}
-
 bool nodes_check(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets) {
-  const std::unordered_map<std::string, int> ranks = declared_ranks(g);
   for (const auto& n : g.node()) {
-    // ONNX 1.12's inference functions read dims their schema's checks do not ensure: STFT of a signal
-    // that is not [batch, length, 1|2], convolutions whose weight's rank is not the data's.
-    auto rank_of = [&](int i) {
-      auto r = i < n.input_size() ? ranks.find(n.input(i)) : ranks.end();
-      return r == ranks.end() ? -1 : r->second;
-    };
-    if (n.op_type() == "STFT" && rank_of(0) >= 0 && rank_of(0) != 3) return false;
-    static const std::unordered_map<std::string, std::pair<int, int>> data_and_weight = {
-        {"Conv", {0, 1}}, {"ConvTranspose", {0, 1}}, {"ConvInteger", {0, 1}}, {"QLinearConv", {0, 3}}};
-    if (auto c = data_and_weight.find(n.op_type()); c != data_and_weight.end()) {
-      const int x = rank_of(c->second.first), w = rank_of(c->second.second);
-      if (x >= 0 && w >= 0 && (x != w || x < 3)) return false;
-    }
     const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
     auto version = opsets.find(domain);
     if (version != opsets.end()) {
@@ -184,7 +160,7 @@ void sort_nodes_topologically(onnx::ModelProto& proto) {
   if (proto.has_graph()) sort_graph(*proto.mutable_graph());
 }
 
-bool safe_for_shape_inference(const onnx::ModelProto& proto) {
+bool checked_for_shape_inference(const onnx::ModelProto& proto) {
   if (!proto.has_graph()) return false;
   std::vector<const std::unordered_set<std::string>*> scopes;
   if (!resolves(proto.graph(), scopes)) return false;

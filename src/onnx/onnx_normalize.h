@@ -16,10 +16,10 @@ void sort_nodes_topologically(onnx::ModelProto& proto);
 // Whether ONNX's shape inference may run on the model: every value a node (or a graph output) reads
 // is defined before it (a graph input, an initializer, an earlier node's output or an outer graph's
 // value), and every node of a known op passes its schema's check (inputs, outputs, attributes).
-// ONNX 1.12's inference crashes on some models that break these (a Shape of an undefined value
-// under data propagation, a Scan without its body, an STFT of a signal that is not rank 3: found by
-// fuzz/onnx_import_fuzzer.cpp and fuzz/graph_fuzzer.cpp), so the
-// importer runs it only on models that pass; Ingot's verifier then names what is wrong.
-bool safe_for_shape_inference(const onnx::ModelProto& proto);
+// ONNX's inference assumes a checked model (it crashes on a Shape of an undefined value under data
+// propagation, a Scan without its body); it runs only on models that pass, in a child process
+// (onnx_import.cpp: its functions still read past their checks on some hostile models), and
+// Ingot's verifier then names what is wrong with the others.
+bool checked_for_shape_inference(const onnx::ModelProto& proto);
 
 }  // namespace ingot

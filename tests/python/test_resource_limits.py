@@ -185,3 +185,13 @@ def test_a_convolution_whose_weight_rank_differs_is_an_error_not_a_crash(tmp_pat
                 [h.make_tensor_value_info("y", T.FLOAT, None)])
     with pytest.raises(ingot.Error):
         ingot.Session(path).run({"x": np.zeros((1, 1, 3, 4, 5), np.float32), "w": np.zeros(1, np.float32)})
+
+
+def test_a_layer_normalization_axis_out_of_range_is_an_error_not_a_crash(tmp_path):
+    # ONNX 1.12's shape inference reads past the input's dims here (found by fuzz/graph_fuzzer.cpp).
+    # It runs in a child process (src/core/isolated.h): its crash costs only the static types.
+    path = save(tmp_path, [h.make_node("LayerNormalization", ["x", "scale"], ["y"], axis=-3)],
+                [h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                [nh.from_array(np.ones(3, np.float32), "scale")])
+    with pytest.raises(ingot.Error, match="axis"):
+        ingot.Session(path).run({"x": np.ones((2, 3), np.float32)})

@@ -1,11 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cmath>
+#include <stdexcept>
+#include <thread>
 #include <filesystem>
 #include <limits>
 #include <numeric>
 
 #include "core/broadcast.h"
+#include "core/isolated.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
 #include "test_util.h"
@@ -162,6 +166,36 @@ TEST(ThreadPool, CoversRangeOnceAndPropagatesErrors) {
     total += e - b;
   });
   EXPECT_EQ(total, 10);
+}
+
+TEST(Isolated, ReturnsTheChildsBytesAndKeepsThisProcessAliveThroughItsCrashes) {
+  int in_parent = 1;
+  IsolatedResult ok = run_isolated(
+      [&] {
+        in_parent = 2;  // the child's copy: never seen here
+        return std::string("a\0b", 3) + std::string(200000, 'x');  // longer than a pipe's buffer
+      },
+      30);
+  ASSERT_TRUE(ok.bytes) << ok.why;
+  EXPECT_EQ(ok.bytes->size(), 200003u);
+  EXPECT_EQ(ok.bytes->substr(0, 3), std::string("a\0b", 3));
+  EXPECT_EQ(in_parent, 1);
+
+  IsolatedResult crashed = run_isolated([]() -> std::string { std::raise(SIGSEGV); return "unreached"; }, 30);
+  EXPECT_FALSE(crashed.bytes);
+  EXPECT_NE(crashed.why.find("killed by signal 11"), std::string::npos) << crashed.why;
+
+  IsolatedResult aborted = run_isolated([]() -> std::string { std::abort(); }, 30);
+  EXPECT_FALSE(aborted.bytes);
+  EXPECT_NE(aborted.why.find("signal 6"), std::string::npos) << aborted.why;
+
+  IsolatedResult threw = run_isolated([]() -> std::string { throw std::runtime_error("no shapes"); }, 30);
+  EXPECT_FALSE(threw.bytes);
+  EXPECT_EQ(threw.why, "failed: no shapes");
+
+  IsolatedResult hung = run_isolated([]() -> std::string { std::this_thread::sleep_for(std::chrono::hours(1)); return ""; }, 0.2);
+  EXPECT_FALSE(hung.bytes);
+  EXPECT_EQ(hung.why, "did not finish within 0.2 s");
 }
 
 TEST(Error, ContextIsPrefixedOnce) {
