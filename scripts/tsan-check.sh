@@ -14,5 +14,5 @@ bash scripts/bootstrap.sh
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGOT_WITH_CUDA=OFF -DINGOT_SANITIZE=thread >/dev/null
 cmake --build build-tsan --target ingot-unit-tests
 bash scripts/fetch-models.sh >/dev/null
-filter="${1:---gtest_filter=Concurrency.*:KernelRegistry.*}"
+filter="${1:---gtest_filter=Concurrency.*:KernelRegistry.*:Isolated.*}"
 OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/ingot-unit-tests "$filter"

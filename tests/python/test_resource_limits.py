@@ -195,3 +195,27 @@ def test_a_layer_normalization_axis_out_of_range_is_an_error_not_a_crash(tmp_pat
                 [nh.from_array(np.ones(3, np.float32), "scale")])
     with pytest.raises(ingot.Error, match="axis"):
         ingot.Session(path).run({"x": np.ones((2, 3), np.float32)})
+
+
+@pytest.mark.parametrize("op,dtype", [("Mul", np.uint16), ("Mul", np.int16), ("Add", np.int32), ("Sub", np.int64),
+                                      ("Mul", np.int64), ("Sum", np.int32), ("ReduceSum", np.int64),
+                                      ("ReduceProd", np.int32), ("ReduceL1", np.int64)])
+def test_integer_arithmetic_wraps_like_numpy(tmp_path, op, dtype):
+    # Signed overflow (and a 16-bit product promoted to int) was undefined behaviour in C++ (found by
+    # fuzz/graph_fuzzer.cpp: uint16 65531 * 65531); integers wrap, as numpy computes them.
+    info = np.iinfo(dtype)
+    x = np.array([info.max, info.min, info.max - 4, 3], dtype)
+    y = np.array([info.max, -1 if info.min < 0 else 7, info.max - 4, info.max], dtype)
+    t = {np.uint16: T.UINT16, np.int16: T.INT16, np.int32: T.INT32, np.int64: T.INT64}[dtype]
+    reduce = op.startswith("Reduce")
+    names = ["x"] if reduce else ["x", "y"]
+    inputs = [h.make_tensor_value_info(n, t, [4]) for n in names]
+    path = save(tmp_path, [h.make_node(op, names, ["z"], keepdims=0) if reduce else h.make_node(op, names, ["z"])],
+                inputs, [h.make_tensor_value_info("z", t, None)])
+    feeds = {"x": x} if reduce else {"x": x, "y": y}
+    got = ingot.Session(path).run(feeds)["z"].numpy()
+    with np.errstate(over="ignore"):
+        want = {"Mul": lambda: x * y, "Add": lambda: x + y, "Sub": lambda: x - y, "Sum": lambda: x + y,
+                "ReduceSum": lambda: np.sum(x, dtype=dtype), "ReduceProd": lambda: np.prod(x, dtype=dtype),
+                "ReduceL1": lambda: np.sum(np.abs(x), dtype=dtype)}[op]()
+    np.testing.assert_array_equal(got, want)

@@ -133,4 +133,40 @@ inline int run_models_concurrently(const SessionOptions& options, int threads, i
   return models;
 }
 
+// Many sessions at once: `threads` threads each load every real model into a Session of their own
+// (import, ONNX's inference in a child process, the passes, the memory plan) and run it, and every
+// output must equal a single-threaded session's. Returns how many models were found.
+inline int load_models_concurrently(const SessionOptions& options, int threads, double rtol = 0) {
+  std::vector<std::pair<fs::path, const ModelCase*>> found;
+  for (const ModelCase& m : kModels)
+    if (auto path = find_model(m.file)) found.emplace_back(*path, &m);
+  std::vector<std::vector<std::pair<std::string, Tensor>>> feeds;
+  std::vector<std::vector<Tensor>> expected;
+  for (const auto& [path, m] : found) {
+    feeds.push_back(make_inputs(*m, 99u));
+    expected.push_back(Session::load(path.string(), options).run(feeds.back()));
+  }
+  std::vector<std::string> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (size_t k = 0; k < found.size(); ++k) {
+          const size_t i = (k + size_t(t)) % found.size();  // threads start on different models
+          std::vector<Tensor> got = Session::load(found[i].first.string(), options).run(feeds[i]);
+          for (size_t o = 0; o < got.size(); ++o) {
+            if (!matches(got[o], expected[i][o], rtol) && errors[size_t(t)].empty())
+              errors[size_t(t)] = found[i].second->file + ": output " + std::to_string(o) + " differs";
+          }
+        }
+      } catch (const std::exception& e) {
+        errors[size_t(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(errors[size_t(t)], "") << "thread " << t;
+  return int(found.size());
+}
+
 }  // namespace ingot::testing

@@ -61,13 +61,13 @@ void check_no_zero_divisor(const Tensor& b, const char* op) {
 }
 
 void add(KernelContext& ctx) {
-  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x + y; });
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return wrapping_add(x, y); });
 }
 void sub(KernelContext& ctx) {
-  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x - y; });
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return wrapping_sub(x, y); });
 }
 void mul(KernelContext& ctx) {
-  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return x * y; });
+  binary_kernel<void, INGOT_NUMERIC_TYPES>(ctx, [](auto x, auto y) { return wrapping_mul(x, y); });
 }
 
 void div(KernelContext& ctx) {
@@ -308,7 +308,7 @@ void min(KernelContext& ctx) {
 }
 void sum(KernelContext& ctx) {
   variadic_fold<INGOT_NUMERIC_TYPES>(
-      ctx, [](auto a, auto b) { return a + b; }, false);
+      ctx, [](auto a, auto b) { return wrapping_add(a, b); }, false);
 }
 void mean(KernelContext& ctx) {
   variadic_fold<INGOT_FLOAT_TYPES>(

@@ -14,6 +14,7 @@
 #include "core/broadcast.h"
 #include "core/dispatch.h"
 #include "core/half_convert.h"
+#include "core/numeric.h"
 #include "core/thread_pool.h"
 #include "ops/kernel.h"
 
@@ -33,13 +34,6 @@ bool is_nan(C x) {
   } else {
     return false;
   }
-}
-
-// -x with two's-complement wrap-around (no undefined behaviour for the most negative value).
-template <class C>
-C wrapping_neg(C x) {
-  using U = std::make_unsigned_t<C>;
-  return C(U(0) - U(x));
 }
 
 template <class T>

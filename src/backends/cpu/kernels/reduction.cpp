@@ -117,7 +117,7 @@ struct SumOp {
   using Acc = AccOf<T, false>;
   static Acc identity() { return Acc(0); }
   Acc load(T v, int64_t) const { return Acc(v); }
-  static Acc combine(Acc a, Acc b) { return a + b; }
+  static Acc combine(Acc a, Acc b) { return wrapping_add(a, b); }  // integers wrap, as numpy's
   T finish(Acc a, int64_t) const { return T(a); }
 };
 
@@ -136,7 +136,7 @@ struct MeanOp : SumOp<T> {
 template <class T>
 struct SumSquareOp : SumOp<T> {
   using Acc = typename SumOp<T>::Acc;
-  Acc load(T v, int64_t) const { return Acc(v) * Acc(v); }
+  Acc load(T v, int64_t) const { return wrapping_mul(Acc(v), Acc(v)); }
 };
 
 template <class T>
@@ -147,7 +147,7 @@ struct L1Op : SumOp<T> {
     if constexpr (std::is_unsigned_v<Acc>)
       return a;
     else
-      return a < Acc(0) ? Acc(0) - a : a;
+      return a < Acc(0) ? wrapping_neg(a) : a;
   }
 };
 
@@ -155,7 +155,7 @@ template <class T>
 struct L2Op {
   using Acc = AccOf<T, true>;
   static Acc identity() { return Acc(0); }
-  Acc load(T v, int64_t) const { return Acc(v) * Acc(v); }
+  Acc load(T v, int64_t) const { return wrapping_mul(Acc(v), Acc(v)); }
   static Acc combine(Acc a, Acc b) { return a + b; }
   T finish(Acc a, int64_t) const {
     return T(std::sqrt(a));  // integers truncate, as numpy's astype
@@ -187,7 +187,7 @@ template <class T>
 struct ProdOp : SumOp<T> {
   using Acc = typename SumOp<T>::Acc;
   static Acc identity() { return Acc(1); }
-  static Acc combine(Acc a, Acc b) { return a * b; }
+  static Acc combine(Acc a, Acc b) { return wrapping_mul(a, b); }
 };
 
 // Max/Min keep the input type's range; NaN is sticky (once an accumulator is NaN it stays NaN).

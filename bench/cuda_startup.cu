@@ -1,13 +1,16 @@
 // The floor of a GPU process's cold start, with no Ingot code: how long CUDA itself takes from
 // process start to each of the steps an inference process needs (the driver, the primary context,
-// a stream, cuDNN's and cuBLASLt's handles, a first weight upload). Ingot's own share of a cold
+// a stream, a first kernel launch (CUDA loads modules lazily: the first launch pays for it), cuDNN's
+// and cuBLASLt's handles, a first weight upload), and process exit. Ingot's own share of a cold
 // start is `ingot run`'s time minus this (docs/PERFORMANCE.md "Cold start (H200)").
 //
 //   ingot-bench-cuda-startup [--upload-mb N]
 //
 // Prints one line per step: milliseconds since the process started (from /proc/self/stat's start
 // time, so dynamic loading before main counts) and the step's own time. Run it several times: the
-// first run of a machine pays for reading the libraries from disk.
+// first run of a machine pays for reading the libraries from disk. The last line is the end of
+// main: a caller that times the whole process (scripts/gpu-test.sh `startup`) gets the cost of
+// exit (atexit handlers, CUDA's teardown) as its wall time minus that.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -41,6 +44,10 @@ double process_age_ms() {
   clock_gettime(CLOCK_BOOTTIME, &now);
   return (double(now.tv_sec) + double(now.tv_nsec) * 1e-9 - start_s) * 1e3;
 }
+
+// A kernel of this program's own module: its first launch loads the module (lazy loading, the
+// default since CUDA 12.2), the next ones only launch.
+__global__ void touch(float* p) { p[threadIdx.x] += 1.0f; }
 
 using Clock = std::chrono::steady_clock;
 Clock::time_point g_main;
@@ -97,6 +104,14 @@ int main(int argc, char** argv) {
   const size_t bytes = upload_mb << 20;
   std::vector<char> host(bytes, 1);
   step("cudaMalloc", [&] { check(cudaMalloc(&device, bytes) == cudaSuccess, "cudaMalloc"); });
+  step("first kernel launch (module load)", [&] {
+    touch<<<1, 32, 0, stream>>>(static_cast<float*>(device));
+    check(cudaStreamSynchronize(stream) == cudaSuccess, "first kernel launch");
+  });
+  step("second kernel launch", [&] {
+    touch<<<1, 32, 0, stream>>>(static_cast<float*>(device));
+    check(cudaStreamSynchronize(stream) == cudaSuccess, "second kernel launch");
+  });
   step("cudaHostAlloc 32 MB", [&] { check(cudaHostAlloc(&pinned, 32 << 20, cudaHostAllocDefault) == cudaSuccess, "cudaHostAlloc"); });
   step("upload (pageable, cudaMemcpy)", [&] {
     check(cudaMemcpy(device, host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
@@ -114,5 +129,6 @@ int main(int argc, char** argv) {
     check(cudaStreamSynchronize(stream) == cudaSuccess, "cudaStreamSynchronize");
   });
   std::printf("(upload: %zu MB)\n", upload_mb);
+  std::printf("%-34s %9.1f ms since start\n", "end of main", g_age_at_main + std::chrono::duration<double, std::milli>(Clock::now() - g_main).count());
   return 0;
 }
