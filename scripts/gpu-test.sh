@@ -484,9 +484,11 @@ PYEOF
       # limit, docs/RELIABILITY.md): such a suite is reported as "tool error", apart from hazards.
       local only=() suite src verdict clean
       if [ "${SANITIZER_KERNELS:-ingot}" != all ]; then only=(--kernel-name kns=ingot); fi
-      for suite in $("$dir/bin/ingot-gpu-tests" --gtest_list_tests --gtest_filter="${SANITIZER_FILTER:-*}" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.'); do
+      for suite in $("$dir/bin/ingot-gpu-tests" --gtest_list_tests --gtest_filter="${SANITIZER_FILTER:-*}" |
+                     awk '/^[A-Za-z0-9_]+\.$/ {suite = substr($1, 1, length($1) - 1); next}
+                          /^  [A-Za-z0-9_]/ && $1 !~ /^DISABLED_/ && suite != "" {print suite; suite = ""}'); do
         src=0
-        timeout "${SANITIZER_SUITE_TIMEOUT:-120}" "$sanitizer" --tool "$tool" "${only[@]}" --error-exitcode 9 \
+        INGOT_MODEL_CACHE="$dir/data/models" timeout "${SANITIZER_SUITE_TIMEOUT:-120}" "$sanitizer" --tool "$tool" "${only[@]}" --error-exitcode 9 \
           "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter="$suite.*:-CudaMemory.OutOfMemoryIsAnErrorAndTheProcessStaysUsable" \
           >"$out/$tool-$suite.log" 2>&1 || src=$?
         verdict="exit $src: $(grep -m1 -E 'SUMMARY' "$out/$tool-$suite.log")"
