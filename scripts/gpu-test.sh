@@ -395,7 +395,12 @@ run() {
       if [ -x "$dir/bin/ingot-bench-cuda-startup" ]; then
         for i in 1 2 3 4 5; do
           t0=$(date +%s.%N); "$dir/bin/ingot-bench-cuda-startup" >"$out/cuda-startup-$i.txt"; t1=$(date +%s.%N)
-          echo "cuda-startup $i: $(grep -E '^(cudaFree|first kernel|second kernel|end of main)' "$out/cuda-startup-$i.txt" | awk '{printf "%s %s | ", $1, $(NF-1)}')process wall $(awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}") ms"
+          local end_ms wall_ms
+          end_ms=$(sed -n 's/^end of main *\([0-9.]*\) ms since start.*/\1/p' "$out/cuda-startup-$i.txt")
+          wall_ms=$(awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}")
+          echo "cuda-startup $i: context at $(sed -n 's/^cudaFree(0) (primary context) *\([0-9.]*\) ms since start.*/\1/p' "$out/cuda-startup-$i.txt") ms," \
+            "first kernel launch $(sed -n 's/^first kernel launch (module load) .* \([0-9.]*\) ms$/\1/p' "$out/cuda-startup-$i.txt") ms," \
+            "end of main at $end_ms ms, process wall $wall_ms ms (exit and exec: $(awk "BEGIN {printf \"%.0f\", $wall_ms - $end_ms}") ms)"
         done
         cat "$out/cuda-startup-1.txt"
       fi

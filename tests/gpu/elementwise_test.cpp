@@ -1,4 +1,4 @@
-// CUDA elementwise kernels against the CPU kernels (src/backends/cuda/kernels/elementwise.cu).
+// CUDA elementwise kernels against the CPU kernels (src/backends/cuda/kernels/elementwise_*.cu).
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {

@@ -3,7 +3,7 @@
 // into the library's interpreter kernel (fused_elementwise.cu), and the code generator
 // (backends/cuda/fused_codegen.cpp) puts it in front of every kernel it hands to NVRTC. So it
 // includes nothing (NVRTC then needs no headers): 16-bit conversions are PTX, names are prefixed.
-// The op formulas are the unfused CUDA kernels' (elementwise.cu), in float32.
+// The op formulas are the unfused CUDA kernels' (elementwise.cuh), in float32.
 #pragma once
 
 #define INGOT_FUSED_MAX_INPUTS 8
