@@ -88,6 +88,7 @@ IsolatedResult run_isolated(const std::function<std::string()>& work, double tim
     child_main(fds[1], work);
   }
   ::close(fds[1]);
+  result.started = true;
 
   // Read until the child closes its end (it finished or died) or the time is up.
   using Clock = std::chrono::steady_clock;

@@ -14,6 +14,7 @@
 namespace ingot {
 
 struct IsolatedResult {
+  bool started = false;              // a child ran (false: no pipe or no fork here)
   std::optional<std::string> bytes;  // what `work` returned; empty when it did not finish
   std::string why;                   // when it did not: "killed by signal 11 (Segmentation fault)", ...
 };

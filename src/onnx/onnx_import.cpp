@@ -331,7 +331,7 @@ void infer_shapes(onnx::ModelProto& proto) {
       kInferenceTimeLimitS);
   onnx::ModelProto result;
   if (!inferred.bytes || !result.ParseFromString(*inferred.bytes)) {
-    if (inferred.why.starts_with("could not")) {  // no child process here: say so once
+    if (!inferred.started) {  // no child process here: say so once
       static std::once_flag said;
       std::call_once(said, [&] { fmt::print(stderr, "ingot: ONNX shape inference skipped: {}\n", inferred.why); });
     }

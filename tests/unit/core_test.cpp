@@ -177,12 +177,14 @@ TEST(Isolated, ReturnsTheChildsBytesAndKeepsThisProcessAliveThroughItsCrashes) {
       },
       30);
   ASSERT_TRUE(ok.bytes) << ok.why;
+  EXPECT_TRUE(ok.started);
   EXPECT_EQ(ok.bytes->size(), 200003u);
   EXPECT_EQ(ok.bytes->substr(0, 3), std::string("a\0b", 3));
   EXPECT_EQ(in_parent, 1);
 
   IsolatedResult crashed = run_isolated([]() -> std::string { std::raise(SIGSEGV); return "unreached"; }, 30);
   EXPECT_FALSE(crashed.bytes);
+  EXPECT_TRUE(crashed.started);
   EXPECT_NE(crashed.why.find("killed by signal 11"), std::string::npos) << crashed.why;
 
   IsolatedResult aborted = run_isolated([]() -> std::string { std::abort(); }, 30);
