@@ -13,7 +13,9 @@ whose conversion or run fails is reported (its error in the JSON) and the others
 
 Each model is converted once (timed too), then every variant runs `--reps` times after one untimed
 run that warms the page cache: the numbers are a fresh process with the files in the OS cache (the
-usual case for an app launch), median of the repetitions. Inputs are the real-model test inputs
+usual case for an app launch), median of the repetitions: the time from process start to its first
+output (the first byte `ingot run` writes, once the outputs are computed) and the process wall time
+(start to exit). Inputs are the real-model test inputs
 (tests/models/make_inputs.py; Silero VAD: its first step).
 """
 import argparse
@@ -36,14 +38,32 @@ def find(cache, file):
     return None
 
 
-def timed(cmd, reps):
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # warm the page cache
-    times = []
+def launch(cmd, env=None):
+    """One fresh process: (ms from its start to its first output on stdout, ms to its exit).
+
+    `ingot run` prints its outputs' summary once they are computed and flushes it then, so the first
+    byte on the pipe is the first output; what follows it is printing and process exit."""
+    start = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = p.stdout.read(1)
+    first_ms = (time.perf_counter() - start) * 1000
+    _, err = p.communicate()
+    wall_ms = (time.perf_counter() - start) * 1000
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd, stderr=err)
+    return (first_ms if first else wall_ms), wall_ms
+
+
+def timed(cmd, reps, env=None):
+    """Median and minimum over `reps` fresh processes (after one untimed run that warms the page cache)
+    of the time to first output, and the median process wall time."""
+    launch(cmd, env)
+    firsts, walls = [], []
     for _ in range(reps):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times), min(times)
+        first, wall = launch(cmd, env)
+        firsts.append(first)
+        walls.append(wall)
+    return statistics.median(firsts), min(firsts), statistics.median(walls)
 
 
 def main():
@@ -59,8 +79,16 @@ def main():
     ap.add_argument("--spec", default=os.path.join(ROOT, "tests/models/models.json"),
                     help="model list (tests/models/models.json's format; default: the real models)")
     ap.add_argument("--json", help="also write the results as JSON here")
+    ap.add_argument("--precision", help="convert the packages with --precision (fp16, bf16; default fp32)")
+    ap.add_argument("--only-packages", action="store_true", help="time the .ingot packages only, not the .onnx files")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set for the conversions and every run (repeatable)")
+    ap.add_argument("--also-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="time each package again with this environment variable set (an A/B in the same call; "
+                         "repeatable, each one a variant of its own)")
     args = ap.parse_args()
     spec = json.load(open(args.spec))["models"]
+    base_env = dict(os.environ, **dict(a.partition("=")[::2] for a in args.env))
     rows, errors = [], []
     with tempfile.TemporaryDirectory() as tmp:
         input_dir = args.inputs or tmp
@@ -75,18 +103,29 @@ def main():
             pkg = os.path.join(tmp, m["name"] + ".ingot")
             try:
                 start = time.perf_counter()
+                precision = ["--precision", args.precision] if args.precision else []
                 subprocess.run([args.ingot, "convert", onnx, "-o", pkg, "--quiet", "--device", args.device]
-                               + m.get("convert_args", []), check=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+                               + m.get("convert_args", []) + precision, check=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=base_env)
                 convert_ms = (time.perf_counter() - start) * 1000
                 inputs = []
                 for name, file in m["inputs"].items():
                     inputs += ["--input", f"{name}={os.path.join(input_dir, file.replace('{k}', '0'))}"]
                 row = {"model": m["name"], "onnx_mb": os.path.getsize(onnx) / 1e6,
                        "ingot_mb": os.path.getsize(pkg) / 1e6, "convert_ms": convert_ms}
-                for kind, path in (("onnx", onnx), ("ingot", pkg)):
+                if args.precision:
+                    row["model"] += " " + args.precision
+                variants = [("ingot", pkg, base_env)]
+                if not args.only_packages:
+                    variants.insert(0, ("onnx", onnx, base_env))
+                for assignment in args.also_env:
+                    name, _, value = assignment.partition("=")
+                    variants.append((f"ingot {assignment}", pkg, dict(base_env, **{name: value})))
+                for kind, path, env in variants:
+                    precision = ["--precision", args.precision] if args.precision and kind == "onnx" else []
                     cmd = [args.ingot, "run", path, "--threads", str(args.threads), "--device", args.device] + inputs
-                    row[kind + "_ms"], row[kind + "_min_ms"] = timed(cmd, args.reps)
+                    row[kind + "_ms"], row[kind + "_min_ms"], row[kind + "_wall_ms"] = timed(cmd + precision, args.reps,
+                                                                                            env)
             except subprocess.CalledProcessError as e:
                 tail = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-3:]
                 errors.append({"model": m["name"], "command": " ".join(e.cmd), "error": " | ".join(tail)})
@@ -94,18 +133,21 @@ def main():
                 continue
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
-        baseline, _ = timed([args.ingot, "ops"], args.reps)
+        baseline, _, _ = timed([args.ingot, "ops"], args.reps, base_env)
     result = {"rows": rows, "errors": errors, "process_baseline_ms": baseline, "reps": args.reps,
               "threads": args.threads, "device": args.device}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     if args.markdown:
-        print(f"| model | .onnx MB | .ingot MB | convert ms | from .onnx ms | from .ingot ms | speed-up |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        # First output: median [minimum]; wall: the process's median start-to-exit time.
+        kinds = [k[:-len("_wall_ms")] for k in (rows[0] if rows else {}) if k.endswith("_wall_ms")]
+        print("| model | .onnx MB | .ingot MB | convert ms | " +
+              " | ".join(f"{k} first output ms | {k} wall ms" for k in kinds) + " |")
+        print("|---|---:|---:|---:|" + "---:|---:|" * len(kinds))
         for r in rows:
-            print(f"| {r['model']} | {r['onnx_mb']:.1f} | {r['ingot_mb']:.1f} | {r['convert_ms']:.0f} | "
-                  f"{r['onnx_ms']:.1f} | {r['ingot_ms']:.1f} | {r['onnx_ms'] / r['ingot_ms']:.2f}x |")
+            cells = " | ".join(f"{r[k + '_ms']:.1f} [{r[k + '_min_ms']:.1f}] | {r[k + '_wall_ms']:.1f}" for k in kinds)
+            print(f"| {r['model']} | {r['onnx_mb']:.1f} | {r['ingot_mb']:.1f} | {r['convert_ms']:.0f} | {cells} |")
         print(f"\n`ingot ops` (process start, library loading, exit; no model): {baseline:.1f} ms")
         for e in errors:
             print(f"\n{e['model']}: failed: `{e['command']}`: {e['error']}")

@@ -388,11 +388,16 @@ run() {
     # "Cold start (H200)"). CUDA alone (bench/cuda_startup.cu: context, first kernel launch, handles,
     # exit = wall minus end of main), a one-node Relu model, and each real model from its package
     # (`ingot profile --cold` phases, then `ingot run` wall times).
-    local i t0 t1 m pkgs="$out/startup-packages"
+    # STARTUP_PARTS (default "floor relu ppocr torch"): floor = ingot-bench-cuda-startup, relu = a
+    # one-node model, ppocr = the PP-OCR packages (profile and 5 runs each); torch = the
+    # issue's models (ResNet-50, MobileNetV3-Large, Whisper-tiny encoder exported here by
+    # bench/torch_models.py, needs torch) as fp32 and fp16 packages through bench/cold_start.py:
+    # first output and process wall, with the early start off and the exit teardown on as variants.
+    local i t0 t1 m pkgs="$out/startup-packages" parts=" ${STARTUP_PARTS:-floor relu ppocr torch} "
     mkdir -p "$pkgs"
     wall() { t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}"; }
     {
-      if [ -x "$dir/bin/ingot-bench-cuda-startup" ]; then
+      if [[ "$parts" == *" floor "* ]] && [ -x "$dir/bin/ingot-bench-cuda-startup" ]; then
         for i in 1 2 3 4 5; do
           t0=$(date +%s.%N); "$dir/bin/ingot-bench-cuda-startup" >"$out/cuda-startup-$i.txt"; t1=$(date +%s.%N)
           local end_ms wall_ms
@@ -404,24 +409,47 @@ run() {
         done
         cat "$out/cuda-startup-1.txt"
       fi
-      python3 - "$pkgs/relu.onnx" <<'PYEOF'
+      if [[ "$parts" == *" relu "* ]]; then
+        python3 - "$pkgs/relu.onnx" <<'PYEOF'
 import sys, onnx
 from onnx import helper as h, TensorProto as T
 g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "relu", [h.make_tensor_value_info("x", T.FLOAT, [1, 64])],
                  [h.make_tensor_value_info("y", T.FLOAT, [1, 64])])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
 PYEOF
-      echo "relu.onnx on cuda, process wall ms: $(for i in 1 2 3 4 5; do echo -n "$(wall "$ingot" run "$pkgs/relu.onnx" --device cuda) "; done)"
-      local shape name npy
-      for m in ch_PP-OCRv4_det_infer:1,3,192,384 ch_PP-OCRv4_rec_infer:1,3,48,320 ch_ppocr_mobile_v2.0_cls_infer:1,3,48,192; do
-        name="${m%%:*}" shape="${m#*:}" npy="$pkgs/$name.x.npy"
-        python3 -c "import sys, numpy as np; np.save(sys.argv[1], np.random.default_rng(1).uniform(-1, 1, [int(d) for d in sys.argv[2].split(',')]).astype(np.float32))" "$npy" "$shape"
-        "$ingot" convert "$dir/data/apps/models/$name.onnx" -o "$pkgs/$name.ingot" --device cuda --input-shape "x=$shape" -q >/dev/null 2>&1 ||
-          { echo "$name: convert failed"; continue; }
-        "$ingot" profile "$pkgs/$name.ingot" --device cuda --cold --runs 1 -i "x=$npy" >"$out/startup-$name-profile.txt" 2>&1 || true
-        sed -n '1,40p' "$out/startup-$name-profile.txt"
-        echo "$name.ingot on cuda, process wall ms: $(for i in 1 2 3 4 5; do echo -n "$(wall "$ingot" run "$pkgs/$name.ingot" --device cuda -i "x=$npy") "; done)"
-      done
+        echo "relu.onnx on cuda, process wall ms: $(for i in 1 2 3 4 5; do echo -n "$(wall "$ingot" run "$pkgs/relu.onnx" --device cuda) "; done)"
+      fi
+      if [[ "$parts" == *" ppocr "* ]]; then
+        local shape name npy
+        for m in ch_PP-OCRv4_det_infer:1,3,192,384 ch_PP-OCRv4_rec_infer:1,3,48,320 ch_ppocr_mobile_v2.0_cls_infer:1,3,48,192; do
+          name="${m%%:*}" shape="${m#*:}" npy="$pkgs/$name.x.npy"
+          python3 -c "import sys, numpy as np; np.save(sys.argv[1], np.random.default_rng(1).uniform(-1, 1, [int(d) for d in sys.argv[2].split(',')]).astype(np.float32))" "$npy" "$shape"
+          "$ingot" convert "$dir/data/apps/models/$name.onnx" -o "$pkgs/$name.ingot" --device cuda --input-shape "x=$shape" -q >/dev/null 2>&1 ||
+            { echo "$name: convert failed"; continue; }
+          "$ingot" profile "$pkgs/$name.ingot" --device cuda --cold --runs 1 -i "x=$npy" >"$out/startup-$name-profile.txt" 2>&1 || true
+          sed -n '1,40p' "$out/startup-$name-profile.txt"
+          echo "$name.ingot on cuda, process wall ms: $(for i in 1 2 3 4 5; do echo -n "$(wall "$ingot" run "$pkgs/$name.ingot" --device cuda -i "x=$npy") "; done)"
+        done
+      fi
+      if [[ "$parts" == *" torch "* ]] && python3 -c "import torch, torchvision" 2>/dev/null; then
+        local tw="$dir/startup-torch" prec
+        mkdir -p "$tw"
+        python3 "$ROOT/bench/torch_models.py" export --out "$tw" >"$out/startup-export.log" 2>&1 ||
+          echo "torch_models.py export failed (startup-export.log)"
+        for prec in fp32 fp16; do
+          python3 "$ROOT/bench/cold_start.py" --ingot "$ingot" --device cuda --spec "$tw/models.json" --cache "$tw" \
+            --inputs "$tw" --only-packages --reps 5 --markdown --precision "$prec" \
+            --also-env INGOT_CUDA_EARLY_START=0 --also-env INGOT_EXIT_TEARDOWN=1 2>"$out/startup-cold-$prec.log" || true
+          # Not yet the defaults: packages with cuDNN's serialized plans, and their plans built ahead.
+          python3 "$ROOT/bench/cold_start.py" --ingot "$ingot" --device cuda --spec "$tw/models.json" --cache "$tw" \
+            --inputs "$tw" --only-packages --reps 5 --markdown --precision "$prec" --env INGOT_CUDNN_SERIALIZED_PLANS=1 \
+            --also-env INGOT_CUDNN_PREBUILD=1 2>"$out/startup-cold-$prec-serialized.log" || true
+        done
+        "$ingot" convert "$tw/resnet50.onnx" -o "$tw/resnet50.fp16.ingot" --device cuda --precision fp16 \
+          --input-shape input=1,3,224,224 -q >/dev/null 2>&1 &&
+          "$ingot" profile "$tw/resnet50.fp16.ingot" --device cuda --cold --runs 1 -i "input=$tw/resnet50.b1.input.npy" 2>&1 |
+          sed -n '1,45p'
+      fi
     } 2>&1 | tee "$out/startup.log"
     summary+=("startup: startup.log")
   fi

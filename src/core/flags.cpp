@@ -23,6 +23,20 @@ constexpr Flag kFlags[] = {
     // CUDA backend
     {"INGOT_NO_NVRTC", Kind::Bool, "0",
      "Do not generate fused elementwise kernels with NVRTC; run their precompiled interpreter instead."},
+    {"INGOT_EXIT_TEARDOWN", Kind::Bool, "0",
+     "ingot CLI: leave through static destructors and the CUDA libraries' teardown (0: flush the output, then "
+     "_Exit; the OS frees the process: 38-94 ms sooner with fp32 packages on the H200; sanitizer builds always tear down)."},
+    {"INGOT_CUDA_EARLY_START", Kind::Bool, "1",
+     "Create the CUDA context on a thread of its own while a session reads its model (0: on the device's first "
+     "use)."},
+    {"INGOT_CUDNN_PREBUILD", Kind::Bool, "0",
+     "Build a loaded package's stored cuDNN convolution plans on a thread of their own while the first run "
+     "starts (not yet the default: docs/PERFORMANCE.md, cold start)."},
+    {"INGOT_CUDNN_SERIALIZED_PLANS", Kind::Bool, "0",
+     "Store cuDNN's serialized execution plans beside the convolution choices a search makes (runtime-compiled "
+     "engines: with their compiled kernel) and load them instead of compiling again (not yet the default: "
+     "docs/PERFORMANCE.md, cold start).",
+     true},
     {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
      "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},

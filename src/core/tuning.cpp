@@ -13,6 +13,21 @@ std::optional<std::string> Store::find(const std::string& key) {
   return it->second;
 }
 
+std::optional<std::string> Store::peek(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::pair<std::string, std::string>> Store::with_prefix(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = entries_.lower_bound(prefix); it != entries_.end() && it->first.starts_with(prefix); ++it)
+    out.emplace_back(*it);
+  return out;
+}
+
 void Store::put(const std::string& key, const std::string& value) {
   std::lock_guard lock(mu_);
   entries_[key] = value;

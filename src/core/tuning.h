@@ -26,8 +26,12 @@ struct Stats {
 class Store {
  public:
   std::optional<std::string> find(const std::string& key);  // counts a hit or a miss
+  // Looks up without counting: an entry that serves another (a choice's serialized plan, its spec).
+  std::optional<std::string> peek(const std::string& key);
   void put(const std::string& key, const std::string& value);
   std::vector<std::pair<std::string, std::string>> entries();  // sorted by key
+  // The entries whose key starts with `prefix`, sorted by key (without copying the others).
+  std::vector<std::pair<std::string, std::string>> with_prefix(const std::string& prefix);
   Stats stats();
   void clear();  // forgets every entry and resets the counts (tests)
 

@@ -638,18 +638,23 @@ std::shared_ptr<Model> load(const std::string& path, const Device* device_or_nul
   const pkg::Metadata* meta = o.root->metadata();
   if (metadata) *metadata = read_metadata(o.root);
   Device device = device_or_null ? *device_or_null : Device::cpu();
-  std::string want_device = str(meta->device()), want_arch = str(meta->arch());
-  std::string have_device = device_kind(device), have_arch = device_or_null ? current_arch(device) : "";
-  if (device_or_null && (want_device != have_device || want_arch != have_arch)) {
+  const std::string want_device = str(meta->device()), want_arch = str(meta->arch());
+  const std::string have_device = device_kind(device);
+  // The architecture is asked of the device after the model is read: that starts the GPU driver
+  // (~0.1 s), which Backend::start_async may be doing on another thread meanwhile.
+  auto check_target = [&](const std::string& have_arch) {
+    if (!device_or_null || (want_device == have_device && want_arch == have_arch)) return;
     std::string have = have_device + (have_arch.empty() ? "" : " " + have_arch);
     if (device.type == DeviceType::CUDA && have_arch.empty()) have = "cuda (no CUDA device found)";
     fail("package '{}' was built for {} {}, this session runs on {}: convert the model again with --device {}",
          file, want_device, want_arch, have, have_device);
-  }
+  };
+  if (want_device != have_device) check_target(current_arch(device));
+  std::shared_ptr<Model> model;
   try {
     Reader reader(o);
     const pkg::Model* pm = o.root->model();
-    auto model = std::make_shared<Model>();
+    model = std::make_shared<Model>();
     model->name = file;
     model->ir_version = pm->ir_version();
     model->producer = str(pm->producer());
@@ -667,24 +672,24 @@ std::shared_ptr<Model> load(const std::string& path, const Device* device_or_nul
                str(e->digest()));
       }
     model->graph = reader.graph(pm->graph());
-    // The algorithms `ingot convert` measured and the code it generated: a real load hands them to
-    // the backends.
-    auto restore = [](const auto* blobs, tuning::Store& store) {
-      if (!blobs) return;
-      for (const auto* b : *blobs) {
-        const auto* data = b->data();
-        store.put(str(b->key()), data ? std::string(data->begin(), data->end()) : std::string());
-      }
-    };
-    if (device_or_null) {
-      restore(o.root->algorithms(), tuning::algorithms());
-      restore(o.root->device_code(), tuning::device_code());
-    }
-    return model;
   } catch (Error& e) {
     e.add_context("package '" + file + "' is corrupted");
     throw;
   }
+  if (!device_or_null) return model;
+  check_target(current_arch(device));
+  // The algorithms `ingot convert` measured and the code it generated: a real load hands them to
+  // the backends.
+  auto restore = [](const auto* blobs, tuning::Store& store) {
+    if (!blobs) return;
+    for (const auto* b : *blobs) {
+      const auto* data = b->data();
+      store.put(str(b->key()), data ? std::string(data->begin(), data->end()) : std::string());
+    }
+  };
+  restore(o.root->algorithms(), tuning::algorithms());
+  restore(o.root->device_code(), tuning::device_code());
+  return model;
 }
 
 }  // namespace

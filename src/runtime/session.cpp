@@ -6,6 +6,7 @@
 #include <map>
 
 #include "compiler/compile.h"
+#include "core/backend.h"
 #include "core/strings.h"
 #include "core/math_mode.h"
 #include "core/thread_pool.h"
@@ -76,6 +77,9 @@ Session Session::load(const std::string& path, SessionOptions options) {
   if (!(options.time_limit_s >= 0)) fail("time_limit_s must be 0 (no limit) or positive");
   auto impl = std::make_unique<Impl>();
   impl->outputs_on_device = options.outputs_on_device;
+  // A GPU's driver and context take ~0.2 s to start: they do so while the model is read.
+  Backend* accelerator = options.device.type == DeviceType::CPU ? nullptr : find_backend(options.device.type);
+  if (accelerator) accelerator->start_async(options.device.index);
   // A package was optimized (and converted to its precision) by `ingot convert`: no pass runs here.
   const bool package = is_package_file(path);
   if (package) {
@@ -94,6 +98,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
     profiler::detail::PhaseScope phase("optimize");
     compile(*impl->model, {options.optimize, compute_dtype(options.precision), options.device.type});
   }
+  if (accelerator) accelerator->prepare_async(options.device.index);  // e.g. a package's cuDNN plans
   {
     profiler::detail::PhaseScope phase("build executor");
     impl->executor =

@@ -466,6 +466,77 @@ TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
   tuning::algorithms().clear();
 }
 
+// The plans of stored choices whose spec was stored beside them (a package's) are built ahead, on
+// the thread a session's load starts (here called directly); a convolution takes the one built for
+// its problem and its choice, and builds its own when the stored choice changed since.
+TEST(CudaFusedConv, StoredPlansAreBuiltAheadAndTaken) {
+  INGOT_REQUIRE_GPU();
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<Tensor> in = {rnd(dt, {1, 32, 20, 20}, 61), rnd(dt, {32, 32, 3, 3}, 62), rnd(dt, {32}, 63)};
+    const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}};
+    tuning::algorithms().clear();
+    EXPECT_FALSE(cuda::ConvGraph::has_stored_plans());
+    check("FusedConv", in, attrs, "ai.ingot");  // searched: the choice and its spec stored
+    ASSERT_TRUE(cuda::ConvGraph::has_stored_plans());
+    EXPECT_EQ(cuda::ConvGraph::prebuild_stored_plans(0), 1);
+    const int64_t taken = cuda::ConvGraph::prebuilt_taken();
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken + 1) << "the plan built ahead is used";
+    // Built ahead, then the stored choice changes (as another cuDNN's would): not taken, searched again.
+    EXPECT_EQ(cuda::ConvGraph::prebuild_stored_plans(0), 1);
+    for (const auto& [key, value] : tuning::algorithms().entries()) {
+      if (key.find(".convgraph2.") != std::string::npos) tuning::algorithms().put(key, "engine=987654;knobs=");
+    }
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken + 1);
+  }
+  tuning::algorithms().clear();
+}
+
+// A plan cuDNN serializes (runtime-compiled engines: those of ResNet-50's float16 channels-last
+// convolutions on the H200) is stored beside its choice and loaded by a later process instead of
+// compiled again; a serialized plan stored for another choice is not used.
+TEST(CudaFusedConv, SerializedPlansAreLoadedInsteadOfCompiled) {
+  INGOT_REQUIRE_GPU();
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  ::setenv("INGOT_CUDNN_SERIALIZED_PLANS", "1", 1);  // read at every use
+  int serialized = 0;
+  for (DType dt : kConvTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<Tensor> in = {rnd(dt, {1, 56, 56, 64}, 71), rnd(dt, {64, 3, 3, 64}, 72), rnd(dt, {64}, 73)};
+    const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}};
+    tuning::algorithms().clear();
+    check("FusedConv", in, attrs, "ai.ingot");
+    std::vector<std::pair<std::string, std::string>> kept;
+    bool has_plan = false;
+    for (const auto& [key, value] : tuning::algorithms().entries()) {
+      const bool plan = key.find(".convplan2.") != std::string::npos;
+      if (plan || key.find(".convgraph2.") != std::string::npos) kept.emplace_back(key, value);
+      has_plan |= plan;
+    }
+    if (!has_plan) continue;  // a precompiled engine: nothing to serialize
+    ++serialized;
+    tuning::algorithms().clear();
+    for (const auto& [key, value] : kept) tuning::algorithms().put(key, value);
+    const int64_t loaded = cuda::ConvGraph::plans_loaded();
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(cuda::ConvGraph::plans_loaded(), loaded + 1) << "the serialized plan is loaded";
+    EXPECT_EQ(tuning::algorithms().stats().misses, 0);
+    tuning::algorithms().clear();
+    for (const auto& [key, value] : kept) {
+      const bool choice = key.find(".convgraph2.") != std::string::npos;
+      tuning::algorithms().put(key, choice ? "engine=987654;knobs=" : value);
+    }
+    check("FusedConv", in, attrs, "ai.ingot");
+    EXPECT_EQ(cuda::ConvGraph::plans_loaded(), loaded + 1) << "a plan serialized for another choice is not used";
+  }
+  EXPECT_GT(serialized, 0) << "no dtype's chosen engine had a serialized plan";
+  ::unsetenv("INGOT_CUDNN_SERIALIZED_PLANS");
+  tuning::algorithms().clear();
+}
+
 // Whatever the graph path concluded for a convolution with a residual (an engine, or that none runs
 // it: then the legacy path does), stored, is what a later call uses without asking the heuristic.
 TEST(CudaFusedConv, StoredConclusionsForResidualConvolutionsAreReused) {

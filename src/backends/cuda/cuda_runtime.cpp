@@ -2,13 +2,18 @@
 
 #include <ingot/tensor.h>
 
+#include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/dynamic_library.h"
+#include "core/flags.h"
 #include "core/backend.h"
 #include "profiler/hooks.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -225,23 +230,50 @@ int current_device() {
 // exit (a thread still inside dlopen when the libraries' destructors run would be a crash).
 class BackgroundLoads {
  public:
-  ~BackgroundLoads() {
-    for (auto& t : threads_) t.join();
+  ~BackgroundLoads() { join_all(); }
+  void join_all() {
+    for (;;) {  // a load may start another (the context starts cuBLASLt's)
+      std::thread t;
+      {
+        std::lock_guard lock(mu_);
+        if (threads_.empty()) return;
+        t = std::move(threads_.back());
+        threads_.pop_back();
+        done_.pop_back();
+      }
+      t.join();
+    }
   }
-  void start(void (*load)()) {
-    std::lock_guard lock(mu_);
-    threads_.emplace_back([load] {
+  void start(std::function<void()> load) {
+    std::vector<std::thread> finished;  // returned already: joined outside the lock
+    std::unique_lock lock(mu_);
+    for (size_t i = 0; i < threads_.size();) {
+      if (done_[i]->load()) {
+        finished.push_back(std::move(threads_[i]));
+        threads_.erase(threads_.begin() + std::ptrdiff_t(i));
+        done_.erase(done_.begin() + std::ptrdiff_t(i));
+      } else {
+        ++i;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    done_.push_back(done);
+    threads_.emplace_back([load = std::move(load), done] {
       try {
         load();
       } catch (...) {
         // the thread that needs it gets the error
       }
+      done->store(true);
     });
+    lock.unlock();
+    for (auto& t : finished) t.join();
   }
 
  private:
   std::mutex mu_;
   std::vector<std::thread> threads_;
+  std::vector<std::shared_ptr<std::atomic<bool>>> done_;  // beside threads_: whether each has returned
 };
 
 BackgroundLoads& background_loads() {
@@ -267,6 +299,23 @@ DeviceState& state(int device) {
 }
 
 DeviceState& current() { return state(current_device()); }
+
+bool early_start() { return flags::enabled("INGOT_CUDA_EARLY_START"); }
+
+// The device's state made on a background thread (Backend::start_async); false when there is no
+// such device (its first real use reports that).
+bool start_device(int device) {
+  if (device < 0 || device >= std::min(device_count(), kMaxDevices)) return false;
+  INGOT_CUDA_CHECK(cudaSetDevice(device));
+  state(device);
+  // The loads are joined before the CUDA runtime's own teardown at exit, which was registered
+  // when it initialized (just now, on this thread, for a load started before any CUDA call):
+  // handlers registered later run first.
+  static std::once_flag join_at_exit;
+  std::call_once(join_at_exit, [] { std::atexit([] { background_loads().join_all(); }); });
+  return true;
+}
+
 
 // Host<->device copy through the pinned staging halves.
 void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int device) {
@@ -420,6 +469,20 @@ struct CudaBackend final : Backend {
     }
     return "sm_" + std::to_string(major) + std::to_string(minor);
   }
+  void start_async(int device_index) override {
+    if (!early_start() || device_index < 0 || device_index >= kMaxDevices) return;
+    if (started_[size_t(device_index)].exchange(true)) return;  // once per device
+    background_loads().start([device_index] { start_device(device_index); });
+  }
+  void prepare_async(int device_index) override {
+    if (!early_start()) return;
+    // The context start_async began: a session's load returns with its device ready (so no thread
+    // is still creating it when a process that only loaded a session exits).
+    if (!start_device(device_index)) return;
+    if (!flags::enabled("INGOT_CUDNN_PREBUILD") || !ConvGraph::has_stored_plans()) return;
+    background_loads().start([device_index] { ConvGraph::prebuild_stored_plans(device_index); });
+  }
+  std::array<std::atomic<bool>, kMaxDevices> started_{};
   CudaMemory memory_;
   CudaGraphs graphs_;
 };

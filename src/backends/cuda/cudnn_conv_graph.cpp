@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "backends/cuda/cuda_runtime.h"
@@ -27,6 +32,11 @@ constexpr int64_t kAlignment = 16;  // bytes; every buffer handed in is checked 
 
 // A step cuDNN refused: the graph is not built (the caller takes the legacy path).
 struct Unsupported {};
+
+// The handle plans are built with: the prebuilding thread's own (prebuild_stored_plans), else the
+// device's. A plan built with one handle runs with another (cudnnBackendExecute takes the caller's).
+thread_local cudnnHandle_t t_build_handle = nullptr;
+cudnnHandle_t build_handle() { return t_build_handle ? t_build_handle : cudnn(); }
 
 void check(cudnnStatus_t status) {
   if (status != CUDNN_STATUS_SUCCESS) throw Unsupported{};
@@ -184,7 +194,7 @@ cudnnBackendDescriptor_t operation_graph(Builder& b, const ConvGraphSpec& s) {
 
   cudnnBackendDescriptor_t graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), int64_t(ops.size()));
-  cudnnHandle_t handle = cudnn();
+  cudnnHandle_t handle = build_handle();
   Builder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
   check(cudnnBackendFinalize(graph));
   return graph;
@@ -238,7 +248,7 @@ std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDes
 // An execution plan for one configuration, or null when this engine does not take the graph.
 cudnnBackendDescriptor_t execution_plan(Builder& b, cudnnBackendDescriptor_t config, int64_t* workspace) {
   cudnnBackendDescriptor_t plan = b.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-  cudnnHandle_t handle = cudnn();
+  cudnnHandle_t handle = build_handle();
   Builder::set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
   Builder::set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
   if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) return nullptr;
@@ -339,38 +349,255 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
   return st;
 }
 
+// Keys in core/tuning.h's algorithms(): the choice for a problem, and the spec it was made for
+// (so that a loaded package's plans can be built before the convolutions ask for them).
+std::string choice_key(const std::string& tuning_key) {
+  return "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph2." + tuning_key;
+}
+std::string spec_prefix() { return "cudnn" + std::to_string(cudnnGetVersion()) + ".convspec2."; }
+// The plan cuDNN serialized for a choice: "CHOICE\nJSON" (runtime-compiled engines: with their
+// compiled kernel, so a later process loads it instead of compiling it again, ~28 ms per plan on the
+// H200 for ResNet-50's float16 convolutions).
+std::string plan_key(const std::string& tuning_key) {
+  return "cudnn" + std::to_string(cudnnGetVersion()) + ".convplan2." + tuning_key;
+}
+
+// The plan's serialized form, or "" where its engine has none.
+std::string plan_json(cudnnBackendDescriptor_t plan) {
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+                               nullptr) != CUDNN_STATUS_SUCCESS ||
+      n <= 0) {
+    return "";
+  }
+  std::string text(size_t(n), '\0');
+  if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &n,
+                               text.data()) != CUDNN_STATUS_SUCCESS) {
+    return "";
+  }
+  text.resize(std::min(text.size(), size_t(std::max<int64_t>(n, 0))));
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text;
+}
+
+// A plan from its serialized form; null when this cuDNN or GPU does not take it (another version or
+// device: the caller rebuilds it from the choice).
+cudnnBackendDescriptor_t plan_from_json(Builder& b, const std::string& json, int64_t* workspace) {
+  cudnnBackendDescriptor_t plan = b.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  Builder::set(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, json.data(), int64_t(json.size()));
+  cudnnHandle_t handle = build_handle();
+  Builder::set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) return nullptr;
+  int64_t count = 0;
+  check(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count,
+                                 workspace));
+  return plan;
+}
+
+std::atomic<int64_t> g_plans_loaded{0};
+
+// The plan of a stored choice: loaded from its serialized form when one was stored for this same
+// choice, else rebuilt from the engine and knobs; null when neither works (the caller searches).
+cudnnBackendDescriptor_t stored_plan(Builder& b, const ConvGraphSpec& spec, const std::string& tuning_key,
+                                     const std::string& choice, int64_t* workspace) {
+  if (auto saved = flags::enabled("INGOT_CUDNN_SERIALIZED_PLANS") ? tuning::algorithms().peek(plan_key(tuning_key))
+                                                                   : std::nullopt) {
+    if (saved->size() > choice.size() && saved->compare(0, choice.size(), choice) == 0 &&
+        (*saved)[choice.size()] == '\n') {
+      profiler::detail::PhaseScope phase("cuDNN plan loaded");
+      if (cudnnBackendDescriptor_t plan = plan_from_json(b, saved->substr(choice.size() + 1), workspace)) {
+        ++g_plans_loaded;
+        return plan;
+      }
+    }
+  }
+  cudnnBackendDescriptor_t graph = operation_graph(b, spec);
+  cudnnBackendDescriptor_t config = stored_config(b, graph, choice);
+  return config ? execution_plan(b, config, workspace) : nullptr;
+}
+
+std::string serialize(const ConvGraphSpec& s) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {:.9g}",
+                     int(s.dtype), int(s.tf32), int(s.channels_last), s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.group,
+                     s.out_h, s.out_w, s.pad_begin[0], s.pad_begin[1], s.pad_end[0], s.pad_end[1], s.stride[0],
+                     s.stride[1], s.dilation[0], s.dilation[1], int(s.bias), int(s.residual), int(s.relu),
+                     int(s.y_dtype), int(s.residual_dtype), s.relu_max);
+}
+
+bool same_problem(const ConvGraphSpec& a, const ConvGraphSpec& b) { return serialize(a) == serialize(b); }
+
+std::optional<ConvGraphSpec> deserialize(const std::string& text) {
+  long long v[26];
+  float relu_max = 0;
+  int used = 0;
+  const char* p = text.c_str();
+  for (long long& x : v) {
+    if (std::sscanf(p, "%lld%n", &x, &used) != 1) return std::nullopt;
+    p += used;
+  }
+  if (std::sscanf(p, "%g%n", &relu_max, &used) != 1 || p[used] != '\0') return std::nullopt;
+  ConvGraphSpec s;
+  s.dtype = DType(v[0]);
+  s.tf32 = v[1], s.channels_last = v[2];
+  s.n = v[3], s.c = v[4], s.h = v[5], s.w = v[6], s.k = v[7], s.r = v[8], s.s = v[9], s.group = v[10];
+  s.out_h = v[11], s.out_w = v[12];
+  s.pad_begin[0] = v[13], s.pad_begin[1] = v[14], s.pad_end[0] = v[15], s.pad_end[1] = v[16];
+  s.stride[0] = v[17], s.stride[1] = v[18], s.dilation[0] = v[19], s.dilation[1] = v[20];
+  s.bias = v[21], s.residual = v[22], s.relu = v[23];
+  s.y_dtype = DType(v[24]), s.residual_dtype = DType(v[25]);
+  s.relu_max = relu_max;
+  if (s.n <= 0 || s.c <= 0 || s.k <= 0 || s.group <= 0 || s.c % s.group != 0) return std::nullopt;
+  return s;
+}
+
+// Plans of stored choices built ahead of the convolutions that need them, by tuning key; each with
+// the stored choice it was built from (used only while the store still says the same).
+struct Prebuilt {
+  std::mutex mu;
+  std::condition_variable done;
+  struct Entry {
+    std::string choice;
+    std::unique_ptr<ConvGraph> graph;
+  };
+  std::map<std::string, Entry> ready;
+  std::set<std::string> queued;  // to be built by the prebuilding thread, in its order
+  std::string building;          // the one it is building now
+  int64_t taken = 0;             // plans build() took (tests)
+};
+
+Prebuilt& prebuilt() {
+  static auto* p = new Prebuilt();  // outlives the prebuilding thread at exit
+  return *p;
+}
+
 }  // namespace
 
 bool ConvGraph::enabled() { return flags::enabled("INGOT_CUDNN_GRAPH"); }
+
+// The prebuilt plan for `tuning_key` made from `choice` for `spec`: waits while the prebuilding
+// thread builds it; null when it is not built or queued (then taken off the queue: the caller builds
+// it itself).
+std::unique_ptr<ConvGraph> ConvGraph::take_prebuilt(const std::string& tuning_key, const std::string& choice,
+                                                    const ConvGraphSpec& spec) {
+  Prebuilt& p = prebuilt();
+  std::unique_lock lock(p.mu);
+  if (p.ready.empty() && p.building.empty() && p.queued.empty()) return nullptr;
+  p.queued.erase(tuning_key);
+  p.done.wait(lock, [&] { return p.building != tuning_key; });
+  auto it = p.ready.find(tuning_key);
+  if (it == p.ready.end()) return nullptr;
+  std::unique_ptr<ConvGraph> g;
+  if (it->second.choice == choice && it->second.graph && same_problem(it->second.graph->spec(), spec))
+    g = std::move(it->second.graph);
+  p.ready.erase(it);
+  p.taken += g != nullptr;
+  return g;
+}
+
+int64_t ConvGraph::prebuilt_taken() {
+  std::lock_guard lock(prebuilt().mu);
+  return prebuilt().taken;
+}
+
+bool ConvGraph::has_stored_plans() { return enabled() && !tuning::algorithms().with_prefix(spec_prefix()).empty(); }
+
+int64_t ConvGraph::plans_loaded() { return g_plans_loaded.load(); }
+
+int ConvGraph::prebuild_stored_plans(int device) {
+  if (!enabled()) return 0;
+  // What the store holds now: the package's choices with their specs.
+  std::vector<std::pair<std::string, std::string>> work;  // tuning key, choice
+  std::map<std::string, ConvGraphSpec> specs;
+  {
+    const std::string prefix = spec_prefix();
+    for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
+      const std::string tuning_key = key.substr(prefix.size());
+      auto choice = tuning::algorithms().peek(choice_key(tuning_key));
+      auto spec = deserialize(value);
+      if (!choice || *choice == kNoEngine || !spec) continue;
+      work.emplace_back(tuning_key, *choice);
+      specs[tuning_key] = *spec;
+    }
+  }
+  if (work.empty()) return 0;
+  Prebuilt& p = prebuilt();
+  {
+    std::lock_guard lock(p.mu);
+    for (const auto& [key, choice] : work) {
+      auto it = p.ready.find(key);
+      if (key != p.building && (it == p.ready.end() || it->second.choice != choice)) p.queued.insert(key);
+    }
+  }
+  // A handle of its own, on the device's stream (made once per device and kept for the process).
+  static auto* handles_mu = new std::mutex();
+  static auto* handles = new std::map<int, cudnnHandle_t>();
+  {
+    std::lock_guard lock(*handles_mu);
+    cudnnHandle_t& h = (*handles)[device];
+    if (!h) {
+      INGOT_CUDNN_CHECK(cudnnCreate(&h));
+      INGOT_CUDNN_CHECK(cudnnSetStream(h, stream()));
+    }
+    t_build_handle = h;
+  }
+  struct ResetHandle {
+    ~ResetHandle() { t_build_handle = nullptr; }
+  } reset;
+  int built = 0;
+  for (const auto& [key, choice] : work) {
+    {
+      std::lock_guard lock(p.mu);
+      if (!p.queued.erase(key)) continue;  // taken by a convolution, or built already
+      p.building = key;
+    }
+    std::unique_ptr<ConvGraph> g(new ConvGraph());
+    g->spec_ = specs[key];
+    bool ok = false;
+    try {
+      Builder b(g->owned_);
+      profiler::detail::PhaseScope phase("cuDNN plan built ahead");
+      g->plan_ = stored_plan(b, g->spec_, key, choice, &g->workspace_);
+      ok = g->plan_ != nullptr;
+    } catch (...) {  // Unsupported, or anything else: the convolution builds its own (and reports)
+      ok = false;
+    }
+    {
+      std::lock_guard lock(p.mu);
+      if (ok) p.ready[key] = {choice, std::move(g)};
+      p.building.clear();
+      built += ok;
+    }
+    p.done.notify_all();
+  }
+  return built;
+}
 
 std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,
                                             const std::string& tuning_key) {
   if (!enabled()) return nullptr;
   profiler::detail::PhaseScope phase("cuDNN graph plan");
+  // A stored choice that still finalizes: no heuristic query, no timing (built ahead on another
+  // thread when the package recorded its spec). A stored kNoEngine: the heuristic had nothing that
+  // runs this graph (ResNet-50's float32 convolutions with a residual: 32-55 ms per query on the
+  // H200, for nothing), the legacy path takes it.
+  const std::string key = choice_key(tuning_key);
+  const std::optional<std::string> stored = tuning::algorithms().find(key);
+  if (stored && *stored == kNoEngine) return nullptr;
+  if (stored) {
+    if (auto ahead = take_prebuilt(tuning_key, *stored, spec)) return ahead;
+  }
   std::unique_ptr<ConvGraph> g(new ConvGraph());
   g->spec_ = spec;
   Builder b(g->owned_);
   try {
+    if (stored) {
+      profiler::detail::PhaseScope stored_phase("cuDNN plan of a stored choice");
+      if ((g->plan_ = stored_plan(b, spec, tuning_key, *stored, &g->workspace_))) return g;
+    }
     cudnnBackendDescriptor_t graph = nullptr;
     {
       profiler::detail::PhaseScope op_phase("cuDNN operation graph");
       graph = operation_graph(b, spec);
-    }
-    // A stored choice that still finalizes: no heuristic query, no timing. A stored kNoEngine: the
-    // heuristic had nothing that runs this graph (ResNet-50's float32 convolutions with a residual:
-    // 32-55 ms per query on the H200, for nothing), the legacy path takes it.
-    const std::string key = "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph2." + tuning_key;
-    if (auto stored = tuning::algorithms().find(key)) {
-      if (*stored == kNoEngine) return nullptr;
-      profiler::detail::PhaseScope stored_phase("cuDNN plan of a stored choice");
-      int64_t ws = 0;
-      if (cudnnBackendDescriptor_t config = stored_config(b, graph, *stored)) {
-        if (cudnnBackendDescriptor_t plan = execution_plan(b, config, &ws)) {
-          g->plan_ = plan;
-          g->workspace_ = ws;
-          return g;
-        }
-      }
     }
     std::vector<cudnnBackendDescriptor_t> configs;
     {
@@ -410,7 +637,13 @@ std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const Con
     g->plan_ = candidates[*best].plan;
     g->workspace_ = candidates[*best].workspace;
     try {
-      tuning::algorithms().put(key, describe_config(b, configs[candidates[*best].index]));
+      const std::string choice = describe_config(b, configs[candidates[*best].index]);
+      tuning::algorithms().put(key, choice);
+      tuning::algorithms().put(spec_prefix() + tuning_key, serialize(spec));
+      if (flags::enabled("INGOT_CUDNN_SERIALIZED_PLANS")) {
+        if (std::string json = plan_json(g->plan_); !json.empty())
+          tuning::algorithms().put(plan_key(tuning_key), choice + "\n" + json);
+      }
     } catch (const Unsupported&) {
       // not stored: a later process asks the heuristic and measures again
     }

@@ -10,7 +10,10 @@
 // index and knob settings, keyed by the cuDNN version and GPU arch) rebuilt without asking the
 // heuristic when it still finalizes, else the fastest of the heuristic's first candidates timed on
 // the call's own buffers (not while a CUDA graph is being captured: then the heuristic's first),
-// and stored; that no engine runs the graph is stored too (the legacy path takes it).
+// and stored; that no engine runs the graph is stored too (the legacy path takes it). Beside a
+// choice: the graph's spec (so a loaded package's plans can be built ahead, prebuild_stored_plans)
+// and the plan as cuDNN serializes it where its engine has a serialized form (runtime-compiled
+// engines, whose plan would otherwise compile its kernel again in every process).
 #pragma once
 #include <cudnn.h>
 #include <ingot/dtype.h>
@@ -58,6 +61,15 @@ class ConvGraph {
                                           const std::string& tuning_key);
   // False when INGOT_CUDNN_GRAPH=0: build() returns null and the legacy API takes every convolution.
   static bool enabled();
+  // Builds, on the calling thread and with a cuDNN handle of its own, the plans of every choice in
+  // core/tuning.h's store whose spec was stored beside it (a package's convolutions), for build() to
+  // take instead of building them when the convolutions first run; a convolution that comes first
+  // builds its own (or waits for the one being built). Returns how many it built. The CUDA backend
+  // runs it on a background thread when a session loads (Backend::prepare_async).
+  static int prebuild_stored_plans(int device);
+  static bool has_stored_plans();  // whether the store holds a choice with its spec
+  static int64_t prebuilt_taken();  // how many plans build() took from prebuild_stored_plans (tests)
+  static int64_t plans_loaded();    // how many plans were loaded from their serialized form (tests)
   ~ConvGraph();
   ConvGraph(const ConvGraph&) = delete;
   ConvGraph& operator=(const ConvGraph&) = delete;
@@ -67,6 +79,8 @@ class ConvGraph {
 
  private:
   ConvGraph() = default;
+  static std::unique_ptr<ConvGraph> take_prebuilt(const std::string& tuning_key, const std::string& choice,
+                                                  const ConvGraphSpec& spec);
   ConvGraphSpec spec_;
   std::vector<cudnnBackendDescriptor_t> owned_;  // every descriptor made for the graph
   cudnnBackendDescriptor_t plan_ = nullptr;
