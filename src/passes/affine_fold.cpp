@@ -1,5 +1,8 @@
 #include "passes/affine_fold.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "passes/pass_util.h"
 
 namespace ingot::passes {
@@ -9,8 +12,15 @@ bool float32_vector(const Tensor* t, int64_t n) {
          (t->rank() == 1 || (t->rank() == 2 && t->dim(0) == 1));
 }
 
+bool affine_foldable(const Node& node) {
+  return (is_op(node, "Conv") || is_op(node, "ConvTranspose") || is_op(node, "Gemm")) && node.inputs.size() >= 2 &&
+         node.outputs.size() == 1;
+}
+
 std::optional<int64_t> output_channels(const Node& node, const Tensor& w) {
   if (is_op(node, "Conv") && w.rank() >= 3) return w.dim(0);
+  // ConvTranspose's W is [C, M / group, k...].
+  if (is_op(node, "ConvTranspose") && w.rank() >= 3) return w.dim(1) * attr_int(node, "group", 1);
   if (is_op(node, "Gemm") && w.rank() == 2) {
     auto it = node.attrs.find("transB");
     return w.dim(it != node.attrs.end() && it->second.i != 0 ? 0 : 1);
@@ -20,7 +30,7 @@ std::optional<int64_t> output_channels(const Node& node, const Tensor& w) {
 
 bool fold_affine(Graph& g, Node& node, const Affine& affine, const std::string& new_output) {
   const bool gemm = is_op(node, "Gemm");
-  if (node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+  if (!affine_foldable(node)) return false;
   const Tensor* w = constant_initializer(g, node.inputs[1]);
   if (!w || w->dtype() != DType::Float32 || w->device() != Device::cpu()) return false;
   const std::optional<int64_t> out_channels = output_channels(node, *w);
@@ -35,7 +45,18 @@ bool fold_affine(Graph& g, Node& node, const Affine& affine, const std::string& 
   Tensor w2 = w->clone(), b2 = Tensor::empty(DType::Float32, {channels});
   float* wp = w2.data<float>();
   float* bp = b2.data<float>();
-  if (gemm && !trans_b) {  // B is [K, N]: scale column o
+  if (is_op(node, "ConvTranspose")) {  // W [C, M/g, k...]: input channel c of group c / (C/g) feeds m = group * M/g + j
+    const int64_t group = std::max<int64_t>(attr_int(node, "group", 1), 1);
+    const int64_t in_channels = w->dim(0), per_group_out = w->dim(1), per_group_in = in_channels / group;
+    const int64_t kernel = w->numel() / std::max<int64_t>(in_channels * per_group_out, 1);
+    if (per_group_in * group != in_channels) return false;
+    for (int64_t c = 0; c < in_channels; ++c)
+      for (int64_t j = 0; j < per_group_out; ++j) {
+        const double s = affine.s[size_t(c / per_group_in * per_group_out + j)];
+        float* block = wp + (c * per_group_out + j) * kernel;
+        for (int64_t k = 0; k < kernel; ++k) block[k] = float(double(block[k]) * s);
+      }
+  } else if (gemm && !trans_b) {  // B is [K, N]: scale column o
     const int64_t k_dim = w->dim(0);
     for (int64_t k = 0; k < k_dim; ++k)
       for (int64_t o = 0; o < channels; ++o) wp[k * channels + o] = float(double(wp[k * channels + o]) * affine.s[size_t(o)]);
@@ -66,5 +87,29 @@ bool fold_affine(Graph& g, Node& node, const Affine& affine, const std::string& 
   return true;
 }
 
+std::optional<Affine> batchnorm_affine(const Model& model, const Graph& g, const Node& bn, int64_t channels) {
+  if (!is_op(bn, "BatchNormalization") || bn.inputs.size() != 5) return std::nullopt;
+  bool extra_outputs = false;
+  for (size_t k = 1; k < bn.outputs.size(); ++k) extra_outputs |= !bn.outputs[k].empty();
+  if (extra_outputs || attr_int(bn, "training_mode", 0) != 0 || attr_int(bn, "spatial", 1) != 1) return std::nullopt;
+  if (model.opset(bn.domain) < 7 && attr_int(bn, "is_test", 0) == 0) return std::nullopt;
+  const Tensor* scale = constant_initializer(g, bn.inputs[1]);
+  const Tensor* shift = constant_initializer(g, bn.inputs[2]);
+  const Tensor* mean = constant_initializer(g, bn.inputs[3]);
+  const Tensor* var = constant_initializer(g, bn.inputs[4]);
+  if (!float32_vector(scale, channels) || !float32_vector(shift, channels) || !float32_vector(mean, channels) ||
+      !float32_vector(var, channels)) {
+    return std::nullopt;
+  }
+  auto eps_it = bn.attrs.find("epsilon");
+  const double eps = eps_it == bn.attrs.end() ? 1e-5 : double(eps_it->second.f);
+  Affine a;
+  for (int64_t o = 0; o < channels; ++o) {
+    const double s = double(scale->data<float>()[o]) / std::sqrt(double(var->data<float>()[o]) + eps);
+    a.s.push_back(s);
+    a.t.push_back(double(shift->data<float>()[o]) - double(mean->data<float>()[o]) * s);
+  }
+  return a;
+}
 
 }  // namespace ingot::passes

@@ -1,5 +1,7 @@
-// Folds a constant scale and shift applied to a Conv's or Gemm's output into its weights and bias:
-//   y = Add(Mul(conv, k), c)   (either operand order; the Add, or the Mul, may be absent)
+// Folds a constant scale and shift applied to a Conv's, ConvTranspose's or Gemm's output into its
+// weights and bias:
+//   y = Add(Mul(conv, k), c)   (either operand order; the Add, or the Mul, may be absent; an
+//                               inference BatchNormalization after them is taken too)
 // with k and c float32 initializers that are scalars or per-channel (shape [C] for a Gemm; for a
 // Conv one non-unit dim that lines up with the channel axis, e.g. [1, C, 1, 1] or [C, 1, 1]).
 // PP-OCRv4 det and rec have dozens (MobileOne-style learnable scales after depthwise convolutions,
@@ -39,7 +41,7 @@ bool fold_scale_shift(Model& model) {
   bool changed = false;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& node = g.nodes[i];
-    if ((!is_op(node, "Conv") && !is_op(node, "Gemm")) || node.inputs.size() < 2 || node.outputs.size() != 1) continue;
+    if (!affine_foldable(node)) continue;
     const Tensor* w = constant_initializer(g, node.inputs[1]);
     std::optional<int64_t> channels = w ? output_channels(node, *w) : std::nullopt;
     if (!channels) continue;
@@ -67,6 +69,22 @@ bool fold_scale_shift(Model& model) {
     };
     step("Mul");
     step("Add");
+    // An inference BatchNormalization after them (a bias written as an Add, then BN: PP-OCR det's
+    // upsampling ConvTransposes): s' = s_bn * s, t' = s_bn * t + t_bn.
+    if (!absorbed.empty()) {
+      auto r = readers.single(out);
+      std::optional<Affine> bn = r && !removed[*r] && g.nodes[*r].inputs.size() == 5 && g.nodes[*r].inputs[0] == out
+                                     ? batchnorm_affine(model, g, g.nodes[*r], *channels)
+                                     : std::nullopt;
+      if (bn) {
+        for (size_t o = 0; o < affine.s.size(); ++o) {
+          affine.s[o] *= bn->s[o];
+          affine.t[o] = affine.t[o] * bn->s[o] + bn->t[o];
+        }
+        absorbed.push_back(*r);
+        out = g.nodes[*r].outputs[0];
+      }
+    }
     if (absorbed.empty() || !fold_affine(g, node, affine, out)) continue;
     for (size_t a : absorbed) removed[a] = true;
     changed = true;

@@ -275,6 +275,73 @@ TEST(FoldBatchNorm, FoldsIntoConvWeightsAndBias) {
   }
 }
 
+// x [1,4,5,6] -> ConvTranspose(w [4, 3, 2, 2], group 2: 6 output channels, stride 2, b?) -> [Add(c
+// [1,6,1,1]) ->] BatchNormalization -> Relu -> y [1,6,10,12] (PP-OCR det's upsampling head writes its
+// bias as an Add).
+std::string conv_transpose_bn_model(bool bias, bool add) {
+  std::mt19937 rng(bias * 2 + add + 20);
+  onnx::GraphProto g;
+  g.set_name("conv_transpose_bn");
+  *g.add_input() = float_info("x", {1, 4, 5, 6});
+  add_random_initializer(g, "w", {4, 3, 2, 2}, rng);
+  std::vector<std::string> in{"x", "w"};
+  if (bias) {
+    add_random_initializer(g, "b", {6}, rng);
+    in.push_back("b");
+  }
+  add_random_initializer(g, "scale", {6}, rng, 0.5f, 2.0f);
+  add_random_initializer(g, "shift", {6}, rng);
+  add_random_initializer(g, "mean", {6}, rng);
+  add_random_initializer(g, "var", {6}, rng, 0.1f, 3.0f);
+  onnx::NodeProto ct = make_node("ConvTranspose", in, {"t"});
+  set_ints(ct, "kernel_shape", {2, 2});
+  set_ints(ct, "strides", {2, 2});
+  auto* group = ct.add_attribute();
+  group->set_name("group");
+  group->set_type(onnx::AttributeProto::INT);
+  group->set_i(2);
+  *g.add_node() = ct;
+  std::string bn_in = "t";
+  if (add) {
+    add_random_initializer(g, "c", {1, 6, 1, 1}, rng);
+    *g.add_node() = make_node("Add", {"t", "c"}, {"a"});
+    bn_in = "a";
+  }
+  onnx::NodeProto bn = make_node("BatchNormalization", {bn_in, "scale", "shift", "mean", "var"}, {"n"});
+  set_attr(bn, "epsilon", 1e-3f);
+  *g.add_node() = bn;
+  *g.add_node() = make_node("Relu", {"n"}, {"y"});
+  *g.add_output() = float_info("y", {1, 6, 10, 12});
+  return save(std::move(g), fmt::format("conv_transpose_bn_{}_{}.onnx", int(bias), int(add)));
+}
+
+TEST(FoldBatchNorm, FoldsIntoConvTransposeWeightsAndBias) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with bias" : "no bias");
+    const std::string path = conv_transpose_bn_model(bias, false);
+    auto model = import_onnx(path);
+    EXPECT_TRUE(fold_batchnorm(*model));
+    verify(*model);
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"ConvTranspose", "Relu"}));
+    EXPECT_EQ(model->graph->nodes[0].outputs, (std::vector<std::string>{"n"}));
+    expect_optimized_matches_plain(path, 1e-5f);
+  }
+}
+
+TEST(FoldScaleShift, FoldsBiasAddAndBatchNormIntoConvTranspose) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with bias" : "no bias");
+    const std::string path = conv_transpose_bn_model(bias, true);
+    auto model = import_onnx(path);
+    EXPECT_FALSE(fold_batchnorm(*model)) << "the Add stands between them";
+    EXPECT_TRUE(fold_scale_shift(*model));
+    verify(*model);
+    ASSERT_EQ(op_types(*model->graph), (std::vector<std::string>{"ConvTranspose", "Relu"}));
+    EXPECT_EQ(model->graph->nodes[0].outputs, (std::vector<std::string>{"n"}));
+    expect_optimized_matches_plain(path, 1e-5f);
+  }
+}
+
 // x[3,5] -> Gemm(x, W, [C], alpha 0.7, beta 0.5, transB) -> BatchNormalization -> y[3,4].
 std::string gemm_bn_model(bool trans_b, bool with_c) {
   std::mt19937 rng(trans_b * 2 + with_c);
