@@ -342,6 +342,43 @@ void infer_shapes(onnx::ModelProto& proto) {
   proto = std::move(result);
 }
 
+// ONNX's version converter, in a child process like shape inference (its adapters are as exposed to
+// a hostile model), then shape inference on the result in the same child. The whole model comes
+// back: adapters may add initializers. False, with `why`, when it throws, crashes or takes more than
+// two minutes; where no child process can be made, it runs here as before.
+bool convert_version(onnx::ModelProto& proto, int opset, bool inferable, std::string& why) {
+  auto convert = [&proto, opset, inferable] {
+    onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(proto, opset);
+    if (inferable) {
+      try {
+        onnx::ShapeInferenceOptions options(false, 0, true);
+        onnx::shape_inference::InferShapes(converted, onnx::OpSchemaRegistry::Instance(), options);
+      } catch (const std::exception&) {
+        // What it inferred before the failure stands.
+      }
+    }
+    return converted;
+  };
+  constexpr double kConversionTimeLimitS = 120;
+  IsolatedResult result = run_isolated([&] { return convert().SerializeAsString(); }, kConversionTimeLimitS);
+  if (!result.started) {
+    try {
+      proto = convert();
+      return true;
+    } catch (const std::exception& e) {
+      why = e.what();
+      return false;
+    }
+  }
+  onnx::ModelProto converted;
+  if (!result.bytes || !converted.ParseFromString(*result.bytes)) {
+    why = result.bytes ? "the version converter's result did not parse" : "the version converter " + result.why;
+    return false;
+  }
+  proto = std::move(converted);
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<Model> import_onnx(const std::string& path) {
@@ -369,12 +406,10 @@ std::shared_ptr<Model> import_onnx(const std::string& path, int opset, std::stri
       if (op.domain().empty() || op.domain() == "ai.onnx") have = std::max(have, int64_t(op.version()));
     }
     if (opset > 0 && have < opset) {
-      try {
-        proto = onnx::version_conversion::ConvertVersion(proto, opset);
-        if (inferable) infer_shapes(proto);
+      std::string why;
+      if (convert_version(proto, int(opset), inferable, why)) {
         note = "opset " + std::to_string(have) + " raised to " + std::to_string(opset) + " by ONNX's version converter";
-      } catch (const std::exception& e) {
-        std::string why = e.what();
+      } else {
         if (auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
         note = "opset " + std::to_string(have) + " could not be raised to " + std::to_string(opset) + ": " + why;
       }

@@ -21,7 +21,7 @@ namespace {
 using namespace ingot::testing;
 
 // x [1,4,12,12] -> Conv 3x3 (8) -> Relu -> Conv 1x1 (8) + residual -> Relu -> MaxPool -> Flatten -> Gemm (5).
-std::string small_cnn() {
+std::string small_cnn(int opset = 13) {
   onnx::GraphProto g;
   g.set_name("small_cnn");
   std::mt19937 rng(1);
@@ -59,7 +59,7 @@ std::string small_cnn() {
   tb->set_type(onnx::AttributeProto::INT);
   tb->set_i(1);
   *g.add_node() = gemm;
-  return save_model(model_with(g, 13), "small_cnn.onnx");
+  return save_model(model_with(g, opset), opset == 13 ? "small_cnn.onnx" : "small_cnn_" + std::to_string(opset) + ".onnx");
 }
 
 Tensor random_input(uint32_t seed) {
@@ -86,6 +86,24 @@ double cosine(const Tensor& a, const Tensor& b) {
     ny += double(y[i]) * y[i];
   }
   return dot / std::sqrt(nx * ny);
+}
+
+// Raising a model's opset (quantization asks for 13) runs ONNX's version converter in a child process:
+// the converted model comes back whole (its opset, every initializer); a conversion the converter
+// refuses, or dies in, leaves the model as it was with the reason in the note.
+TEST(Quantize, OpsetIsRaisedByTheVersionConverterInAChildProcess) {
+  const std::string path = small_cnn(11);
+  std::string note;
+  auto original = import_onnx(path);
+  auto raised = import_onnx(path, 13, note);
+  EXPECT_NE(note.find("opset 11 raised to 13"), std::string::npos) << note;
+  EXPECT_EQ(raised->opsets.at(""), 13);
+  EXPECT_EQ(raised->graph->initializers.size(), original->graph->initializers.size());
+  EXPECT_EQ(raised->graph->nodes.size(), original->graph->nodes.size());
+  std::string refused;
+  auto kept = import_onnx(path, 99, refused);
+  EXPECT_NE(refused.find("opset 11 could not be raised to 99: "), std::string::npos) << refused;
+  EXPECT_EQ(kept->opsets.at(""), 11);
 }
 
 TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
