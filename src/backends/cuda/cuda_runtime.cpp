@@ -302,20 +302,15 @@ DeviceState& current() { return state(current_device()); }
 
 bool early_start() { return flags::enabled("INGOT_CUDA_EARLY_START"); }
 
-// The device's state made on a background thread (Backend::start_async); false when there is no
-// such device (its first real use reports that).
-bool start_device(int device) {
-  if (device < 0 || device >= std::min(device_count(), kMaxDevices)) return false;
-  INGOT_CUDA_CHECK(cudaSetDevice(device));
-  state(device);
-  // The loads are joined before the CUDA runtime's own teardown at exit, which was registered
-  // when it initialized (just now, on this thread, for a load started before any CUDA call):
-  // handlers registered later run first.
-  static std::once_flag join_at_exit;
-  std::call_once(join_at_exit, [] { std::atexit([] { background_loads().join_all(); }); });
-  return true;
-}
+bool device_exists(int device) { return device >= 0 && device < std::min(device_count(), kMaxDevices); }
 
+// The background loads are joined before the CUDA runtime's own teardown at exit, which it
+// registered when it initialized (on the start thread, for a session whose load began before any
+// CUDA call): handlers registered later run first. Called once the runtime is up.
+void join_background_loads_at_exit() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit([] { background_loads().join_all(); }); });
+}
 
 // Host<->device copy through the pinned staging halves.
 void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int device) {
@@ -472,15 +467,24 @@ struct CudaBackend final : Backend {
   void start_async(int device_index) override {
     if (!early_start() || device_index < 0 || device_index >= kMaxDevices) return;
     if (started_[size_t(device_index)].exchange(true)) return;  // once per device
-    background_loads().start([device_index] { start_device(device_index); });
+    background_loads().start([device_index] {
+      if (!device_exists(device_index)) return;  // the session's own checks say so
+      INGOT_CUDA_CHECK(cudaSetDevice(device_index));  // this thread's current device only
+      state(device_index);
+    });
   }
   void prepare_async(int device_index) override {
-    if (!early_start()) return;
-    // The context start_async began: a session's load returns with its device ready (so no thread
-    // is still creating it when a process that only loaded a session exits).
-    if (!start_device(device_index)) return;
+    if (!early_start() || !device_exists(device_index)) return;
+    // The context start_async began: a session's load returns with its device ready (no thread is
+    // still creating it when a process that only loaded a session exits). The caller's current
+    // device is left as it was.
+    state(device_index);
+    join_background_loads_at_exit();
     if (!flags::enabled("INGOT_CUDNN_PREBUILD") || !ConvGraph::has_stored_plans()) return;
-    background_loads().start([device_index] { ConvGraph::prebuild_stored_plans(device_index); });
+    background_loads().start([device_index] {
+      INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+      ConvGraph::prebuild_stored_plans(device_index);
+    });
   }
   std::array<std::atomic<bool>, kMaxDevices> started_{};
   CudaMemory memory_;

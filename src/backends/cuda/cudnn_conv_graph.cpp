@@ -405,9 +405,13 @@ cudnnBackendDescriptor_t stored_plan(Builder& b, const ConvGraphSpec& spec, cons
     if (saved->size() > choice.size() && saved->compare(0, choice.size(), choice) == 0 &&
         (*saved)[choice.size()] == '\n') {
       profiler::detail::PhaseScope phase("cuDNN plan loaded");
-      if (cudnnBackendDescriptor_t plan = plan_from_json(b, saved->substr(choice.size() + 1), workspace)) {
-        ++g_plans_loaded;
-        return plan;
+      try {
+        if (cudnnBackendDescriptor_t plan = plan_from_json(b, saved->substr(choice.size() + 1), workspace)) {
+          ++g_plans_loaded;
+          return plan;
+        }
+      } catch (const Unsupported&) {
+        // this cuDNN does not take the serialized form: rebuilt from the choice below
       }
     }
   }
