@@ -20,6 +20,7 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include <ingot/ops.h>
@@ -670,6 +671,19 @@ std::unique_ptr<QuantPlan> build_conv_plan(const sem::QConvGeometry& g, const Qu
                                                     dnnl::algorithm::convolution_direct, src_any, w_any, dst_any,
                                                     strides, dilations, pad_begin, pad_end);
   dnnl::convolution_forward::primitive_desc pd(d, quant_attr(a, g.out_channels, 1), eng);
+  // On CPUs with AMX, oneDNN's first choice for a 1x1 int8 convolution is an AMX kernel that costs
+  // ~40-60 us more per call than its VNNI one at the sizes of mobile detectors and OCR models (each
+  // of BlazeFace's and PP-OCR det's 1x1 layers, measured one by one with ONEDNN_VERBOSE on this
+  // machine: docs/QUANTIZATION.md), and so is it for a first layer of 3 input channels; its AMX
+  // kernels for larger windows over many channels are the faster ones (3x3 over 96 channels: 2.4x).
+  // So those two kinds take oneDNN's next implementation that is not AMX.
+  auto amx = [](const dnnl::primitive_desc& p) { return std::string_view(p.impl_info_str()).find("amx") != std::string_view::npos; };
+  if ((kvol == 1 || icg < 16) && amx(pd)) {
+    dnnl::convolution_forward::primitive_desc other(d, quant_attr(a, g.out_channels, 1), eng);
+    while (amx(other) && other.next_impl()) {
+    }
+    if (!amx(other)) pd = other;
+  }
   auto plan = std::make_unique<QuantPlan>();
   plan->primitive = dnnl::convolution_forward(pd);
   finish_plan(*plan, a, user_w, w8->data(), pd.weights_desc(), pd.src_desc(), pd.dst_desc(), user_src, user_dst, b_md);
