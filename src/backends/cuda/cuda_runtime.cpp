@@ -226,7 +226,7 @@ int current_device() {
   return d;
 }
 
-// Loads a process makes on a second thread while the first goes on with its cold start; joined at
+// Loads a process makes on threads of their own while the first goes on with its cold start; joined at
 // exit (a thread still inside dlopen when the libraries' destructors run would be a crash).
 class BackgroundLoads {
  public:
@@ -236,10 +236,9 @@ class BackgroundLoads {
       std::thread t;
       {
         std::lock_guard lock(mu_);
-        if (threads_.empty()) return;
-        t = std::move(threads_.back());
-        threads_.pop_back();
-        done_.pop_back();
+        if (loads_.empty()) return;
+        t = std::move(loads_.back().thread);
+        loads_.pop_back();
       }
       t.join();
     }
@@ -247,33 +246,34 @@ class BackgroundLoads {
   void start(std::function<void()> load) {
     std::vector<std::thread> finished;  // returned already: joined outside the lock
     std::unique_lock lock(mu_);
-    for (size_t i = 0; i < threads_.size();) {
-      if (done_[i]->load()) {
-        finished.push_back(std::move(threads_[i]));
-        threads_.erase(threads_.begin() + std::ptrdiff_t(i));
-        done_.erase(done_.begin() + std::ptrdiff_t(i));
+    for (auto it = loads_.begin(); it != loads_.end();) {
+      if (it->done->load()) {
+        finished.push_back(std::move(it->thread));
+        it = loads_.erase(it);
       } else {
-        ++i;
+        ++it;
       }
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    done_.push_back(done);
-    threads_.emplace_back([load = std::move(load), done] {
+    loads_.push_back({std::thread([load = std::move(load), done] {
       try {
         load();
       } catch (...) {
         // the thread that needs it gets the error
       }
       done->store(true);
-    });
+    }), done});
     lock.unlock();
     for (auto& t : finished) t.join();
   }
 
  private:
   std::mutex mu_;
-  std::vector<std::thread> threads_;
-  std::vector<std::shared_ptr<std::atomic<bool>>> done_;  // beside threads_: whether each has returned
+  struct Load {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;  // set when the load has returned
+  };
+  std::vector<Load> loads_;
 };
 
 BackgroundLoads& background_loads() {

@@ -510,8 +510,11 @@ int64_t ConvGraph::plans_loaded() { return g_plans_loaded.load(); }
 int ConvGraph::prebuild_stored_plans(int device) {
   if (!enabled()) return 0;
   // What the store holds now: the package's choices with their specs.
-  std::vector<std::pair<std::string, std::string>> work;  // tuning key, choice
-  std::map<std::string, ConvGraphSpec> specs;
+  struct Work {
+    std::string key, choice;  // tuning key, the stored choice
+    ConvGraphSpec spec;
+  };
+  std::vector<Work> work;
   {
     const std::string prefix = spec_prefix();
     for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
@@ -519,15 +522,14 @@ int ConvGraph::prebuild_stored_plans(int device) {
       auto choice = tuning::algorithms().peek(choice_key(tuning_key));
       auto spec = deserialize(value);
       if (!choice || *choice == kNoEngine || !spec) continue;
-      work.emplace_back(tuning_key, *choice);
-      specs[tuning_key] = *spec;
+      work.push_back({tuning_key, *choice, *spec});
     }
   }
   if (work.empty()) return 0;
   Prebuilt& p = prebuilt();
   {
     std::lock_guard lock(p.mu);
-    for (const auto& [key, choice] : work) {
+    for (const auto& [key, choice, spec] : work) {
       auto it = p.ready.find(key);
       if (key != p.building && (it == p.ready.end() || it->second.choice != choice)) p.queued.insert(key);
     }
@@ -548,14 +550,14 @@ int ConvGraph::prebuild_stored_plans(int device) {
     ~ResetHandle() { t_build_handle = nullptr; }
   } reset;
   int built = 0;
-  for (const auto& [key, choice] : work) {
+  for (const auto& [key, choice, spec] : work) {
     {
       std::lock_guard lock(p.mu);
       if (!p.queued.erase(key)) continue;  // taken by a convolution, or built already
       p.building = key;
     }
     std::unique_ptr<ConvGraph> g(new ConvGraph());
-    g->spec_ = specs[key];
+    g->spec_ = spec;
     bool ok = false;
     try {
       Builder b(g->owned_);
