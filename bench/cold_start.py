@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--only-packages", action="store_true", help="time the .ingot packages only, not the .onnx files")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="set for the conversions and every run (repeatable)")
+    ap.add_argument("--keep", metavar="DIR", help="write the packages here (kept for `ingot profile --cold`)")
     ap.add_argument("--also-env", action="append", default=[], metavar="NAME=VALUE",
                     help="time each package again with this environment variable set (an A/B in the same call; "
                          "repeatable, each one a variant of its own)")
@@ -100,7 +101,8 @@ def main():
             if not onnx:
                 print(f"skip {m['name']}: {m['file']} not in {args.cache}", file=sys.stderr)
                 continue
-            pkg = os.path.join(tmp, m["name"] + ".ingot")
+            suffix = f".{args.precision}.ingot" if args.precision else ".ingot"
+            pkg = os.path.join(args.keep or tmp, m["name"] + suffix)
             try:
                 start = time.perf_counter()
                 precision = ["--precision", args.precision] if args.precision else []

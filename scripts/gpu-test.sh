@@ -432,23 +432,33 @@ PYEOF
         done
       fi
       if [[ "$parts" == *" torch "* ]] && python3 -c "import torch, torchvision" 2>/dev/null; then
-        local tw="$dir/startup-torch" prec
+        local tw="$dir/startup-torch" prec p
         mkdir -p "$tw"
         python3 "$ROOT/bench/torch_models.py" export --out "$tw" >"$out/startup-export.log" 2>&1 ||
           echo "torch_models.py export failed (startup-export.log)"
         for prec in fp32 fp16; do
+          # The defaults, then A/B variants (STARTUP_VARIANTS: NAME=VALUE ...; by default plans built on
+          # first use, by one worker, cuDNN's libraries opened by cuDNN, the context created in order).
+          local v variants=()
+          for v in ${STARTUP_VARIANTS:-INGOT_CUDNN_PREBUILD=0 INGOT_CUDNN_PREBUILD=1 INGOT_CUDNN_PRELOAD=0 INGOT_CUDA_EARLY_START=0}; do
+            variants+=(--also-env "$v")
+          done
           python3 "$ROOT/bench/cold_start.py" --ingot "$ingot" --device cuda --spec "$tw/models.json" --cache "$tw" \
-            --inputs "$tw" --only-packages --reps 5 --markdown --precision "$prec" \
-            --also-env INGOT_CUDA_EARLY_START=0 --also-env INGOT_EXIT_TEARDOWN=1 2>"$out/startup-cold-$prec.log" || true
-          # Not yet the defaults: packages with cuDNN's serialized plans, and their plans built ahead.
-          python3 "$ROOT/bench/cold_start.py" --ingot "$ingot" --device cuda --spec "$tw/models.json" --cache "$tw" \
-            --inputs "$tw" --only-packages --reps 5 --markdown --precision "$prec" --env INGOT_CUDNN_SERIALIZED_PLANS=1 \
-            --also-env INGOT_CUDNN_PREBUILD=1 2>"$out/startup-cold-$prec-serialized.log" || true
+            --inputs "$tw" --only-packages --reps 5 --markdown --precision "$prec" --keep "$tw" \
+            "${variants[@]}" 2>"$out/startup-cold-$prec.log" || true
         done
-        "$ingot" convert "$tw/resnet50.onnx" -o "$tw/resnet50.fp16.ingot" --device cuda --precision fp16 \
-          --input-shape input=1,3,224,224 -q >/dev/null 2>&1 &&
-          "$ingot" profile "$tw/resnet50.fp16.ingot" --device cuda --cold --runs 1 -i "input=$tw/resnet50.b1.input.npy" 2>&1 |
-          sed -n '1,45p'
+        # Which of cuDNN's sub-libraries a package's first run opens (those INGOT_CUDNN_PRELOAD opens ahead).
+        for p in "$tw"/resnet50.fp32.ingot "$tw"/resnet50.fp16.ingot; do
+          [ -f "$p" ] || continue
+          echo "$(basename "$p"), cuDNN libraries opened: $(INGOT_CUDNN_PRELOAD=0 LD_DEBUG=files "$ingot" run "$p" \
+            --device cuda 2>&1 >/dev/null | grep -o 'file=libcudnn[a-z_]*\.so\.[0-9]*' | sort -u | tr '\n' ' ')"
+        done
+        # Where each package's time to first output goes: phases on the timeline, by thread.
+        for p in "$tw"/*.fp32.ingot "$tw"/*.fp16.ingot; do
+          [ -f "$p" ] || continue
+          echo "== $(basename "$p")"
+          "$ingot" profile "$p" --device cuda --cold --runs 1 2>&1
+        done
       fi
     } 2>&1 | tee "$out/startup.log"
     summary+=("startup: startup.log")

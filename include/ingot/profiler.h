@@ -93,6 +93,8 @@ struct PhaseStats {
   std::string name;
   int64_t count = 0;
   double total_ms = 0;
+  double first_start_ms = 0, last_end_ms = 0;  // since the profile started: where it lies on the timeline
+  std::vector<uint32_t> tids;                  // the threads it ran on (Event::tid), first seen first
 };
 
 struct Summary {

@@ -52,11 +52,11 @@ class Backend {
   // A device's one-off set-up started ahead, on threads of the backend's own, so that the caller's
   // host work overlaps it; the device's first use waits for what is still under way (and gets its
   // errors). start_async: what any use needs (CUDA: driver, context and stream, cuBLASLt), called
-  // before a session reads its model. prepare_async, called once the model is read: waits for what
-  // start_async began (a session's load returns with its device ready), then starts what the model's
-  // stored tuning choices will need (core/tuning.h; CUDA with INGOT_CUDNN_PREBUILD=1: the plans of
-  // stored convolution choices). Both do nothing where the device is missing or the backend has
-  // nothing to start.
+  // before a session reads its model. prepare_async, called once the model is read: starts what the
+  // model's stored tuning choices will need (core/tuning.h; CUDA: the cuDNN libraries they use, and
+  // workers that build the plans of stored convolution choices once the context exists), then waits
+  // for what start_async began (a session's load returns with its device ready). Both do nothing
+  // where the device is missing or the backend has nothing to start.
   virtual void start_async(int device_index) {}
   virtual void prepare_async(int device_index) {}
 

@@ -238,7 +238,7 @@ ConvertResult convert(const std::string& model_path, const std::string& package_
     }
     r.algorithms = int(meta.algorithms.size());
     r.device_code = int(meta.device_code.size());
-    report("tuning", true, fmt::format("{} algorithm choices, {} generated kernels{}", r.algorithms, r.device_code,
+    report("tuning", true, fmt::format("{} stored tuning entries (algorithm choices and what rebuilds them), {} generated kernels{}", r.algorithms, r.device_code,
                                        r.tuning_note.empty() ? "" : "; " + r.tuning_note));
   }
   for (const PackageExtension& e : read_package_metadata(package_path).extensions) r.extensions.push_back(e.name);

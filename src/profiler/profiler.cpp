@@ -581,9 +581,16 @@ Summary summarize(const std::vector<Event>& events) {
       }
       case EventKind::Phase: {
         auto it = std::find_if(sum.phases.begin(), sum.phases.end(), [&](const PhaseStats& p) { return p.name == e.name; });
-        if (it == sum.phases.end()) it = sum.phases.insert(sum.phases.end(), PhaseStats{e.name});
+        if (it == sum.phases.end()) {
+          it = sum.phases.insert(sum.phases.end(), PhaseStats());
+          it->name = e.name;
+          it->first_start_ms = double(e.start_ns) * 1e-6;
+        }
         ++it->count;
         it->total_ms += e.duration_ms();
+        it->first_start_ms = std::min(it->first_start_ms, double(e.start_ns) * 1e-6);
+        it->last_end_ms = std::max(it->last_end_ms, double(e.end_ns) * 1e-6);
+        if (std::find(it->tids.begin(), it->tids.end(), e.tid) == it->tids.end()) it->tids.push_back(e.tid);
         break;
       }
       case EventKind::Fallback: {

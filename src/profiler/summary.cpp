@@ -66,12 +66,21 @@ std::string Trace::summary_table(size_t top) const {
   }
   if (!s.phases.empty()) {
     // Phases nest (a cuDNN handle created inside the first run's first convolution): each is its own time.
-    out += "phases (one-off steps, nested ones inside their parent's time):\n";
+    // Where each lies on the timeline (ms since the profile started, first start to last end) and on
+    // which threads: what overlapped what in a cold start.
+    out += "phases (one-off steps, nested ones inside their parent's time; from-to: ms since the profile started):\n";
     size_t w = 5;
     for (const PhaseStats& p : s.phases) w = std::max(w, p.name.size());
+    auto thread_name = [&](uint32_t tid) {
+      for (const auto& [id, name] : threads) {
+        if (id == tid && !name.empty()) return name;
+      }
+      return fmt::format("thread {}", tid);
+    };
     for (const PhaseStats& p : s.phases) {
-      out += fmt::format("  {:<{}}  {:>10.3f} ms", p.name, w, p.total_ms);
-      out += p.count > 1 ? fmt::format("  ({} times)\n", p.count) : "\n";
+      std::string times = p.count > 1 ? fmt::format("{} times", p.count) : "";
+      out += fmt::format("  {:<{}}  {:>10.3f} ms  {:>9}  {:>8.1f}-{:<8.1f}  {}\n", p.name, w, p.total_ms, times,
+                         p.first_start_ms, p.last_end_ms, join(p.tids, ", ", thread_name));
     }
   }
   return out;

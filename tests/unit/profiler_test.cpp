@@ -170,6 +170,35 @@ TEST(Profiler, RecordsEveryNodeOfEveryRunWithShapes) {
   EXPECT_NE(table.find("peak live"), std::string::npos);
 }
 
+// Phases of one name on several threads: one line with the count, the span from the first start
+// to the last end, and each thread once, named.
+TEST(Profiler, PhasesOnSeveralThreadsSpanTheirFirstStartToTheirLastEnd) {
+  auto phase = [](int64_t start_ms, int64_t end_ms, uint32_t tid) {
+    profiler::Event e;
+    e.kind = profiler::EventKind::Phase;
+    e.name = "cuDNN plan loaded";
+    e.start_ns = start_ms * 1000000;
+    e.end_ns = end_ms * 1000000;
+    e.tid = tid;
+    return e;
+  };
+  profiler::Trace t;
+  t.events = {phase(10, 12, 0), phase(11, 20, 4), phase(13, 15, 0)};
+  t.threads = {{0, "main"}, {4, "thread 4"}};
+  t.summary = profiler::summarize(t.events);
+  ASSERT_EQ(t.summary.phases.size(), 1u);
+  const profiler::PhaseStats& p = t.summary.phases[0];
+  EXPECT_EQ(p.count, 3);
+  EXPECT_DOUBLE_EQ(p.total_ms, 2 + 9 + 2);
+  EXPECT_DOUBLE_EQ(p.first_start_ms, 10);
+  EXPECT_DOUBLE_EQ(p.last_end_ms, 20);
+  EXPECT_EQ(p.tids, (std::vector<uint32_t>{0, 4}));
+  const std::string table = t.summary_table();
+  EXPECT_NE(table.find("3 times"), std::string::npos) << table;
+  EXPECT_NE(table.find("10.0-20.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("main, thread 4"), std::string::npos) << table;
+}
+
 // A profile started before Session::load shows the load's phases (a cold start's one-off steps),
 // each once, in order, before the first run, in the summary and in the trace; a package's load has
 // its own phase and no import or optimization.
@@ -203,8 +232,13 @@ TEST(Profiler, AProfileOfTheLoadShowsItsPhases) {
       EXPECT_EQ(t.summary.phases[i].name, c.phases[i]);
       EXPECT_EQ(t.summary.phases[i].count, 1);
       EXPECT_NEAR(t.summary.phases[i].total_ms, phases[i]->duration_ms(), 1e-9);
+      // Its place on the timeline: from its start to its end, on the thread that loaded.
+      EXPECT_DOUBLE_EQ(t.summary.phases[i].first_start_ms, double(phases[i]->start_ns) * 1e-6);
+      EXPECT_DOUBLE_EQ(t.summary.phases[i].last_end_ms, double(phases[i]->end_ns) * 1e-6);
+      EXPECT_EQ(t.summary.phases[i].tids, std::vector<uint32_t>{phases[i]->tid});
     }
     EXPECT_NE(t.summary_table().find("build executor"), std::string::npos);
+    EXPECT_NE(t.summary_table().find("main"), std::string::npos) << "the phases' thread";
     const auto doc = nlohmann::json::parse(t.chrome_json());
     EXPECT_EQ(trace_format_violation(doc), "");
     size_t in_trace = 0;

@@ -5,14 +5,42 @@
 
 #include <fmt/format.h>
 
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "commands.h"
 #include "core/tuning.h"
 #include "inputs.h"
 
 namespace ingot::cli {
+
+namespace {
+
+// Milliseconds since this process started: CLOCK_BOOTTIME against /proc/self/stat's starttime
+// (field 22, clock ticks: 10 ms resolution on most kernels). Negative when it cannot be read.
+double process_age_ms() {
+  std::ifstream f("/proc/self/stat");
+  std::string line;
+  std::getline(f, line);
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 > line.size()) return -1;
+  std::istringstream rest(line.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+  }
+  timespec now{};
+  if (field.empty() || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+  const double start_s = std::strtod(field.c_str(), nullptr) / double(sysconf(_SC_CLK_TCK));
+  return (double(now.tv_sec) + double(now.tv_nsec) * 1e-9 - start_s) * 1e3;
+}
+
+}  // namespace
 
 Runner add_profile_command(CLI::App& app) {
   struct Options {
@@ -47,6 +75,7 @@ Runner add_profile_command(CLI::App& app) {
     options.precision = parse_precision(o->precision);
     profiler::Trace trace;
     std::optional<profiler::ScopedProfile> profile;
+    const double age_at_start = o->cold ? process_age_ms() : -1;
     if (o->cold) profile.emplace(&trace);
     Session session = Session::load(o->model, options);
     const auto feeds = make_feeds(session, o->inputs, o->input_shapes, 1, 0, false).feeds;
@@ -64,6 +93,15 @@ Runner add_profile_command(CLI::App& app) {
       const tuning::Stats a = tuning::algorithms().stats(), c = tuning::device_code().stats();
       std::cout << fmt::format("stored choices: algorithms {} found, {} worked out; device code {} found, {} compiled\n",
                                a.hits, a.misses, c.hits, c.misses);
+      // The timeline's origin against the process's start, and where the first output was ready.
+      auto first_run = std::find_if(trace.events.begin(), trace.events.end(),
+                                    [](const profiler::Event& e) { return e.kind == profiler::EventKind::SessionRun; });
+      if (first_run != trace.events.end()) {
+        std::cout << fmt::format("first run: {:.1f}-{:.1f} ms since the profile started", double(first_run->start_ns) * 1e-6,
+                                 double(first_run->end_ns) * 1e-6);
+        if (age_at_start >= 0) std::cout << fmt::format(" ({:.0f} ms after the process started, +-10 ms)", age_at_start);
+        std::cout << "\n";
+      }
     }
     if (!o->trace.empty()) {
       trace.write_chrome_json(o->trace);

@@ -281,6 +281,42 @@ BackgroundLoads& background_loads() {
   return loads;
 }
 
+// cuBLASLt's static initializers take 60-85 ms (H200 machine), during which the process's other
+// dlopen calls (cuDNN's sub-libraries) wait for the loader's lock: they run on a thread of their
+// own from a CUDA session's early start (once the driver is up) or the device's first use. A
+// process that never multiplies matrices on the GPU pays one core's 60-85 ms.
+void start_loading_cublaslt() {
+  static std::once_flag started;
+  std::call_once(started, [] { background_loads().start([] { lt(); }); });
+}
+
+// The pinned halves staged_copy uses (caller: the device is current).
+void allocate_staging(DeviceState& s) {
+  std::lock_guard lock(s.staging_mu);
+  if (s.pinned) return;
+  profiler::detail::PhaseScope phase("pinned staging buffers");
+  const size_t half = size_t(16) << 20;
+  char* pinned = nullptr;
+  INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 2 * half, cudaHostAllocDefault));
+  for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventRecord(e, s.stream));
+  s.pinned_half = half;
+  s.pinned = pinned;
+}
+
+// cuDNN 9 opens its sub-libraries when first needed: the graph API and its engines took 20-30 ms
+// of a cold session's first convolution on the H200. A loaded package whose stored choices include
+// graph-API convolutions opens them ahead (no context needed), beside the driver's start; cuDNN's own
+// dlopen then finds them loaded. Never closed, like cuDNN's; a name that does not open is left to
+// cuDNN to report. (The legacy API's convolutions opened none of libcudnn_ops/cnn there.)
+void preload_cudnn_graph_libraries() {
+  profiler::detail::PhaseScope phase("preload cuDNN libraries");
+  for (const char* name :
+       {"libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"}) {
+    (void)dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  }
+}
+
 DeviceState& state(int device) {
   if (device < 0 || device >= std::min(device_count(), kMaxDevices)) {
     fail("CUDA device {} does not exist ({} visible)", device, device_count());
@@ -290,10 +326,13 @@ DeviceState& state(int device) {
     profiler::detail::PhaseScope phase("CUDA context and stream");
     INGOT_CUDA_CHECK(cudaSetDevice(device));
     INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-    // cuBLASLt's static initializers take ~66 ms (H200 machine), which a session's first matrix
-    // product would wait for: they run beside the rest of the cold start instead (weight uploads,
-    // cuDNN's plans). A process that never multiplies matrices on the GPU pays one core's 66 ms.
-    background_loads().start([] { lt(); });
+    start_loading_cublaslt();
+    // Pinning 32 MB takes 12-18 ms (H200 machine): done beside the first run, whose copies go
+    // straight from pageable memory until the buffers exist (staged_copy).
+    background_loads().start([device] {
+      INGOT_CUDA_CHECK(cudaSetDevice(device));
+      allocate_staging(states()[size_t(device)]);
+    });
   });
   return s;
 }
@@ -319,13 +358,15 @@ void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int 
     fail("a copy between host and cuda:{} was asked for while capturing a CUDA graph (it cannot be replayed)",
          device);
   }
-  std::lock_guard lock(s.staging_mu);
-  if (!s.pinned) {
-    profiler::detail::PhaseScope phase("pinned staging buffers");
-    s.pinned_half = size_t(16) << 20;
-    INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.pinned), 2 * s.pinned_half, cudaHostAllocDefault));
-    for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventRecord(e, s.stream));
+  std::unique_lock lock(s.staging_mu, std::try_to_lock);
+  if (!lock.owns_lock() || !s.pinned) {
+    // The halves are being pinned (or serve another thread's copy): straight from pageable memory.
+    // The CUDA runtime stages such a copy itself and returns once the source may be reused; one to
+    // the host has arrived when the stream is synchronized.
+    INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                     s.stream));
+    if (!to_device) INGOT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    return;
   }
   for (size_t done = 0; done < nbytes;) {
     size_t n = std::min(s.pinned_half, nbytes - done);
@@ -469,22 +510,38 @@ struct CudaBackend final : Backend {
     if (started_[size_t(device_index)].exchange(true)) return;  // once per device
     background_loads().start([device_index] {
       if (!device_exists(device_index)) return;  // the session's own checks say so
+      // Once the driver has started (loading it beside the driver's start slowed both, and the
+      // package's read: the H200 machine), beside the context's creation: it needs no context.
+      start_loading_cublaslt();
       INGOT_CUDA_CHECK(cudaSetDevice(device_index));  // this thread's current device only
       state(device_index);
     });
   }
   void prepare_async(int device_index) override {
-    if (!early_start() || !device_exists(device_index)) return;
+    if (!early_start() || device_index < 0 || device_index >= kMaxDevices) return;
+    // Before waiting for the context (the driver may still be starting): the cuDNN libraries the
+    // stored choices will load, and the workers that build their plans once the context exists.
+    if (flags::enabled("INGOT_CUDNN_PRELOAD") && ConvGraph::has_stored_plans())
+      background_loads().start(preload_cudnn_graph_libraries);
+    if (const int64_t workers = flags::integer("INGOT_CUDNN_PREBUILD"); workers > 0) {
+      if (const int queued = ConvGraph::queue_stored_plans(); queued > 0) {
+        // A few plans per worker at least: each worker makes a cuDNN handle of its own (~3.5 ms).
+        for (int64_t i = 0; i < std::min<int64_t>(workers, (queued + 3) / 4); ++i) {
+          background_loads().start([device_index] {
+            if (!device_exists(device_index)) return;
+            INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+            state(device_index);
+            ConvGraph::build_queued_plans(device_index);
+          });
+        }
+      }
+    }
+    if (!device_exists(device_index)) return;
     // The context start_async began: a session's load returns with its device ready (no thread is
     // still creating it when a process that only loaded a session exits). The caller's current
     // device is left as it was.
     state(device_index);
     join_background_loads_at_exit();
-    if (!flags::enabled("INGOT_CUDNN_PREBUILD") || !ConvGraph::has_stored_plans()) return;
-    background_loads().start([device_index] {
-      INGOT_CUDA_CHECK(cudaSetDevice(device_index));
-      ConvGraph::prebuild_stored_plans(device_index);
-    });
   }
   std::array<std::atomic<bool>, kMaxDevices> started_{};
   CudaMemory memory_;
@@ -581,6 +638,8 @@ cublasLtHandle_t cublaslt() {
   }
   return s.lt;
 }
+
+std::string cudnn_key_prefix() { return "cudnn" + std::to_string(cudnnGetVersion()) + "."; }
 
 cudnnHandle_t cudnn() {
   DeviceState& s = current();

@@ -57,6 +57,9 @@ struct CublasLt {
 const CublasLt& lt();
 cublasLtHandle_t cublaslt();  // the current device's handle
 cudnnHandle_t cudnn();  // bound to stream()
+// "cudnn<version>.": what the tuning keys of cuDNN's choices start with (core/tuning.h), so that
+// another cuDNN measures again.
+std::string cudnn_key_prefix();
 // Scratch memory for library calls (cuBLASLt, cuDNN), valid until the next call on this stream
 // that asks for a workspace. Grows on demand.
 void* workspace(size_t nbytes);

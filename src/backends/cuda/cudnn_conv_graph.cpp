@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -33,7 +34,7 @@ constexpr int64_t kAlignment = 16;  // bytes; every buffer handed in is checked 
 // A step cuDNN refused: the graph is not built (the caller takes the legacy path).
 struct Unsupported {};
 
-// The handle plans are built with: the prebuilding thread's own (prebuild_stored_plans), else the
+// The handle plans are built with: a prebuilding worker's own (build_queued_plans), else the
 // device's. A plan built with one handle runs with another (cudnnBackendExecute takes the caller's).
 thread_local cudnnHandle_t t_build_handle = nullptr;
 cudnnHandle_t build_handle() { return t_build_handle ? t_build_handle : cudnn(); }
@@ -352,14 +353,14 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
 // Keys in core/tuning.h's algorithms(): the choice for a problem, and the spec it was made for
 // (so that a loaded package's plans can be built before the convolutions ask for them).
 std::string choice_key(const std::string& tuning_key) {
-  return "cudnn" + std::to_string(cudnnGetVersion()) + ".convgraph2." + tuning_key;
+  return cudnn_key_prefix() + "convgraph2." + tuning_key;
 }
-std::string spec_prefix() { return "cudnn" + std::to_string(cudnnGetVersion()) + ".convspec2."; }
+std::string spec_prefix() { return cudnn_key_prefix() + "convspec2."; }
 // The plan cuDNN serialized for a choice: "CHOICE\nJSON" (runtime-compiled engines: with their
 // compiled kernel, so a later process loads it instead of compiling it again, ~28 ms per plan on the
 // H200 for ResNet-50's float16 convolutions).
 std::string plan_key(const std::string& tuning_key) {
-  return "cudnn" + std::to_string(cudnnGetVersion()) + ".convplan2." + tuning_key;
+  return cudnn_key_prefix() + "convplan2." + tuning_key;
 }
 
 // The plan's serialized form, or "" where its engine has none.
@@ -455,7 +456,9 @@ std::optional<ConvGraphSpec> deserialize(const std::string& text) {
 }
 
 // Plans of stored choices built ahead of the convolutions that need them, by tuning key; each with
-// the stored choice it was built from (used only while the store still says the same).
+// the stored choice it was built from (used only while the store still says the same). Several
+// workers take the queue's plans in turn; a convolution that needs one still queued takes it off and
+// builds it itself, one being built it waits for.
 struct Prebuilt {
   std::mutex mu;
   std::condition_variable done;
@@ -463,10 +466,16 @@ struct Prebuilt {
     std::string choice;
     std::unique_ptr<ConvGraph> graph;
   };
+  struct Work {
+    std::string key, choice;  // tuning key, the stored choice
+    ConvGraphSpec spec;
+  };
   std::map<std::string, Entry> ready;
-  std::set<std::string> queued;  // to be built by the prebuilding thread, in its order
-  std::string building;          // the one it is building now
-  int64_t taken = 0;             // plans build() took (tests)
+  std::deque<Work> queue;          // to be built, in order (a key no longer in `queued` is skipped)
+  std::set<std::string> queued;    // the keys still to be built by a worker
+  std::set<std::string> building;  // the ones workers are building now
+  int64_t taken = 0;               // plans build() took (tests)
+  std::map<int, std::vector<cudnnHandle_t>> idle_handles;  // workers' handles by device, kept for the process
 };
 
 Prebuilt& prebuilt() {
@@ -478,16 +487,15 @@ Prebuilt& prebuilt() {
 
 bool ConvGraph::enabled() { return flags::enabled("INGOT_CUDNN_GRAPH"); }
 
-// The prebuilt plan for `tuning_key` made from `choice` for `spec`: waits while the prebuilding
-// thread builds it; null when it is not built or queued (then taken off the queue: the caller builds
-// it itself).
+// The prebuilt plan for `tuning_key` made from `choice` for `spec`: waits while a worker builds it;
+// null when it is not built or queued (then taken off the queue: the caller builds it itself).
 std::unique_ptr<ConvGraph> ConvGraph::take_prebuilt(const std::string& tuning_key, const std::string& choice,
                                                     const ConvGraphSpec& spec) {
   Prebuilt& p = prebuilt();
   std::unique_lock lock(p.mu);
   if (p.ready.empty() && p.building.empty() && p.queued.empty()) return nullptr;
   p.queued.erase(tuning_key);
-  p.done.wait(lock, [&] { return p.building != tuning_key; });
+  p.done.wait(lock, [&] { return !p.building.count(tuning_key); });
   auto it = p.ready.find(tuning_key);
   if (it == p.ready.end()) return nullptr;
   std::unique_ptr<ConvGraph> g;
@@ -507,75 +515,97 @@ bool ConvGraph::has_stored_plans() { return enabled() && !tuning::algorithms().w
 
 int64_t ConvGraph::plans_loaded() { return g_plans_loaded.load(); }
 
-int ConvGraph::prebuild_stored_plans(int device) {
+int ConvGraph::queue_stored_plans() {
   if (!enabled()) return 0;
   // What the store holds now: the package's choices with their specs.
-  struct Work {
-    std::string key, choice;  // tuning key, the stored choice
-    ConvGraphSpec spec;
-  };
-  std::vector<Work> work;
-  {
-    const std::string prefix = spec_prefix();
-    for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
-      const std::string tuning_key = key.substr(prefix.size());
-      auto choice = tuning::algorithms().peek(choice_key(tuning_key));
-      auto spec = deserialize(value);
-      if (!choice || *choice == kNoEngine || !spec) continue;
-      work.push_back({tuning_key, *choice, *spec});
-    }
+  std::vector<Prebuilt::Work> work;
+  const std::string prefix = spec_prefix();
+  for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
+    const std::string tuning_key = key.substr(prefix.size());
+    auto choice = tuning::algorithms().peek(choice_key(tuning_key));
+    auto spec = deserialize(value);
+    if (!choice || *choice == kNoEngine || !spec) continue;
+    work.push_back({tuning_key, *choice, *spec});
   }
-  if (work.empty()) return 0;
   Prebuilt& p = prebuilt();
+  std::lock_guard lock(p.mu);
+  int queued = 0;
+  for (Prebuilt::Work& w : work) {
+    auto it = p.ready.find(w.key);
+    if (p.building.count(w.key) || p.queued.count(w.key) || (it != p.ready.end() && it->second.choice == w.choice))
+      continue;
+    p.queued.insert(w.key);
+    p.queue.push_back(std::move(w));
+    ++queued;
+  }
+  return queued;
+}
+
+int ConvGraph::build_queued_plans(int device) {
+  if (!enabled()) return 0;
+  Prebuilt& p = prebuilt();
+  // A handle of its own on the device's stream, kept for the next worker when done.
+  cudnnHandle_t handle = nullptr;
   {
     std::lock_guard lock(p.mu);
-    for (const auto& [key, choice, spec] : work) {
-      auto it = p.ready.find(key);
-      if (key != p.building && (it == p.ready.end() || it->second.choice != choice)) p.queued.insert(key);
+    if (p.queued.empty()) return 0;
+    if (auto& idle = p.idle_handles[device]; !idle.empty()) {
+      handle = idle.back();
+      idle.pop_back();
     }
   }
-  // A handle of its own, on the device's stream (made once per device and kept for the process).
-  static auto* handles_mu = new std::mutex();
-  static auto* handles = new std::map<int, cudnnHandle_t>();
-  {
-    std::lock_guard lock(*handles_mu);
-    cudnnHandle_t& h = (*handles)[device];
-    if (!h) {
-      INGOT_CUDNN_CHECK(cudnnCreate(&h));
-      INGOT_CUDNN_CHECK(cudnnSetStream(h, stream()));
-    }
-    t_build_handle = h;
+  if (!handle) {
+    INGOT_CUDNN_CHECK(cudnnCreate(&handle));
+    INGOT_CUDNN_CHECK(cudnnSetStream(handle, stream()));
   }
-  struct ResetHandle {
-    ~ResetHandle() { t_build_handle = nullptr; }
-  } reset;
+  t_build_handle = handle;
+  struct GiveBack {
+    Prebuilt& p;
+    int device;
+    cudnnHandle_t handle;
+    ~GiveBack() {
+      t_build_handle = nullptr;
+      std::lock_guard lock(p.mu);
+      p.idle_handles[device].push_back(handle);
+    }
+  } give_back{p, device, handle};
   int built = 0;
-  for (const auto& [key, choice, spec] : work) {
+  for (;;) {
+    Prebuilt::Work w;
     {
       std::lock_guard lock(p.mu);
-      if (!p.queued.erase(key)) continue;  // taken by a convolution, or built already
-      p.building = key;
+      while (!p.queue.empty() && !p.queued.count(p.queue.front().key)) p.queue.pop_front();  // taken meanwhile
+      if (p.queue.empty()) break;
+      w = std::move(p.queue.front());
+      p.queue.pop_front();
+      p.queued.erase(w.key);
+      p.building.insert(w.key);
     }
     std::unique_ptr<ConvGraph> g(new ConvGraph());
-    g->spec_ = spec;
+    g->spec_ = w.spec;
     bool ok = false;
     try {
       Builder b(g->owned_);
       profiler::detail::PhaseScope phase("cuDNN plan built ahead");
-      g->plan_ = stored_plan(b, g->spec_, key, choice, &g->workspace_);
+      g->plan_ = stored_plan(b, g->spec_, w.key, w.choice, &g->workspace_);
       ok = g->plan_ != nullptr;
     } catch (...) {  // Unsupported, or anything else: the convolution builds its own (and reports)
       ok = false;
     }
     {
       std::lock_guard lock(p.mu);
-      if (ok) p.ready[key] = {choice, std::move(g)};
-      p.building.clear();
+      if (ok) p.ready[w.key] = {w.choice, std::move(g)};
+      p.building.erase(w.key);
       built += ok;
     }
     p.done.notify_all();
   }
   return built;
+}
+
+int ConvGraph::prebuild_stored_plans(int device) {
+  queue_stored_plans();
+  return build_queued_plans(device);
 }
 
 std::unique_ptr<ConvGraph> ConvGraph::build(const ConvGraphSpec& spec, const ConvGraphArgs& args,

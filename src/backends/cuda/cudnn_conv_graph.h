@@ -61,11 +61,15 @@ class ConvGraph {
                                           const std::string& tuning_key);
   // False when INGOT_CUDNN_GRAPH=0: build() returns null and the legacy API takes every convolution.
   static bool enabled();
-  // Builds, on the calling thread and with a cuDNN handle of its own, the plans of every choice in
-  // core/tuning.h's store whose spec was stored beside it (a package's convolutions), for build() to
-  // take instead of building them when the convolutions first run; a convolution that comes first
-  // builds its own (or waits for the one being built). Returns how many it built. The CUDA backend
-  // runs it on a background thread when a session loads (Backend::prepare_async).
+  // Plans built ahead of the convolutions that need them (a loaded package's): queue_stored_plans()
+  // queues every choice in core/tuning.h's store whose spec was stored beside it (returns how many
+  // it queued); build_queued_plans() builds queued plans on the calling thread, with a cuDNN handle
+  // of its own, until none is left (several threads may run it; returns how many it built);
+  // build() takes a plan built ahead instead of building it, waits for one being built, or takes a
+  // queued one off the queue and builds it itself. prebuild_stored_plans() is both on one thread.
+  // The CUDA backend runs workers when a session loads (Backend::prepare_async, INGOT_CUDNN_PREBUILD).
+  static int queue_stored_plans();
+  static int build_queued_plans(int device);
   static int prebuild_stored_plans(int device);
   static bool has_stored_plans();  // whether the store holds a choice with its spec
   static int64_t prebuilt_taken();  // how many plans build() took from prebuild_stored_plans (tests)

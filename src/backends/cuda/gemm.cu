@@ -184,9 +184,8 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
   return l;
 }
 
-// Builds descriptors for `g` with or without the fused epilogue; false when the heuristic finds
-// no algorithm.
-bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
+// Makes the descriptors for `g` with or without the fused epilogue.
+void describe(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   p.release();
   const cudaDataType_t t = cuda_dtype(g.dtype);
   const bool f64 = g.dtype == DType::Float64, i8 = g.dtype == DType::Int8;
@@ -226,7 +225,12 @@ bool build_plan(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   p.la = make_layout(t, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
   p.lb = make_layout(t, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
   p.lc = make_layout(out, g.n, g.m, g.ldc, g.batch, g.stride_c);
+}
 
+// Asks the heuristic for the candidates of the plan `describe` made; false when it has none (or
+// rejects the fused epilogue).
+bool ask_heuristic(Plan& p, const Key& key, bool fuse) {
+  profiler::detail::PhaseScope phase("cuBLASLt heuristic");
   cublasLtMatmulPreference_t pref = nullptr;
   INGOT_CUBLAS_CHECK(lt().matmul_preference_create(&pref));
   uint64_t ws = kWorkspaceBytes;
@@ -289,6 +293,25 @@ bool decode(const std::string& s, Candidate& c) {
   std::memcpy(&ws, s.data() + sizeof(c.algo), sizeof(ws));
   c.workspace = size_t(ws);
   return c.workspace <= kWorkspaceBytes;
+}
+
+// The algorithm stored for the plan `describe` made (a package's, or this process's), if cuBLASLt
+// still accepts it: the plan needs no heuristic query then (the first in a process costs ~70 ms on
+// the H200: a package's first matrix product waited for it).
+bool take_stored(Plan& p, const std::string& tuning_key) {
+  const std::optional<std::string> stored = tuning::algorithms().peek(tuning_key);
+  Candidate c;
+  cublasLtMatmulHeuristicResult_t check{};
+  if (!stored || !decode(*stored, c) ||
+      lt().matmul_algo_check(cublaslt(), p.desc, p.la, p.lb, p.lc, p.lc, &c.algo, &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > kWorkspaceBytes) {
+    return false;
+  }
+  (void)tuning::algorithms().find(tuning_key);  // counted as found
+  p.candidates = {{c.algo, std::max(c.workspace, check.workspaceSize)}};
+  p.algo = c.algo;
+  p.workspace = p.candidates[0].workspace;
+  return true;
 }
 
 void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, size_t ws_bytes) {
@@ -406,18 +429,31 @@ void gemm(const GemmArgs& g) {
   if (it == cache.end()) {
     if (cache.size() >= kMaxPlans) cache.clear();
     auto plan = std::make_unique<Plan>();
-    // float64 runs without epilogues (cuBLASLt has none for it); others try the fused epilogue first.
+    // float64 runs without epilogues (cuBLASLt has none for it); others try the fused epilogue first:
+    // a stored choice for either form, else the heuristic's candidates (then timed).
     const bool try_fuse = (g.bias || want_act) && g.dtype != DType::Float64;
-    const bool fused = try_fuse && build_plan(*plan, g, key, true);
-    if (!fused && !build_plan(*plan, g, key, false)) {
-      fail("cuda::gemm: cuBLASLt has no algorithm for {} m={} n={} k={} batch={} (transA={}, transB={})",
-           dtype_name(g.dtype), g.m, g.n, g.k, g.batch, int(g.trans_a), int(g.trans_b));
+    auto stored = [&](bool fuse) {
+      describe(*plan, g, key, fuse);
+      return take_stored(*plan, tuning_key(key, fuse));
+    };
+    bool fused = try_fuse && stored(true);
+    const bool found = fused || stored(false);
+    if (!found) {
+      describe(*plan, g, key, try_fuse);
+      fused = try_fuse && ask_heuristic(*plan, key, true);
+      if (!fused) {
+        if (try_fuse) describe(*plan, g, key, false);
+        if (!ask_heuristic(*plan, key, false)) {
+          fail("cuda::gemm: cuBLASLt has no algorithm for {} m={} n={} k={} batch={} (transA={}, transB={})",
+               dtype_name(g.dtype), g.m, g.n, g.k, g.batch, int(g.trans_a), int(g.trans_b));
+        }
+      }
     }
     if (plan->fused_bias) {
       INGOT_CUBLAS_CHECK(
           lt().matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
     }
-    choose_algorithm(*plan, g, tuning_key(key, fused));
+    if (!found) choose_algorithm(*plan, g, tuning_key(key, fused));
     it = cache.emplace(key, std::move(plan)).first;
   }
   Plan& p = *it->second;

@@ -618,8 +618,8 @@ void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tenso
       got != expect) {
     return;
   }
-  p.tuning_key = fmt::format("cudnn{}.conv.{}.{}|{}|tf32={}|x={}|y={}|w={}|pad={}|stride={}|dil={}|g={}|fused={}{}",
-                             cudnnGetVersion(), g.transposed ? "bwd_data" : "fwd", cuda::arch_name(), dtype_name(x.dtype()),
+  p.tuning_key = fmt::format("{}conv.{}.{}|{}|tf32={}|x={}|y={}|w={}|pad={}|stride={}|dil={}|g={}|fused={}{}",
+                             cuda::cudnn_key_prefix(), g.transposed ? "bwd_data" : "fwd", cuda::arch_name(), dtype_name(x.dtype()),
                              int(p.tf32), shape_str(xs), shape_str(ys), shape_str(Shape(wd.begin(), wd.end())),
                              shape_str(pads), shape_str(win.strides), shape_str(win.dilations), g.group,
                              int(p.want_fused), g.channels_last ? "|nhwc" : "");
