@@ -8,6 +8,7 @@
 #include <ingot/ops.h>
 #include <ingot/optim.h>
 #include <ingot/safetensors.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -563,7 +564,7 @@ TEST(Dropout, TrainingMasksAndScalesEvalPassesThrough) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("ingot_nn_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("ingot_nn_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {

@@ -204,7 +204,7 @@ TEST(Profiler, PhasesOnSeveralThreadsSpanTheirFirstStartToTheirLastEnd) {
 // its own phase and no import or optimization.
 TEST(Profiler, AProfileOfTheLoadShowsItsPhases) {
   const std::string onnx_path = three_op_model();
-  const std::string package_path = (fs::temp_directory_path() / "profiler_phases.ingot").string();
+  const std::string package_path = (ingot::testing::temp_dir() / "profiler_phases.ingot").string();
   save_package(*convert_model(onnx_path, {}), {}, package_path);
   struct Case {
     std::string path;
