@@ -391,8 +391,9 @@ run() {
     # STARTUP_PARTS (default "floor relu ppocr torch"): floor = ingot-bench-cuda-startup, relu = a
     # one-node model, ppocr = the PP-OCR packages (profile and 5 runs each); torch = the
     # issue's models (ResNet-50, MobileNetV3-Large, Whisper-tiny encoder exported here by
-    # bench/torch_models.py, needs torch) as fp32 and fp16 packages through bench/cold_start.py:
-    # first output and process wall, with the early start off and the exit teardown on as variants.
+    # bench/torch_models.py, needs torch) as fp32 and fp16 packages (STARTUP_PRECISIONS) through
+    # bench/cold_start.py: first output and process wall, with A/B variants (STARTUP_VARIANTS), then
+    # `ingot profile --cold` of each package (phases on the timeline).
     local i t0 t1 m pkgs="$out/startup-packages" parts=" ${STARTUP_PARTS:-floor relu ppocr torch} "
     mkdir -p "$pkgs"
     wall() { t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); awk "BEGIN {printf \"%.0f\", ($t1 - $t0) * 1000}"; }
@@ -436,7 +437,7 @@ PYEOF
         mkdir -p "$tw"
         python3 "$ROOT/bench/torch_models.py" export --out "$tw" >"$out/startup-export.log" 2>&1 ||
           echo "torch_models.py export failed (startup-export.log)"
-        for prec in fp32 fp16; do
+        for prec in ${STARTUP_PRECISIONS:-fp32 fp16}; do
           # The defaults, then A/B variants (STARTUP_VARIANTS: NAME=VALUE ...; by default plans built on
           # first use, by one worker, cuDNN's libraries opened by cuDNN, the context created in order).
           local v variants=()

@@ -32,6 +32,9 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_PREBUILD", Kind::Int, "1",
      "How many threads build a loaded package's stored cuDNN convolution plans while the CUDA context starts and "
      "the first run goes on (0: each convolution builds its own on first use; docs/PERFORMANCE.md, cold start)."},
+    {"INGOT_CUBLASLT_WARMUP", Kind::Bool, "1",
+     "Run a loaded package's stored cuBLASLt products once on scratch buffers on a thread of their own once the "
+     "CUDA context exists, so that their kernels load beside the cold start (0: on their first call)."},
     {"INGOT_CUDNN_PRELOAD", Kind::Bool, "1",
      "Open the cuDNN sub-libraries a loaded package's stored choices need while the CUDA driver starts (0: cuDNN "
      "opens them at the first convolution)."},

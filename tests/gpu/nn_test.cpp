@@ -1,6 +1,9 @@
 // CUDA MatMul, Gemm, Conv, ConvTranspose and ai.ingot FusedConv against the CPU kernels
 // (src/backends/cuda/gemm.cu, kernels/matmul.cu, kernels/conv.cu).
+#include <fmt/format.h>
+
 #include "backends/cuda/cudnn_conv_graph.h"
+#include "backends/cuda/gemm.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
 
@@ -86,6 +89,56 @@ TEST(CudaMatMul, FusedAlphaBiasRelu) {
           {rnd(dt, {2, 1, 7, 13}, 20), rnd(dt, {1, 3, 13, 5}, 21), Tensor(), rnd(dt, {2, 3, 7, 5}, 22)}, {},
           "ai.ingot");
   }
+}
+
+// A stored product (a package's) warmed ahead: its plan is built from the stored choice and run once
+// on scratch buffers of the call's alignment, so that the call itself finds the plan made and asks
+// the store nothing; its result is the CPU's. Every form of the store's key is read back: dtypes,
+// fused bias and Relu, a residual (beta), batches, a misaligned operand.
+TEST(CudaMatMul, StoredProductsAreWarmedAhead) {
+  INGOT_REQUIRE_GPU();
+  struct Case {
+    std::string op;
+    std::vector<Tensor> inputs;
+    Attributes attrs;
+    std::string domain;
+  };
+  for (DType dt : kGemmTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<Case> cases = {
+        {"MatMul", {rnd(dt, {7, 13}, 1), rnd(dt, {13, 5}, 2)}, {}, ""},
+        {"MatMul", {rnd(dt, {3, 7, 13}, 3), rnd(dt, {3, 13, 5}, 4)}, {}, ""},
+        {"FusedMatMul", {rnd(dt, {4, 9}, 5), rnd(dt, {9, 6}, 6), rnd(dt, {6}, 7)},
+         {{"alpha", -0.5f}, {"activation", std::string("Relu")}}, "ai.ingot"},
+        {"FusedMatMul", {rnd(dt, {4, 9}, 8), rnd(dt, {9, 6}, 9), rnd(dt, {6}, 10), rnd(dt, {4, 6}, 11)}, {}, "ai.ingot"},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.op);
+      tuning::algorithms().clear();
+      cuda::forget_cached_products();
+      check(c.op, c.inputs, c.attrs, c.domain);  // measures and stores the choice
+      const int64_t stored = int64_t(tuning::algorithms().with_prefix("cublaslt").size());
+      ASSERT_GE(stored, 1);
+      // As in a fresh process that loaded a package: the store holds the choice, no plan exists.
+      cuda::forget_cached_products();
+      EXPECT_EQ(cuda::warm_stored_products(), stored);
+      const int64_t plans = cuda::cached_products();
+      EXPECT_EQ(plans, stored);
+      const tuning::Stats before = tuning::algorithms().stats();
+      check(c.op, c.inputs, c.attrs, c.domain);
+      EXPECT_EQ(cuda::cached_products(), plans) << "the call took the warmed plan";
+      EXPECT_EQ(tuning::algorithms().stats().hits, before.hits) << "nothing looked up again";
+      EXPECT_EQ(tuning::algorithms().stats().misses, before.misses);
+    }
+  }
+  // A stored choice whose key does not parse (another format) is left alone.
+  tuning::algorithms().clear();
+  cuda::forget_cached_products();
+  tuning::algorithms().put(fmt::format("cublaslt{}.matmul.{}|float32|garbage", cuda::lt().get_version(),
+                                       cuda::arch_name()),
+                           "x");
+  EXPECT_EQ(cuda::warm_stored_products(), 0);
+  tuning::algorithms().clear();
 }
 
 TEST(CudaMatMul, BroadcastBatch) {

@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/dynamic_library.h"
+#include "backends/cuda/gemm.h"
 #include "core/flags.h"
 #include "core/backend.h"
 #include "profiler/hooks.h"
@@ -535,6 +536,14 @@ struct CudaBackend final : Backend {
           });
         }
       }
+    }
+    if (flags::enabled("INGOT_CUBLASLT_WARMUP")) {
+      background_loads().start([device_index] {
+        if (!device_exists(device_index)) return;
+        INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+        state(device_index);
+        warm_stored_products();
+      });
     }
     if (!device_exists(device_index)) return;
     // The context start_async began: a session's load returns with its device ready (no thread is

@@ -10,17 +10,23 @@
 // is the fastest of up to kCandidates heuristic results, timed on the first call's operands and
 // kept in core/tuning.h (so packages store it; see choose_algorithm).
 // When cuBLASLt has no algorithm for an epilogue (or the dtype is float64), the product runs
-// without it and a small kernel applies bias and activation afterwards.
+// without it and a small kernel applies bias and activation afterwards. A stored algorithm is
+// taken without asking the heuristic; a loaded package's stored problems can be planned and run
+// once ahead on scratch buffers (warm_stored_products), so that their kernels load off the first
+// run's path.
 #include <cublasLt.h>
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
+#include <vector>
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
@@ -314,22 +320,74 @@ bool take_stored(Plan& p, const std::string& tuning_key) {
   return true;
 }
 
-void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, size_t ws_bytes) {
-  void* ws = ws_bytes > 0 ? workspace(ws_bytes) : nullptr;
+// Where a product runs: the device's stream and shared workspace, or a warm-up's own.
+struct Launch {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;  // kWorkspaceBytes; nullptr: the device's shared workspace
+};
+
+void run_plan(const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, size_t ws_bytes,
+              Launch on = {stream(), nullptr}) {
+  void* ws = ws_bytes == 0 ? nullptr : on.workspace ? on.workspace : workspace(ws_bytes);
   const void* c_in = g.c_in ? g.c_in : g.c;
   if (g.dtype == DType::Float64) {
     const double alpha = g.alpha, beta = g.beta;
     INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
-                                      &algo, ws, ws_bytes, stream()));
+                                      &algo, ws, ws_bytes, on.stream));
   } else if (g.dtype == DType::Int8) {
     const int32_t alpha = 1, beta = 0;
     INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
-                                      &algo, ws, ws_bytes, stream()));
+                                      &algo, ws, ws_bytes, on.stream));
   } else {
     const float alpha = g.alpha, beta = g.beta;
     INGOT_CUBLAS_CHECK(lt().matmul(cublaslt(), p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c_in, p.lc, g.c, p.lc,
-                                      &algo, ws, ws_bytes, stream()));
+                                      &algo, ws, ws_bytes, on.stream));
   }
+}
+
+// The plan-cache key of a call: its problem, and its pointers' alignments.
+Key key_of(const GemmArgs& g) {
+  const size_t elem = dtype_size(g.dtype);
+  Key key{};
+  INGOT_CUDA_CHECK(cudaGetDevice(&key.device));
+  key.dtype = g.dtype;
+  key.trans_a = g.trans_a;
+  key.trans_b = g.trans_b;
+  key.tf32 = g.dtype == DType::Float32 && allow_tf32();
+  key.has_bias = g.bias != nullptr;
+  key.beta_nonzero = g.beta != 0.0f;
+  key.epilogue = g.epilogue;
+  key.m = g.m;
+  key.n = g.n;
+  key.k = g.k;
+  key.lda = g.lda;
+  key.ldb = g.ldb;
+  key.ldc = g.ldc;
+  key.batch = g.batch;
+  key.stride_a = g.batch > 1 ? g.stride_a : 0;
+  key.stride_b = g.batch > 1 ? g.stride_b : 0;
+  key.stride_c = g.batch > 1 ? g.stride_c : 0;
+  key.align_a = alignment(g.a, g.stride_a, g.batch, elem);
+  key.align_b = alignment(g.b, g.stride_b, g.batch, elem);
+  const size_t c_elem = g.dtype == DType::Int8 ? sizeof(int32_t) : elem;
+  key.align_c = alignment(g.c, g.stride_c, g.batch, c_elem);
+  if (g.c_in) key.align_c = std::min(key.align_c, alignment(g.c_in, g.stride_c, g.batch, c_elem));
+  key.align_bias = g.bias ? alignment(g.bias, 0, 1, elem) : 0;
+  return key;
+}
+
+// The plan of a stored choice for `g`, fused epilogue first when `try_fuse` (a package's, or this
+// process's choice, if cuBLASLt still accepts it); false when none is stored or accepted.
+bool stored_plan(Plan& p, const GemmArgs& g, const Key& key, bool try_fuse, bool* fused) {
+  for (bool fuse : {true, false}) {
+    if (fuse && !try_fuse) continue;
+    describe(p, g, key, fuse);
+    if (take_stored(p, tuning_key(key, fuse))) {
+      *fused = fuse;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Chooses the plan's algorithm once per problem: a choice stored in core/tuning.h (a package's,
@@ -368,7 +426,6 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
 void gemm(const GemmArgs& g) {
   if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) fail("cuda::gemm: negative sizes");
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  const size_t elem = dtype_size(g.dtype);
   const bool want_act = g.epilogue != Epilogue::None;
   if (g.dtype == DType::Int8) {
     if (g.trans_a || !g.trans_b || g.alpha != 1.0f || g.beta != 0.0f || g.bias || want_act)
@@ -397,32 +454,7 @@ void gemm(const GemmArgs& g) {
     return;
   }
 
-  Key key{};
-  INGOT_CUDA_CHECK(cudaGetDevice(&key.device));
-  key.dtype = g.dtype;
-  key.trans_a = g.trans_a;
-  key.trans_b = g.trans_b;
-  key.tf32 = g.dtype == DType::Float32 && allow_tf32();
-  key.has_bias = g.bias != nullptr;
-  key.beta_nonzero = g.beta != 0.0f;
-  key.epilogue = g.epilogue;
-  key.m = g.m;
-  key.n = g.n;
-  key.k = g.k;
-  key.lda = g.lda;
-  key.ldb = g.ldb;
-  key.ldc = g.ldc;
-  key.batch = g.batch;
-  key.stride_a = g.batch > 1 ? g.stride_a : 0;
-  key.stride_b = g.batch > 1 ? g.stride_b : 0;
-  key.stride_c = g.batch > 1 ? g.stride_c : 0;
-  key.align_a = alignment(g.a, g.stride_a, g.batch, elem);
-  key.align_b = alignment(g.b, g.stride_b, g.batch, elem);
-  const size_t c_elem = g.dtype == DType::Int8 ? sizeof(int32_t) : elem;
-  key.align_c = alignment(g.c, g.stride_c, g.batch, c_elem);
-  if (g.c_in) key.align_c = std::min(key.align_c, alignment(g.c_in, g.stride_c, g.batch, c_elem));
-  key.align_bias = g.bias ? alignment(g.bias, 0, 1, elem) : 0;
-
+  const Key key = key_of(g);
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& cache = plans();
   auto it = cache.find(key);
@@ -432,12 +464,8 @@ void gemm(const GemmArgs& g) {
     // float64 runs without epilogues (cuBLASLt has none for it); others try the fused epilogue first:
     // a stored choice for either form, else the heuristic's candidates (then timed).
     const bool try_fuse = (g.bias || want_act) && g.dtype != DType::Float64;
-    auto stored = [&](bool fuse) {
-      describe(*plan, g, key, fuse);
-      return take_stored(*plan, tuning_key(key, fuse));
-    };
-    bool fused = try_fuse && stored(true);
-    const bool found = fused || stored(false);
+    bool fused = false;
+    const bool found = stored_plan(*plan, g, key, try_fuse, &fused);
     if (!found) {
       describe(*plan, g, key, try_fuse);
       fused = try_fuse && ask_heuristic(*plan, key, true);
@@ -464,6 +492,135 @@ void gemm(const GemmArgs& g) {
   run_plan(p, g, p.algo, p.workspace);
   const bool need_bias = g.bias && !p.fused_bias, need_act = want_act && !p.fused_act;
   if (need_bias || need_act) apply_bias_act(g, need_bias, need_act);
+}
+
+
+namespace {
+
+// A stored choice's problem, read back from its tuning key (tuning_key's format after the prefix).
+struct StoredProblem {
+  GemmArgs args;  // no pointers
+  bool fused = false;
+  uint32_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
+};
+
+std::optional<StoredProblem> parse_problem(const std::string& text) {
+  const size_t bar = text.find('|');
+  if (bar == std::string::npos) return std::nullopt;
+  StoredProblem p;
+  GemmArgs& g = p.args;
+  g.dtype = dtype_from_name(text.substr(0, bar));
+  int ta, tb, tf32, bias, beta, ep, fused, used = 0;
+  long long m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
+  unsigned aa, ab, ac, abias;
+  if (std::sscanf(text.c_str() + bar,
+                  "|tA=%d|tB=%d|tf32=%d|bias=%d|beta=%d|ep=%d|fused=%d|m=%lld|n=%lld|k=%lld|ld=%lld,%lld,%lld|"
+                  "batch=%lld|stride=%lld,%lld,%lld|align=%u,%u,%u,%u%n",
+                  &ta, &tb, &tf32, &bias, &beta, &ep, &fused, &m, &n, &k, &lda, &ldb, &ldc, &batch, &sa, &sb, &sc,
+                  &aa, &ab, &ac, &abias, &used) != 21 ||
+      text[bar + size_t(used)] != '\0') {
+    return std::nullopt;
+  }
+  if (g.dtype == DType::Undefined || m <= 0 || n <= 0 || k <= 0 || batch <= 0 || ep < 0 || ep > 2 ||
+      tf32 != int(g.dtype == DType::Float32 && allow_tf32())) {
+    return std::nullopt;  // the empty product has no plan; another TF32 setting, another key
+  }
+  g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.batch = batch;
+  g.stride_a = sa, g.stride_b = sb, g.stride_c = sc;
+  g.beta = beta ? 1.0f : 0.0f;
+  g.epilogue = Epilogue(ep);
+  p.fused = fused;
+  p.align_a = aa, p.align_b = ab, p.align_c = ac, p.align_bias = bias ? abias : 0;
+  return p;
+}
+
+// Bytes a row-major operand of `rows` rows spans (batches `stride` elements apart), plus room to
+// shift its start to a smaller alignment; a multiple of 256, so the next operand starts aligned.
+size_t span_bytes(int64_t rows, int64_t ld, int64_t batch, int64_t stride, size_t elem) {
+  const size_t bytes = size_t((batch > 1 ? stride * (batch - 1) : 0) + rows * ld) * elem;
+  return (bytes + 255) / 256 * 256 + 256;
+}
+
+}  // namespace
+
+int warm_stored_products() {
+  const std::string prefix = fmt::format("cublaslt{}.matmul.{}|", lt().get_version(), arch_name());
+  const auto stored = tuning::algorithms().with_prefix(prefix);
+  if (stored.empty()) return 0;
+  profiler::detail::PhaseScope phase("cuBLASLt products warmed ahead");
+  cudaStream_t s = nullptr;
+  INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* ws = nullptr;
+  std::vector<void*> scratch;
+  struct Release {  // everything this made, once its work is done
+    cudaStream_t& s;
+    void*& ws;
+    std::vector<void*>& scratch;
+    ~Release() {
+      (void)cudaStreamSynchronize(s);
+      for (void* p : scratch) (void)cudaFree(p);
+      if (ws) (void)cudaFree(ws);
+      (void)cudaStreamDestroy(s);
+    }
+  } release{s, ws, scratch};
+  INGOT_CUDA_CHECK(cudaMalloc(&ws, kWorkspaceBytes));
+  int warmed = 0;
+  for (const auto& [tuning_key_text, choice] : stored) {
+    const std::optional<StoredProblem> problem = parse_problem(tuning_key_text.substr(prefix.size()));
+    if (!problem) continue;
+    GemmArgs g = problem->args;
+    const size_t elem = dtype_size(g.dtype), c_elem = g.dtype == DType::Int8 ? sizeof(int32_t) : elem;
+    const size_t bytes_a = span_bytes(g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a, elem);
+    const size_t bytes_b = span_bytes(g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b, elem);
+    const size_t bytes_c = span_bytes(g.m, g.ldc, g.batch, g.stride_c, c_elem);
+    const size_t bytes_bias = problem->align_bias ? span_bytes(1, g.n, 1, 0, elem) : 0;
+    // Zeroed scratch for the operands (a package's products are small at batch 1; a larger
+    // one is skipped rather than holding the device's memory for it).
+    const size_t total = bytes_a + bytes_b + bytes_c + bytes_bias;
+    if (total > (size_t(256) << 20)) continue;
+    char* base = nullptr;
+    if (cudaMalloc(&base, total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    scratch.push_back(base);
+    INGOT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, s));
+    // Each operand's start shifted to the alignment the stored call had (the key names it).
+    auto at = [](char* start, uint32_t align) { return start + (align < 256 ? align : 0); };
+    g.a = at(base, problem->align_a);
+    g.b = at(base + bytes_a, problem->align_b);
+    g.c = at(base + bytes_a + bytes_b, problem->align_c);
+    if (problem->align_bias) g.bias = at(base + bytes_a + bytes_b + bytes_c, problem->align_bias);
+    const Key key = key_of(g);
+    if (key.align_a != problem->align_a || key.align_b != problem->align_b || key.align_c != problem->align_c ||
+        key.align_bias != problem->align_bias) {
+      continue;  // not reproducible here
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto& cache = plans();
+    if (cache.count(key) || cache.size() >= kMaxPlans) continue;
+    auto plan = std::make_unique<Plan>();
+    describe(*plan, g, key, problem->fused);
+    if (!take_stored(*plan, tuning_key_text)) continue;
+    if (plan->fused_bias) {
+      INGOT_CUBLAS_CHECK(
+          lt().matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+    }
+    run_plan(*plan, g, plan->algo, plan->workspace, {s, ws});
+    cache.emplace(key, std::move(plan));
+    ++warmed;
+  }
+  return warmed;
+}
+
+int64_t cached_products() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return int64_t(plans().size());
+}
+
+void forget_cached_products() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  plans().clear();
 }
 
 }  // namespace ingot::cuda

@@ -33,4 +33,15 @@ struct GemmArgs {
 // Float32 uses exact float32 arithmetic unless cuda::allow_tf32(); 16-bit types accumulate in float32.
 void gemm(const GemmArgs& args);
 
+// Builds the plans of the stored choices in core/tuning.h for the current device (a loaded
+// package's matrix products) and runs each once on zeroed scratch buffers, on a stream and
+// workspace of its own: CUDA loads each algorithm's kernel (~70-80 ms for the first product of a
+// fresh process on the H200) beside the cold start instead of inside the first run, and the first
+// run finds the plans made. Stored problems whose operands would take more than 256 MB are left to
+// their first call. Returns how many it ran. The CUDA backend runs it on a background thread when a
+// session loads (Backend::prepare_async, INGOT_CUBLASLT_WARMUP).
+int warm_stored_products();
+int64_t cached_products();      // plans in the cache (tests)
+void forget_cached_products();  // empties it (tests: as in a fresh process)
+
 }  // namespace ingot::cuda
