@@ -32,7 +32,8 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   if (options.optimize && !pass_disabled("channels-last")) {
     const bool all = options.target == DeviceType::CUDA && (half || flags::enabled("INGOT_CHANNELS_LAST"));
     const ChannelsLastScope scope = all ? ChannelsLastScope::AllConvolutions : ChannelsLastScope::Int8Convolutions;
-    steps.push_back({"layout", "channels-last", [scope](Model& m) { return to_channels_last(m, scope); }});
+    const bool pools = options.target == DeviceType::CPU;  // (ai.ingot.MaxPool NHWC: a CPU kernel)
+    steps.push_back({"layout", "channels-last", [scope, pools](Model& m) { return to_channels_last(m, scope, pools); }});
   }
   return steps;
 }

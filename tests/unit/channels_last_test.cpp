@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "compiler/compile.h"
 #include "channels_last_model.h"
@@ -140,3 +141,93 @@ TEST(ChannelsLast, FusedConvNhwcMatchesNchw) {
 }
 
 }  // namespace
+
+// With `pools` (CPU targets) the model's MaxPool runs channels last too (ai.ingot.MaxPool NHWC):
+// the two Transposes around it go, and the outputs stay those of the plain graph.
+TEST(ChannelsLast, MaxPoolsFollowOnCpuTargets) {
+  const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
+  auto plain = import_onnx(path);
+  auto rewritten = import_onnx(path);
+  compile(*rewritten, {});
+  ASSERT_TRUE(to_channels_last(*rewritten, ChannelsLastScope::AllConvolutions, /*pools=*/true));
+  verify(*rewritten);
+  int transposes = 0, nhwc_pools = 0;
+  for (const Node& n : rewritten->graph->nodes) {
+    if (n.op_type == "Transpose") ++transposes;
+    if (n.op_type == "MaxPool" && n.domain == kIngotDomain && attr_s(n, "layout") == "NHWC") ++nhwc_pools;
+  }
+  EXPECT_EQ(nhwc_pools, 1);
+  EXPECT_EQ(transposes, 2) << print_graph(*rewritten->graph);  // x in, the last pool's output out
+  Tensor x = random_input({2, 3, 8, 8}, 11);
+  std::vector<Tensor> want = run(plain, {x}), got = run(rewritten, {x});
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    std::vector<float> a = got[o].to_vector<float>(), b = want[o].to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * std::max(1.0f, std::fabs(b[i]))) << i;
+  }
+}
+
+// ai.ingot.MaxPool layout "NHWC" against ONNX's MaxPool (the reference loop) on the permuted tensor:
+// float32 (with a NaN) and 8-bit, channel counts that are and are not multiples of the 16- and 8-byte
+// steps, the 2x2 stride-2 path and the general one (pads, ceil_mode, dilations); then its errors.
+TEST(ChannelsLast, MaxPoolNhwcMatchesNchw) {
+  const std::vector<int64_t> last{0, 2, 3, 1};
+  using A = Attributes;
+  const std::vector<A> windows = {
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}},
+      {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+       {"pads", std::vector<int64_t>{1, 1, 1, 1}}},
+      {{"kernel_shape", std::vector<int64_t>{2, 3}}, {"strides", std::vector<int64_t>{2, 1}}, {"ceil_mode", int64_t(1)},
+       {"pads", std::vector<int64_t>{0, 1, 1, 0}}},
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"dilations", std::vector<int64_t>{2, 2}}},
+  };
+  for (int64_t channels : {5, 24, 40}) {
+    Tensor xf = random_input({2, channels, 7, 9}, uint32_t(channels));
+    std::vector<float> values = xf.to_vector<float>();
+    values[3] = NAN;
+    xf = Tensor::from_vector(values, xf.shape());
+    std::vector<uint8_t> u(values.size());
+    std::vector<int8_t> s(values.size());
+    std::mt19937 rng{uint32_t(channels)};
+    for (size_t i = 0; i < u.size(); ++i) {
+      u[i] = uint8_t(rng() % 256);
+      s[i] = int8_t(int(rng() % 256) - 128);
+    }
+    for (const Tensor& x : {xf, Tensor::from_vector(u, xf.shape()), Tensor::from_vector(s, xf.shape())}) {
+      for (const A& window : windows) {
+        Tensor want = ops::call("MaxPool", {x}, window, 1).at(0);
+        A nhwc = window;
+        nhwc["layout"] = std::string("NHWC");
+        Tensor got = ops::call("MaxPool", {ops::transpose(x, last)}, nhwc, 1, "ai.ingot").at(0);
+        Tensor want_last = ops::transpose(want, last);
+        ASSERT_EQ(got.shape(), want_last.shape()) << x.describe();
+        ASSERT_EQ(got.dtype(), x.dtype());
+        std::vector<double> a = got.cast(DType::Float64).to_vector<double>();
+        std::vector<double> b = want_last.cast(DType::Float64).to_vector<double>();
+        for (size_t i = 0; i < a.size(); ++i) {
+          if (std::isnan(b[i])) {
+            ASSERT_TRUE(std::isnan(a[i])) << i;
+          } else {
+            ASSERT_EQ(a[i], b[i]) << x.describe() << " channels " << channels << " element " << i;
+          }
+        }
+      }
+    }
+  }
+  A bad = windows[0];
+  bad["layout"] = std::string("NCWH");
+  Tensor x = random_input({1, 4, 4, 3}, 1);
+  for (const auto& [attrs, input, message] :
+       std::vector<std::tuple<A, Tensor, std::string>>{{bad, x, "attribute 'layout'"},
+                                                      {windows[0], random_input({1, 4, 3}, 2), "[N, H, W, C]"}}) {
+    A a = attrs;
+    if (!a.count("layout")) a["layout"] = std::string("NHWC");
+    try {
+      ops::call("MaxPool", {input}, a, 1, "ai.ingot");
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}

@@ -851,6 +851,24 @@ INGOT_OP(MaxPool)
     .vjp(max_pool_vjp)
     .batch(max_pool_batch);
 
+// Written by the channels-last pass (CPU targets) for a 2-D MaxPool of a channels-last value: ONNX's
+// MaxPool without Indices; `layout` "NHWC" puts channels last in X and Y ([N, H, W, C]), so an int8
+// network's pools run between its channels-last convolutions without a transpose on either side.
+INGOT_OP(MaxPool)
+    .domain(kIngotDomain)
+    .versions(1)
+    .inputs(1)
+    .outputs(1)
+    .attr("auto_pad", "NOTSET")
+    .attr("ceil_mode", 0)
+    .optional_attr("dilations", AttrKind::Ints)
+    .required_attr("kernel_shape", AttrKind::Ints)
+    .optional_attr("pads", AttrKind::Ints)
+    .optional_attr("strides", AttrKind::Ints)
+    .attr("layout", "NCHW")
+    .summary("ONNX's MaxPool (no Indices); layout 'NHWC' puts channels last in X and Y (2-D windows).")
+    .no_gradient("written by the channels-last pass for inference graphs");
+
 INGOT_OP(AveragePool)
     .versions(1)
     .inputs(1)

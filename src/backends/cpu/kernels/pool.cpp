@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "backends/cpu/kernels/nn_util.h"
 #include "core/dispatch.h"
@@ -240,7 +243,7 @@ void pool(KernelContext& ctx, PoolKind kind) {
   const bool count_include_pad = kind == PoolKind::Average && ctx.attr_int("count_include_pad") != 0;
   const int64_t p = kind == PoolKind::Lp ? ctx.attr_int("p") : 0;
   if (kind == PoolKind::Lp && p < 1) fail("attribute 'p': expected >= 1, got {}", p);
-  const bool column_major = kind == PoolKind::Max && ctx.attr_int("storage_order") == 1;
+  const bool column_major = kind == PoolKind::Max && ctx.has_attr("storage_order") && ctx.attr_int("storage_order") == 1;
   const int64_t planes = x.dim(0) * x.dim(1);
   if (kind == PoolKind::Max && !column_major && is_max_pool_2x2s2(w)) {
     if (x.dtype() == DType::Float32) return max_pool_2x2s2(w, planes, x.data<float>(), y.data<float>(), indices);
@@ -262,6 +265,104 @@ void pool(KernelContext& ctx, PoolKind kind) {
 }
 
 void max_pool(KernelContext& ctx) { pool(ctx, PoolKind::Max); }
+
+// out[k] = max(a[k], b[k], c[k], d[k]) for 8-bit T over the first n - n % 8 channels, 16 and 8 at a
+// time (returned: how many; the caller finishes). Channel runs of 24 or 48 bytes (BlazeFace) left
+// the compiler's vectorized loop to its scalar remainder.
+template <class T>
+int64_t max4_bytes(const T* a, const T* b, const T* c, const T* d, T* out, int64_t n) {
+  auto max = [](__m128i x, __m128i y) {
+    if constexpr (std::is_same_v<T, uint8_t>) return _mm_max_epu8(x, y);
+    else return _mm_max_epi8(x, y);
+  };
+  auto load16 = [](const T* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  auto load8 = [](const T* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); };
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k),
+                     max(max(load16(a + k), load16(b + k)), max(load16(c + k), load16(d + k))));
+  }
+  for (; k + 8 <= n; k += 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + k),
+                     max(max(load8(a + k), load8(b + k)), max(load8(c + k), load8(d + k))));
+  }
+  return k;
+}
+
+// ai.ingot.MaxPool layout "NHWC" (the channels-last pass): each window tap is a contiguous run of C
+// values, so the max runs across channels (vectorized) and taps are visited in the reference loop's
+// order with its comparison (`v > best`, the first tap taken as is: the same NaN handling and ties).
+template <class T>
+void max_pool_nhwc(const Window& w, int64_t batch, int64_t channels, const T* x, T* y) {
+  if (is_max_pool_2x2s2(w)) {
+    // The four taps of each window are two pairs of adjacent pixels: no tap tables.
+    const int64_t IH = w.in[0], IW = w.in[1], OH = w.out[0], OW = w.out[1], C = channels;
+    parallel_for(batch * OH, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, 4 * OW * C)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t n = r / OH, oh = r % OH;
+        const T* r0 = x + (n * IH + 2 * oh) * IW * C;
+        const T* r1 = r0 + IW * C;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const T* __restrict a = r0 + 2 * ow * C;
+          const T* __restrict c = r1 + 2 * ow * C;
+          T* __restrict out = y + (r * OW + ow) * C;
+          int64_t k = 0;
+          if constexpr (sizeof(T) == 1) k = max4_bytes<T>(a, a + C, c, c + C, out, C);
+          for (; k < C; ++k) {
+            T best = a[k];
+            best = a[C + k] > best ? a[C + k] : best;
+            best = c[k] > best ? c[k] : best;
+            best = c[C + k] > best ? c[C + k] : best;
+            out[k] = best;
+          }
+        }
+      }
+    });
+    return;
+  }
+  const AxisTaps th = axis_taps(w, 0), tw = axis_taps(w, 1);
+  const int64_t IH = w.in[0], IW = w.in[1], OH = w.out[0], OW = w.out[1], dh = w.dilations[0], dw = w.dilations[1];
+  const int64_t row_work = std::max<int64_t>(1, OW * channels * w.kernel[0] * w.kernel[1]);
+  parallel_for(batch * OH, std::max<int64_t>(1, (1 << 15) / row_work), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / OH, oh = r % OH;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        T* __restrict out = y + (r * OW + ow) * channels;
+        bool first = true;
+        for (int64_t kh = th.lo[oh]; kh < th.hi[oh]; ++kh) {
+          const int64_t ih = th.start[oh] + kh * dh;
+          for (int64_t kw = tw.lo[ow]; kw < tw.hi[ow]; ++kw) {
+            const T* __restrict in = x + ((n * IH + ih) * IW + tw.start[ow] + kw * dw) * channels;
+            if (first) {
+              std::memcpy(out, in, size_t(channels) * sizeof(T));
+              first = false;
+              continue;
+            }
+            for (int64_t c = 0; c < channels; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
+          }
+        }
+        // A window entirely in the padding (the reference loop's -infinity, cast).
+        if (first) std::fill(out, out + channels, std::numeric_limits<T>::lowest());
+      }
+    }
+  });
+}
+
+void ingot_max_pool(KernelContext& ctx) {
+  const std::string& layout = ctx.attr_string("layout");
+  if (layout == "NCHW") return pool(ctx, PoolKind::Max);
+  if (layout != "NHWC") fail("attribute 'layout': expected 'NCHW' or 'NHWC', got '{}'", layout);
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4) fail("input 0 (X): layout NHWC takes [N, H, W, C], got {}", x.describe());
+  const Ints& kernel = ctx.attr_ints("kernel_shape");
+  if (kernel.size() != 2) fail("attribute 'kernel_shape' {}: layout NHWC takes 2-D windows", shape_str(kernel));
+  const Window w = sem::resolve_window(ctx, {x.dim(1), x.dim(2)}, kernel, ctx.attr_int("ceil_mode") != 0);
+  Tensor& y = ctx.allocate(0, x.dtype(), {x.dim(0), w.out[0], w.out[1], x.dim(3)});
+  if (y.numel() == 0) return;
+  dispatch<DType::Float32, DType::UInt8, DType::Int8>(x.dtype(), [&]<class T>() {
+    max_pool_nhwc<T>(w, x.dim(0), x.dim(3), x.data<T>(), y.data<T>());
+  });
+}
 void average_pool(KernelContext& ctx) { pool(ctx, PoolKind::Average); }
 void lp_pool(KernelContext& ctx) { pool(ctx, PoolKind::Lp); }
 
@@ -373,6 +474,7 @@ void max_unpool(KernelContext& ctx) {
 }  // namespace
 
 INGOT_CPU_KERNEL(MaxPool, max_pool).versions(1).dtypes({INGOT_FLOAT_TYPES, DType::Int8, DType::UInt8});
+INGOT_CPU_KERNEL(MaxPool, ingot_max_pool).domain(kIngotDomain).versions(1).dtypes({DType::Float32, DType::Int8, DType::UInt8});
 INGOT_CPU_KERNEL(AveragePool, average_pool).versions(1).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(LpPool, lp_pool).versions(2).dtypes({INGOT_FLOAT_TYPES});
 INGOT_CPU_KERNEL(GlobalAveragePool, global_average_pool).versions(1).dtypes({INGOT_FLOAT_TYPES});
