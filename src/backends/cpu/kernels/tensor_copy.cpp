@@ -25,10 +25,30 @@ void copy_run(T* dst, const T* src, int64_t n) {
   }
 }
 
+// A dense run of at most 32 bytes as two overlapping fixed-size copies (inlined loads and stores):
+// channel concats of channels-last tensors copy one such run per pixel (BlazeFace's 24 + 4 bytes),
+// where a call to memcpy per run cost more than the copy.
+inline void copy_small(char* dst, const char* src, size_t bytes) {
+  auto two = [&]<size_t K>() {
+    char head[K], tail[K];
+    std::memcpy(head, src, K);
+    std::memcpy(tail, src + bytes - K, K);
+    std::memcpy(dst, head, K);
+    std::memcpy(dst + bytes - K, tail, K);
+  };
+  if (bytes >= 16) two.template operator()<16>();
+  else if (bytes >= 8) two.template operator()<8>();
+  else if (bytes >= 4) two.template operator()<4>();
+  else
+    for (size_t i = 0; i < bytes; ++i) dst[i] = src[i];
+}
+
 // One row: n elements with the given strides.
 template <class T>
 void copy_row(T* dst, const T* src, int64_t n, int64_t dst_stride, int64_t src_stride) {
-  if (dst_stride == 1 && src_stride == 1) {
+  if (dst_stride == 1 && src_stride == 1 && std::is_trivially_copyable_v<T> && size_t(n) * sizeof(T) <= 32) {
+    copy_small(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(src), size_t(n) * sizeof(T));
+  } else if (dst_stride == 1 && src_stride == 1) {
     copy_run(dst, src, n);
   } else if (dst_stride == 1 && src_stride == 0) {
     std::fill_n(dst, n, *src);
@@ -99,6 +119,13 @@ void copy_rows(T* dst, const T* src, const Layout& l) {
   int64_t n = l.shape.back(), ds = l.dst.back(), ss = l.src.back();
   if (r == 1) {
     parallel_for(n, 2 * kGrain, [&](int64_t b, int64_t e) { copy_row(dst + b * ds, src + b * ss, e - b, ds, ss); });
+    return;
+  }
+  if (r == 2) {  // rows of one run each (a channel concat): no cursor
+    const int64_t rd = l.dst[0], rs = l.src[0];
+    parallel_for(l.shape[0], std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) copy_row(dst + row * rd, src + row * rs, n, ds, ss);
+    });
     return;
   }
   std::vector<size_t> outer(r - 1);
