@@ -2,7 +2,8 @@
 // same kernel) against a float64 reference of the quantized math written here, independently of the
 // kernels: the int32 accumulation is exact, so an 8-bit output may differ from the reference only
 // where float32 arithmetic in the requantization lands on the other side of a rounding tie (at most
-// one step), and a float32 output only by float32 rounding.
+// one step), and a float32 output only by float32 rounding. Each convolution case runs eagerly and
+// as a one-node graph with constant parameters (what an int8 package runs: oneDNN's primitives).
 #include <gtest/gtest.h>
 #include <ingot/ops.h>
 
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/graph.h"
+#include "runtime/executor.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -55,10 +58,51 @@ struct ConvCase {
   int64_t out_channels = 8, kernel = 3, stride = 1, pad = 1, group = 1;
   DType x_dtype = DType::UInt8, y_dtype = DType::UInt8;
   bool per_channel = true, bias = true, residual = false;
+  bool nhwc = false;  // layout "NHWC" (the channels-last pass's form): X, W and R permuted, Y permuted back
   std::string act;
   std::string epilogue;                         // a program over x0, applied after act
   std::function<double(double)> epilogue_fn;    // the same, written here
 };
+
+void check_conv_output(const ConvCase& c, const Tensor& y, const Shape& out_shape, const Tensor& x, const Tensor& wq,
+                       const std::vector<float>& w_scale, const std::vector<int32_t>& bias, const Tensor& r,
+                       float x_scale, float y_scale, float r_scale, int x_zp, int y_zp, int r_zp);
+
+// One ai.ingot node in a graph of its own: the inputs at `fed` are the graph's inputs, the others
+// initializers (constants, as in a package), run by an Executor.
+Tensor run_with_constant_parameters(const std::string& op, const std::vector<Tensor>& inputs, const Attributes& attrs,
+                                    const std::vector<size_t>& fed) {
+  auto model = std::make_shared<Model>();
+  model->opsets[""] = 17;
+  model->opsets[kIngot] = 1;
+  model->graph = std::make_shared<Graph>();
+  Graph& g = *model->graph;
+  Node node;
+  node.op_type = op;
+  node.domain = kIngot;
+  node.name = "node";
+  node.attrs = attrs;
+  node.outputs = {"y"};
+  std::vector<Value> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      node.inputs.push_back("");
+      continue;
+    }
+    const std::string name = "in" + std::to_string(i);
+    node.inputs.push_back(name);
+    if (std::find(fed.begin(), fed.end(), i) != fed.end()) {
+      g.inputs.push_back({name, {ValueKind::Tensor, inputs[i].dtype(), std::nullopt}});
+      feeds.emplace_back(inputs[i]);
+    } else {
+      g.initializers[name] = inputs[i];
+    }
+  }
+  g.outputs.push_back({"y", {ValueKind::Tensor, DType::Undefined, std::nullopt}});
+  g.nodes.push_back(node);
+  Executor executor(model, Device::cpu());
+  return executor.run(feeds).outputs.at(0).tensor;
+}
 
 // Dequantized operands, the real convolution in float64, then the requantization.
 void check_conv(const ConvCase& c, uint32_t seed) {
@@ -98,7 +142,30 @@ void check_conv(const ConvCase& c, uint32_t seed) {
                    {"activation", Attribute(c.act)},
                    {"epilogue", Attribute(c.epilogue)},
                    {"output_dtype", Attribute(int64_t(c.y_dtype))}};
-  Tensor y = ops::call("QuantizedConv", inputs, attrs, 1, kIngot)[0];
+  if (c.nhwc) {
+    for (size_t i : {size_t(0), size_t(3), size_t(9)})
+      if (i < inputs.size()) inputs[i] = ops::transpose(inputs[i], {0, 2, 3, 1});
+    attrs["layout"] = Attribute(std::string("NHWC"));
+  }
+  // Eagerly (scales and zero points are inputs like any other: oneDNN's runtime-parameter
+  // primitives, or the reference loops), and as a one-node graph whose parameters are constants (an
+  // int8 package's form: oneDNN's primitives with the parameters built in).
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "as a graph with constant parameters" : "eagerly");
+    Tensor y = graph ? run_with_constant_parameters("QuantizedConv", inputs, attrs, {0, 9})
+                     : ops::call("QuantizedConv", inputs, attrs, 1, kIngot)[0];
+    if (c.nhwc) y = ops::transpose(y, {0, 3, 1, 2});
+    check_conv_output(c, y, out_shape, x, wq, w_scale, bias, r, x_scale, y_scale, r_scale, x_zp, y_zp, r_zp);
+  }
+}
+
+void check_conv_output(const ConvCase& c, const Tensor& y, const Shape& out_shape, const Tensor& x, const Tensor& wq,
+                       const std::vector<float>& w_scale, const std::vector<int32_t>& bias, const Tensor& r,
+                       float x_scale, float y_scale, float r_scale, int x_zp, int y_zp, int r_zp) {
+  const int64_t n = c.x_shape[0], ch = c.x_shape[1], h = c.x_shape[2], w = c.x_shape[3];
+  const int64_t m = c.out_channels, icg = ch / c.group, ocg = m / c.group, k = c.kernel;
+  const int64_t oh = out_shape[2], ow = out_shape[3];
+  const bool quantized = c.y_dtype != DType::Float32;
   ASSERT_EQ(y.dtype(), c.y_dtype);
   ASSERT_EQ(y.shape(), out_shape);
 
@@ -142,6 +209,25 @@ TEST(QuantizedConv, U8PerChannelWithBiasMatchesFloat64Reference) {
 
 TEST(QuantizedConv, ResidualAndReluMatchFloat64Reference) {
   check_conv({.x_shape = {1, 16, 8, 8}, .out_channels = 16, .residual = true, .act = "Relu"}, 2);
+}
+
+// Channels last (the layout of int8 packages on the CPU, oneDNN's int8 layout): residuals with Relu,
+// HardSwish, a scaling step and into a float output; depthwise, 1x1 and strided windows.
+TEST(QuantizedConv, ChannelsLastResidualsAndWindows) {
+  check_conv({.x_shape = {1, 24, 9, 7}, .out_channels = 24, .kernel = 1, .pad = 0, .residual = true, .nhwc = true,
+              .act = "Relu"},
+             51);
+  check_conv({.x_shape = {2, 16, 8, 8}, .out_channels = 16, .residual = true, .nhwc = true}, 52);
+  check_conv({.x_shape = {1, 16, 8, 8}, .out_channels = 16, .per_channel = false, .residual = true, .nhwc = true,
+              .act = "HardSwish"},
+             53);
+  ConvCase scaled{.x_shape = {1, 8, 6, 6}, .out_channels = 8, .kernel = 1, .pad = 0, .residual = true, .nhwc = true,
+                  .act = "Relu"};
+  scaled.epilogue = "Mul(x0, 1.5)";
+  scaled.epilogue_fn = [](double v) { return v * 1.5; };
+  check_conv(scaled, 54);
+  check_conv({.x_shape = {1, 24, 13, 11}, .out_channels = 24, .stride = 2, .group = 24, .nhwc = true, .act = "Relu"}, 55);
+  check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 8, .y_dtype = DType::Float32, .residual = true, .nhwc = true}, 56);
 }
 
 TEST(QuantizedConv, HardSwishAndSigmoidApplyInTheRealDomain) {

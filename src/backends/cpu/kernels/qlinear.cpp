@@ -359,6 +359,19 @@ struct QuantKey {
     for (const sem::EpilogueStep& s : a.steps) k.steps.emplace_back(int(s.kind), s.a, s.b);
     return k;
   }
+  // == of(a), without building it (every call looks its plan up: no allocation on that path).
+  bool matches(const QuantizedProductArgs& a) const {
+    if (x_shape != a.x->shape() || x_dtype != a.x->dtype() || y_dtype != a.y_dtype ||
+        r_dtype != (a.residual ? a.residual->dtype() : DType::Undefined) ||
+        x_scale != (a.runtime_x ? -1.0f : a.x_scale) || y_scale != a.y_scale || r_scale != a.r_scale ||
+        x_zp != (a.runtime_x ? -1 : a.x_zp) || y_zp != a.y_zp || r_zp != a.r_zp || w_scale != a.w_scale ||
+        steps.size() != a.steps.size())
+      return false;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i] != std::tuple<int, float, float>(int(a.steps[i].kind), a.steps[i].a, a.steps[i].b)) return false;
+    }
+    return true;
+  }
 };
 
 // The output scales, post-ops and zero points of one product. Relu commutes with a positive scale,
@@ -462,6 +475,9 @@ struct QuantPlan {
   memory src_zp, dst_zp;  // one s32 each (runtime zero points)
   memory scales;          // runtime output scales (activation parameters computed per call)
   memory float_bias;      // the binary post-op's [1, N] operand
+  // The primitive's arguments: the same memory objects at every call (their data handles change),
+  // so built at the first run and kept (a map per call cost a few allocations per node).
+  std::unordered_map<int, memory> args;
 };
 
 struct QuantState {
@@ -545,13 +561,16 @@ void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
       parallel_for(bytes, 1 << 16, [&](int64_t b, int64_t e) { std::memcpy(out + b, r + b, size_t(e - b)); });
     }
   }
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, plan.src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, plan.dst}};
-  if (plan.bias) args.emplace(DNNL_ARG_BIAS, plan.bias);
-  if (a.x_zp != 0 || a.runtime_x) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, plan.src_zp);
-  if (a.runtime_x) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, plan.scales);
-  if (a.float_bias) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, plan.float_bias);
-  if (a.quantized_output() && a.y_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, plan.dst_zp);
+  // (Which arguments exist follows from the plan's key: the same at every call of this plan.)
+  std::unordered_map<int, memory>& args = plan.args;
+  if (args.empty()) {
+    args = {{DNNL_ARG_SRC, plan.src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, plan.dst}};
+    if (plan.bias) args.emplace(DNNL_ARG_BIAS, plan.bias);
+    if (a.x_zp != 0 || a.runtime_x) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, plan.src_zp);
+    if (a.runtime_x) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, plan.scales);
+    if (a.float_bias) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, plan.float_bias);
+    if (a.quantized_output() && a.y_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, plan.dst_zp);
+  }
   plan.primitive.execute(stream, args);
   if (plan.reorder_dst) plan.dst_reorder.execute(stream, plan.dst, plan.user_dst);
   stream.wait();
@@ -567,10 +586,9 @@ QuantPlan* find_quant_plan(KernelContext& ctx, const QuantizedProductArgs& a, in
   if (!ctx.input_is_constant(3) || (a.bias && !ctx.input_is_constant(size_t(bias_index))) ||
       (a.float_bias && !ctx.input_is_constant(9)))
     plans.clear();
-  const QuantKey key = QuantKey::of(a);
   for (size_t i = 0; i < plans.size(); ++i) {
     QuantPlan& p = *plans[i];
-    if (p.key == key && p.w_key.matches(*a.w) && (a.bias ? p.b_key.matches(*a.bias) : !p.bias) &&
+    if (p.key.matches(a) && p.w_key.matches(*a.w) && (a.bias ? p.b_key.matches(*a.bias) : !p.bias) &&
         (a.float_bias ? p.fb_key.matches(*a.float_bias) : !p.float_bias)) {
       std::rotate(plans.begin(), plans.begin() + long(i), plans.begin() + long(i) + 1);
       return plans[0].get();
@@ -589,7 +607,7 @@ QuantPlan* find_quant_plan(KernelContext& ctx, const QuantizedProductArgs& a, in
     if (ctx.input_is_constant(3)) state.unsupported = true;
     return nullptr;
   }
-  plan->key = key;
+  plan->key = QuantKey::of(a);
   plan->w_key = onednn::TensorKey::of(*a.w);
   if (a.bias) plan->b_key = onednn::TensorKey::of(*a.bias);
   if (a.float_bias) plan->fb_key = onednn::TensorKey::of(*a.float_bias);
