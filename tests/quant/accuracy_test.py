@@ -36,7 +36,9 @@ PHOTOS = ["astronaut.png", "coffee.png", "chelsea.png", "motorcycle_left.png", "
 # Known shortfalls: reported, not failing. BlazeFace back (69 convolutions, per-tensor activation
 # scales) loses too much with every calibration method (output cosine 0.87-0.88 against float32): it
 # needs per-layer sensitivity analysis that keeps the layers that lose most in float32 (docs/QUANTIZATION.md).
-# PP-OCRv4 det finds the same 7 text regions on the page, one of them at IoU 0.896 (the bar: 0.9).
+# PP-OCRv4 det finds the same 7 text regions on the page, one of them at IoU 0.899 (the bar: 0.9): a
+# text line 9 rows tall at the model's input size whose float32 region takes one more row (14 pixels
+# of a descender at probability ~0.9) that every int8 variant tried loses.
 BELOW_THE_BAR = {"blazeface_back", "ppocr_det"}
 
 
@@ -59,7 +61,11 @@ def convert(args, model, package, calib, shape, int8, method=None):
     if shape:
         cmd += ["--input-shape", shape]
     if int8:
-        cmd += ["--precision", "int8", "--calib", calib, "--calib-method", method]
+        # "percentile:P" sets the percentile too.
+        name, _, percentile = method.partition(":")
+        cmd += ["--precision", "int8", "--calib", calib, "--calib-method", name]
+        if percentile:
+            cmd += ["--percentile", percentile]
     out = run(cmd)
     if int8:
         print("    " + out.strip().replace("\n", "\n    "))
@@ -175,7 +181,9 @@ def main():
     cases = {
         "blazeface_front": ("face_detection_front_128x128_barracuda.onnx", "blazeface128", None, "minmax"),
         "blazeface_back": ("face_detection_back_256x256_barracuda.onnx", "blazeface256", None, "minmax"),
-        "ppocr_det": ("ch_PP-OCRv4_det_infer.onnx", "ppocr_det", "x=1,3,192,384", "percentile"),
+        # 99.99: output cosine 0.976 and box IoUs >= 0.994 but one (0.899), against 0.965 and 0.896-0.912 for
+        # three boxes at the default 99.999 (docs/QUANTIZATION.md).
+        "ppocr_det": ("ch_PP-OCRv4_det_infer.onnx", "ppocr_det", "x=1,3,192,384", "percentile:99.99"),
         "ppocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", "ppocr_rec", "x=1,3,48,320", "percentile"),
     }
     for name, (file, calib_set, shape, method) in cases.items():
