@@ -38,6 +38,11 @@ struct QuantizeSettings {
   // (DynamicQuantizeLinear: uint8 from each call's own range); no calibration needed (given, it
   // measures the accuracy). Convolutions stay float32.
   bool dynamic = false;
+  // Cross-layer equalization of depthwise -> 1x1 convolution pairs with nothing between them (their
+  // float function unchanged): each depthwise output channel scaled towards the tensor's largest
+  // calibrated range, the 1x1 weights' input channels scaled back, so that one activation scale
+  // serves every channel (BlazeFace, MobileNet-style blocks; docs/QUANTIZATION.md).
+  bool equalize = true;
   // Fixes symbolic dims of inputs before calibrating: {"x", {1, 3, 224, 224}}.
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
   // Progress of the long steps: ("calibrate" | "evaluate", samples done, samples in all;

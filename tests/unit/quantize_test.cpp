@@ -140,6 +140,78 @@ TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
   EXPECT_GT(cosine(y, y_float), 0.99);
 }
 
+// x [1,8,10,10] -> depthwise Conv 3x3 whose channel c is scaled by 2^c (output ranges spread 128x)
+// [-> Relu when `relu_between`] -> Conv 1x1 (8 -> 8) -> y.
+std::string depthwise_block(bool relu_between) {
+  onnx::GraphProto g;
+  g.set_name("depthwise_block");
+  std::mt19937 rng(3);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {1, 8, 10, 10});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {1, 8, 10, 10});
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  auto* w1 = g.add_initializer();
+  w1->set_name("w1");
+  w1->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {8, 1, 3, 3}) w1->add_dims(d);
+  for (int c = 0; c < 8; ++c)
+    for (int k = 0; k < 9; ++k) w1->add_float_data(dist(rng) * float(1 << c));
+  add_random_initializer(g, "w2", {8, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b2", {8}, rng, -0.1f, 0.1f);
+  auto dw = make_node("Conv", {"x", "w1"}, {"d"});
+  auto* group = dw.add_attribute();
+  group->set_name("group");
+  group->set_type(onnx::AttributeProto::INT);
+  group->set_i(8);
+  auto* pads = dw.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  *g.add_node() = dw;
+  if (relu_between) *g.add_node() = make_node("Relu", {"d"}, {"r"});
+  *g.add_node() = make_node("Conv", {relu_between ? "r" : "d", "w2", "b2"}, {"y"});
+  return save_model(model_with(g, 13), relu_between ? "depthwise_relu_block.onnx" : "depthwise_block.onnx");
+}
+
+// Cross-layer equalization (QuantizeSettings::equalize, on by default) of a depthwise -> 1x1 pair:
+// the channels the widest one crowded out of the shared activation scale get their steps back, so
+// the int8 model is closer to the float one than without it; a Relu between the two convolutions
+// (not a linear step) leaves the pair alone.
+TEST(Quantize, EqualizesDepthwiseAndPointwisePairs) {
+  const std::string model = depthwise_block(false);
+  std::vector<std::string> calib;
+  auto dir = temp_dir() / "calib_dw";
+  std::filesystem::create_directories(dir);
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int i = 0; i < 6; ++i) {
+    std::vector<float> v(8 * 10 * 10);
+    for (float& x : v) x = dist(gen);
+    save_npy((dir / (std::to_string(i) + ".npy")).string(), Tensor::from_vector(v, {1, 8, 10, 10}));
+  }
+  auto quantized_cosine = [&](const std::string& path, bool equalize, std::string* notes) {
+    QuantizeSettings s;
+    s.calibration = {dir.string()};
+    s.equalize = equalize;
+    const std::string qdq = (temp_dir() / (equalize ? "dw_eq.qdq.onnx" : "dw_plain.qdq.onnx")).string();
+    QuantizeReport r = quantize(path, qdq, s);
+    if (notes) *notes = r.text();
+    EXPECT_EQ(r.quantized, 2);
+    return r.outputs.at(0).cosine;
+  };
+  std::string with_notes, without_notes;
+  const double with = quantized_cosine(model, true, &with_notes);
+  const double without = quantized_cosine(model, false, &without_notes);
+  EXPECT_NE(with_notes.find("equalized the channels of 1 depthwise -> 1x1 convolution pairs"), std::string::npos)
+      << with_notes;
+  EXPECT_EQ(without_notes.find("equalized"), std::string::npos) << without_notes;
+  EXPECT_GT(with, without) << "equalized " << with << ", plain " << without;
+  EXPECT_LT(1.0 - with, 0.5 * (1.0 - without)) << "equalized " << with << ", plain " << without;
+
+  std::string relu_notes;
+  quantized_cosine(depthwise_block(true), true, &relu_notes);
+  EXPECT_EQ(relu_notes.find("equalized"), std::string::npos) << relu_notes;
+}
+
 TEST(Quantize, Int8PackageMatchesTheFloatModel) {
   const std::string model = small_cnn();
   const std::string pkg = (temp_dir() / "small_cnn.int8.ingot").string();

@@ -17,6 +17,7 @@ struct QuantizeCliOptions {
   std::string method = "minmax", report;
   double percentile = 99.999, min_cosine = 0;
   bool per_tensor = false, per_channel = false, symmetric = false, asymmetric = false, dynamic = false;
+  bool no_equalize = false;
 };
 
 inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
@@ -36,6 +37,8 @@ inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
                  "Keep the products that lose most in float32 until every output's cosine similarity to the float "
                  "model (calibration set) reaches this, e.g. 0.99")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--no-equalize", o.no_equalize,
+               "Leave depthwise -> 1x1 convolution pairs as they are (default: equalize their channels' ranges first)");
   app.add_option("--report", o.report, "Write the quantization and accuracy report here (JSON)");
   app.add_flag("--dynamic", o.dynamic,
                "Dynamic quantization: matrix products' weights int8, activations quantized per call (no --calib "
@@ -56,6 +59,7 @@ inline QuantizeSettings quantize_settings(const QuantizeCliOptions& o, bool quie
   s.keep_float = o.keep_float;
   s.min_cosine = o.min_cosine;
   s.dynamic = o.dynamic;
+  s.equalize = !o.no_equalize;
   if (!quiet) {
     const bool tty = isatty(STDERR_FILENO);
     s.progress = [tty](const std::string& step, int64_t done, int64_t total) {
