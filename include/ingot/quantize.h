@@ -38,7 +38,7 @@ struct QuantizeSettings {
   // (DynamicQuantizeLinear: uint8 from each call's own range); no calibration needed (given, it
   // measures the accuracy). Convolutions stay float32.
   bool dynamic = false;
-  // Cross-layer equalization of depthwise -> 1x1 convolution pairs with nothing between them (their
+  // Cross-layer equalization of depthwise -> 1x1 convolution pairs (nothing between them, or a Relu;
   // float function unchanged): each depthwise output channel scaled towards the tensor's largest
   // calibrated range, the 1x1 weights' input channels scaled back, so that one activation scale
   // serves every channel (BlazeFace, MobileNet-style blocks; docs/QUANTIZATION.md).

@@ -590,7 +590,8 @@ std::vector<double> cosines(const Model& a, const Model& b, const std::vector<st
 // Cross-layer equalization (Nagel et al., "Data-Free Quantization Through Weight Equalization and
 // Bias Correction", 2019), with the ranges measured on the calibration samples. A depthwise
 // convolution (one output channel per input channel) whose output only a 1x1 convolution reads
-// computes y = W2 . d, d = W1 * x; with d' = diag(s) d (W1's channel c and its bias times s_c) and
+// (directly, or through a Relu / LeakyRelu, which commute with positive scales) computes y = W2 . d,
+// d = W1 * x; with d' = diag(s) d (W1's channel c and its bias times s_c) and
 // W2' = W2 diag(1/s), y is unchanged, while d' is quantized with one scale for all its channels. On
 // BlazeFace back the depthwise outputs' per-channel ranges spread 2-40x (largest over median), so
 // the per-tensor uint8 scale left the narrow channels a few steps. s_c = (R / r_c)^kPower, r_c the
@@ -626,9 +627,16 @@ void equalize_depthwise(Model& model, const std::vector<Sample>& samples, const 
     const Node& n = g.nodes[i];
     const Tensor* w1 = conv_weight(n);
     if (!w1 || w1->dim(1) != 1 || passes::attr_int(n, "group", 1) != w1->dim(0) || w1->dim(0) < 2) continue;
-    const std::string& d = n.outputs[0];
+    // The value the 1x1 convolution reads: the depthwise output, or a Relu / LeakyRelu of it, which
+    // commute with a positive per-channel scale (MobileNetV1's blocks; not ReLU6 or HardSwish).
+    std::string d = n.outputs[0];
     if (graph_outputs.count(d) || !read_once(d)) continue;
-    const size_t j = readers[d][0];
+    size_t j = readers[d][0];
+    if (const Node& a = g.nodes[j]; (a.op_type == "Relu" || a.op_type == "LeakyRelu") && a.domain.empty()) {
+      d = a.outputs.at(0);
+      if (graph_outputs.count(d) || !read_once(d)) continue;
+      j = readers[d][0];
+    }
     const Node& p = g.nodes[j];
     const Tensor* w2 = conv_weight(p);
     if (!w2 || p.inputs[0] != d || passes::attr_int(p, "group", 1) != 1 || w2->dim(1) != w1->dim(0) ||

@@ -141,8 +141,8 @@ TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
 }
 
 // x [1,8,10,10] -> depthwise Conv 3x3 whose channel c is scaled by 2^c (output ranges spread 128x)
-// [-> Relu when `relu_between`] -> Conv 1x1 (8 -> 8) -> y.
-std::string depthwise_block(bool relu_between) {
+// [-> Relu when `relu_between`] -> Conv 1x1 (8 -> 8) -> y; `second_reader`: y = Conv 1x1(d) + d.
+std::string depthwise_block(bool relu_between, bool second_reader = false) {
   onnx::GraphProto g;
   g.set_name("depthwise_block");
   std::mt19937 rng(3);
@@ -168,14 +168,19 @@ std::string depthwise_block(bool relu_between) {
   for (int i = 0; i < 4; ++i) pads->add_ints(1);
   *g.add_node() = dw;
   if (relu_between) *g.add_node() = make_node("Relu", {"d"}, {"r"});
+  if (second_reader) {  // y = Conv1x1(d) + d: d read twice
+    *g.add_node() = make_node("Conv", {"d", "w2", "b2"}, {"c"});
+    *g.add_node() = make_node("Add", {"c", "d"}, {"y"});
+    return save_model(model_with(g, 13), "depthwise_shared_block.onnx");
+  }
   *g.add_node() = make_node("Conv", {relu_between ? "r" : "d", "w2", "b2"}, {"y"});
   return save_model(model_with(g, 13), relu_between ? "depthwise_relu_block.onnx" : "depthwise_block.onnx");
 }
 
 // Cross-layer equalization (QuantizeSettings::equalize, on by default) of a depthwise -> 1x1 pair:
 // the channels the widest one crowded out of the shared activation scale get their steps back, so
-// the int8 model is closer to the float one than without it; a Relu between the two convolutions
-// (not a linear step) leaves the pair alone.
+// the int8 model is closer to the float one than without it; also through a Relu between the two
+// (it commutes with the positive scales); not when the depthwise output has a second reader.
 TEST(Quantize, EqualizesDepthwiseAndPointwisePairs) {
   const std::string model = depthwise_block(false);
   std::vector<std::string> calib;
@@ -207,9 +212,15 @@ TEST(Quantize, EqualizesDepthwiseAndPointwisePairs) {
   EXPECT_GT(with, without) << "equalized " << with << ", plain " << without;
   EXPECT_LT(1.0 - with, 0.5 * (1.0 - without)) << "equalized " << with << ", plain " << without;
 
-  std::string relu_notes;
-  quantized_cosine(depthwise_block(true), true, &relu_notes);
-  EXPECT_EQ(relu_notes.find("equalized"), std::string::npos) << relu_notes;
+  std::string relu_notes, relu_plain_notes;
+  const double relu_with = quantized_cosine(depthwise_block(true), true, &relu_notes);
+  const double relu_without = quantized_cosine(depthwise_block(true), false, &relu_plain_notes);
+  EXPECT_NE(relu_notes.find("equalized the channels of 1 "), std::string::npos) << relu_notes;
+  EXPECT_GT(relu_with, relu_without);
+
+  std::string shared_notes;
+  quantized_cosine(depthwise_block(false, /*second_reader=*/true), true, &shared_notes);
+  EXPECT_EQ(shared_notes.find("equalized"), std::string::npos) << shared_notes;
 }
 
 TEST(Quantize, Int8PackageMatchesTheFloatModel) {
