@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/flags.h"
+#include "ops/kernel.h"
 #include "passes/pass.h"
 
 namespace ingot {
@@ -32,8 +33,12 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   if (options.optimize && !pass_disabled("channels-last")) {
     const bool all = options.target == DeviceType::CUDA && (half || flags::enabled("INGOT_CHANNELS_LAST"));
     const ChannelsLastScope scope = all ? ChannelsLastScope::AllConvolutions : ChannelsLastScope::Int8Convolutions;
-    const bool pools = options.target == DeviceType::CPU;  // (ai.ingot.MaxPool NHWC: a CPU kernel)
-    steps.push_back({"layout", "channels-last", [scope, pools](Model& m) { return to_channels_last(m, scope, pools); }});
+    // Pools follow where the target has a kernel for ai.ingot.MaxPool (NHWC), at the dtypes it takes.
+    std::vector<DType> pool_dtypes;
+    if (const KernelDef* k = KernelRegistry::instance().find(kIngotDomain, "MaxPool", options.target, 1))
+      pool_dtypes = k->dtypes;
+    steps.push_back({"layout", "channels-last",
+                     [scope, pool_dtypes](Model& m) { return to_channels_last(m, scope, pool_dtypes); }});
   }
   return steps;
 }

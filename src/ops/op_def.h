@@ -238,6 +238,16 @@ class OpBuilder {
         .optional_attr("pads", AttrKind::Ints)
         .optional_attr("strides", AttrKind::Ints);
   }
+  // The window attributes every pooling op shares (MaxPool, AveragePool, ai.ingot.MaxPool), with
+  // ONNX's defaults.
+  OpBuilder& pool_attrs() {
+    return attr("auto_pad", "NOTSET")
+        .attr("ceil_mode", 0)
+        .optional_attr("dilations", AttrKind::Ints)
+        .required_attr("kernel_shape", AttrKind::Ints)
+        .optional_attr("pads", AttrKind::Ints)
+        .optional_attr("strides", AttrKind::Ints);
+  }
   // Named inputs and outputs with their type variables (Ingot's own ops; ai.onnx ops take ONNX's).
   // Declaring inputs sets the arity: required ones, then optional ones, a variadic one last.
   OpBuilder& input(std::string name, std::string type) { return param(def_.declared.inputs, name, type, ParamDef::Arity::Single); }

@@ -19,8 +19,9 @@
 //     inputs all have a channels-last copy (4-D): computed on those copies; constant operands of
 //     rank <= 4 are permuted the same way (scalars stay), which keeps numpy broadcasting the same;
 //   - GlobalAveragePool of a channels-last copy: ReduceMean over the spatial axes of it;
-//   - with `pools` (CPU targets): a 2-D MaxPool (no Indices) of a float32 or 8-bit channels-last copy:
-//     ai.ingot.MaxPool with layout "NHWC" (an int8 BlazeFace transposed around each of its pools).
+//   - a 2-D MaxPool (no Indices) of a channels-last copy whose dtype the target's ai.ingot.MaxPool
+//     kernel takes (`pool_dtypes`): that op with layout "NHWC" (an int8 BlazeFace transposed around
+//     each of its pools).
 // A channels-last copy of a value that is itself the channels-first view of a channels-last value
 // is that value: Transpose pairs cancel as they are created, and dead_code drops the views nobody
 // reads. What stays channels first (pooling windows, reshapes, matrix products) reads the views.
@@ -78,8 +79,8 @@ bool symmetric_pads(const Node& n) {
 
 class Rewriter {
  public:
-  Rewriter(Model& model, ChannelsLastScope scope, bool pools)
-      : model_(model), g_(*model.graph), scope_(scope), pools_(pools) {
+  Rewriter(Model& model, ChannelsLastScope scope, std::vector<DType> pool_dtypes)
+      : model_(model), g_(*model.graph), scope_(scope), pool_dtypes_(std::move(pool_dtypes)) {
     for (const auto& [name, t] : g_.initializers) taken_.insert(name);
     for (const ValueInfo& v : g_.inputs) taken_.insert(v.name);
     for (const auto& [name, v] : g_.value_info) taken_.insert(name);
@@ -100,7 +101,7 @@ class Rewriter {
         convert_conv(n, out);
       } else if (is_elementwise(g_, n) && n.outputs.size() == 1 && convertible_operands(n)) {
         convert_elementwise(n, out);
-      } else if (pools_ && is_op(n, "MaxPool") && pool_follows(n)) {
+      } else if (is_op(n, "MaxPool") && pool_follows(n)) {
         convert_max_pool(n, out);
       } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && last_.count(n.inputs[0])) {
         convert_global_average(n, out);
@@ -325,13 +326,13 @@ class Rewriter {
     emit_with_view(std::move(c), out);
   }
 
-  // A 2-D MaxPool without Indices of a channels-last float32 or 8-bit value (the NHWC kernel's types).
+  // A 2-D MaxPool without Indices of a channels-last value of a dtype the NHWC kernel takes.
   bool pool_follows(const Node& n) const {
     if (n.outputs.size() != 1 || n.inputs.size() != 1 || !last_.count(n.inputs[0])) return false;
     auto kernel = n.attrs.find("kernel_shape");
     if (kernel == n.attrs.end() || kernel->second.ints.size() != 2) return false;
     auto t = value_type(g_, n.inputs[0]);
-    return t && (t->dtype == DType::Float32 || t->dtype == DType::UInt8 || t->dtype == DType::Int8);
+    return t && std::find(pool_dtypes_.begin(), pool_dtypes_.end(), t->dtype) != pool_dtypes_.end();
   }
 
   void convert_max_pool(Node& n, std::vector<Node>& out) {
@@ -365,7 +366,7 @@ class Rewriter {
   Model& model_;
   Graph& g_;
   ChannelsLastScope scope_;
-  bool pools_;
+  std::vector<DType> pool_dtypes_;  // of channels-last MaxPools (empty: none)
   std::map<std::string, std::string> last_;  // value -> its channels-last copy
   // The model's own NHWC -> NCHW Transposes (output -> input): that input is the output's channels-last copy.
   std::map<std::string, std::string> model_first_views_;
@@ -376,6 +377,8 @@ class Rewriter {
 
 }  // namespace
 
-bool to_channels_last(Model& model, ChannelsLastScope scope, bool pools) { return Rewriter(model, scope, pools).run(); }
+bool to_channels_last(Model& model, ChannelsLastScope scope, std::vector<DType> pool_dtypes) {
+  return Rewriter(model, scope, std::move(pool_dtypes)).run();
+}
 
 }  // namespace ingot

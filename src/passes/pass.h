@@ -80,10 +80,12 @@ bool pass_disabled(std::string_view pass);
 // layout changes. See channels_last.cpp.
 // Which convolutions move: every 2-D one (16-bit CUDA targets), or the int8 QuantizedConvs only
 // (CPU targets, and float32 CUDA ones, whose float convolutions stay channels first).
-// `pools`: 2-D MaxPools of channels-last values become ai.ingot.MaxPool layout "NHWC" (the target has
-// that kernel: CPU targets).
+// `pool_dtypes`: 2-D MaxPools of channels-last values of these dtypes become ai.ingot.MaxPool with
+// layout "NHWC" (the dtypes the target's kernel for it takes: compile.cpp asks the kernel registry;
+// empty: pools stay channels first).
 enum class ChannelsLastScope : uint8_t { AllConvolutions, Int8Convolutions };
-bool to_channels_last(Model& model, ChannelsLastScope scope = ChannelsLastScope::AllConvolutions, bool pools = false);
+bool to_channels_last(Model& model, ChannelsLastScope scope = ChannelsLastScope::AllConvolutions,
+                      std::vector<DType> pool_dtypes = {});
 
 // Lowerings: rewrites every model needs before it can run, whatever the optimization setting
 // (ops that no kernel implements directly).

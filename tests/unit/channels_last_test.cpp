@@ -142,14 +142,14 @@ TEST(ChannelsLast, FusedConvNhwcMatchesNchw) {
 
 }  // namespace
 
-// With `pools` (CPU targets) the model's MaxPool runs channels last too (ai.ingot.MaxPool NHWC):
+// With pool dtypes (a CPU target's) the model's MaxPool runs channels last too (ai.ingot.MaxPool NHWC):
 // the two Transposes around it go, and the outputs stay those of the plain graph.
 TEST(ChannelsLast, MaxPoolsFollowOnCpuTargets) {
   const std::string path = ingot::testing::channels_last_model("channels_last_net.onnx");
   auto plain = import_onnx(path);
   auto rewritten = import_onnx(path);
   compile(*rewritten, {});
-  ASSERT_TRUE(to_channels_last(*rewritten, ChannelsLastScope::AllConvolutions, /*pools=*/true));
+  ASSERT_TRUE(to_channels_last(*rewritten, ChannelsLastScope::AllConvolutions, {DType::Float32}));
   verify(*rewritten);
   int transposes = 0, nhwc_pools = 0;
   for (const Node& n : rewritten->graph->nodes) {
