@@ -43,10 +43,14 @@ struct QuantizeSettings {
   // calibrated range, the 1x1 weights' input channels scaled back, so that one activation scale
   // serves every channel (BlazeFace, MobileNet-style blocks; docs/QUANTIZATION.md).
   bool equalize = true;
+  // Empirical bias correction: each quantized convolution's / Gemm's bias absorbs the shift of its
+  // output's per-channel mean that quantization causes (its own and the layers' before it), measured
+  // on the calibration samples in the order of the graph (docs/QUANTIZATION.md).
+  bool bias_correction = true;
   // Fixes symbolic dims of inputs before calibrating: {"x", {1, 3, 224, 224}}.
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;
-  // Progress of the long steps: ("calibrate" | "evaluate", samples done, samples in all;
-  // "sensitivity", round, rounds at most).
+  // Progress of the long steps: ("calibrate" | "evaluate" | ..., samples done, samples in all;
+  // "sensitivity", round, rounds at most; "bias correction", segment, segments).
   std::function<void(const std::string& step, int64_t done, int64_t total)> progress;
 };
 

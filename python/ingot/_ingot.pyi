@@ -95,12 +95,14 @@ def convert(model: str, output: str, device: str = "cpu", precision: str = "fp32
             progress: bool | Callable[[str, bool, str], None] = False, calib: Sequence[str] = (),
             calib_method: str = "minmax", percentile: float = 99.999, per_channel: bool = True,
             symmetric: bool = False, keep_float: Sequence[str] = (), min_cosine: float = 0.0,
-            dynamic: bool = False, tune_shapes: Sequence[dict[str, Sequence[int]]] | None = None) -> dict[str, Any]: ...
+            dynamic: bool = False, tune_shapes: Sequence[dict[str, Sequence[int]]] | None = None,
+            equalize: bool = True, bias_correction: bool = True) -> dict[str, Any]: ...
 
 def quantize(model: str, output: str, calib: Sequence[str] = (), calib_method: str = "minmax",
              percentile: float = 99.999, per_channel: bool = True, symmetric: bool = False,
              keep_float: Sequence[str] = (), input_shapes: dict[str, Sequence[int]] | None = None,
-             min_cosine: float = 0.0, dynamic: bool = False) -> dict[str, Any]: ...
+             min_cosine: float = 0.0, dynamic: bool = False, equalize: bool = True,
+             bias_correction: bool = True) -> dict[str, Any]: ...
 
 class ExtensionInfo:
     name: str

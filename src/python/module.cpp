@@ -290,7 +290,7 @@ Precision parse_precision(const std::string& p) {
 // ingot.quantize's and ingot.convert(precision="int8")'s keyword arguments (the CLI's options).
 QuantizeSettings quantize_settings(const std::vector<std::string>& calib, const std::string& method, double percentile,
                                    bool per_channel, bool symmetric, const std::vector<std::string>& keep_float,
-                                   double min_cosine, bool dynamic, bool equalize) {
+                                   double min_cosine, bool dynamic, bool equalize, bool bias_correction) {
   QuantizeSettings s;
   s.calibration = calib;
   if (method == "minmax") s.method = CalibrationMethod::MinMax;
@@ -304,6 +304,7 @@ QuantizeSettings quantize_settings(const std::vector<std::string>& calib, const 
   s.min_cosine = min_cosine;
   s.dynamic = dynamic;
   s.equalize = equalize;
+  s.bias_correction = bias_correction;
   return s;
 }
 
@@ -557,7 +558,7 @@ PYBIND11_MODULE(_ingot, m) {
                       const std::string& precision, const py::object& input_shapes, bool optimize, const py::object& progress,
                       const std::vector<std::string>& calib, const std::string& calib_method, double percentile,
                       bool per_channel, bool symmetric, const std::vector<std::string>& keep_float, double min_cosine,
-                      bool dynamic, const py::object& tune_shapes, bool equalize) {
+                      bool dynamic, const py::object& tune_shapes, bool equalize, bool bias_correction) {
           ConvertSettings c;
           c.device = Device::parse(device);
           c.precision = parse_precision(precision);
@@ -566,7 +567,7 @@ PYBIND11_MODULE(_ingot, m) {
             fail("calib, dynamic: calibration is for precision='int8'");
           c.quantize =
               quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine, dynamic,
-                                equalize);
+                                equalize, bias_correction);
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               c.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
@@ -610,7 +611,7 @@ PYBIND11_MODULE(_ingot, m) {
         py::arg("calib") = std::vector<std::string>{}, py::arg("calib_method") = "minmax", py::arg("percentile") = 99.999,
         py::arg("per_channel") = true, py::arg("symmetric") = false, py::arg("keep_float") = std::vector<std::string>{},
         py::arg("min_cosine") = 0.0, py::arg("dynamic") = false, py::arg("tune_shapes") = py::none(),
-        py::arg("equalize") = true,
+        py::arg("equalize") = true, py::arg("bias_correction") = true,
         "Converts an ONNX model into an .ingot package (`ingot convert`): the compile pipeline once, and on a GPU "
         "the algorithm search and code generation, stored. input_shapes: {name: [dims]} fixes symbolic dims. "
         "tune_shapes: [{name: [dims]}, ...] shape sets a GPU package will run at with its dims left symbolic "
@@ -621,10 +622,10 @@ PYBIND11_MODULE(_ingot, m) {
   m.def("quantize", [](const std::string& model, const std::string& output, const std::vector<std::string>& calib,
                        const std::string& calib_method, double percentile, bool per_channel, bool symmetric,
                        const std::vector<std::string>& keep_float, const py::object& input_shapes, double min_cosine,
-                       bool dynamic, bool equalize) {
+                       bool dynamic, bool equalize, bool bias_correction) {
           QuantizeSettings s =
               quantize_settings(calib, calib_method, percentile, per_channel, symmetric, keep_float, min_cosine, dynamic,
-                                equalize);
+                                equalize, bias_correction);
           if (!input_shapes.is_none())
             for (auto [k, v] : input_shapes.cast<py::dict>())
               s.input_shapes.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
@@ -638,6 +639,7 @@ PYBIND11_MODULE(_ingot, m) {
         py::arg("percentile") = 99.999, py::arg("per_channel") = true, py::arg("symmetric") = false,
         py::arg("keep_float") = std::vector<std::string>{}, py::arg("input_shapes") = py::none(),
         py::arg("min_cosine") = 0.0, py::arg("dynamic") = false, py::arg("equalize") = true,
+        py::arg("bias_correction") = true,
         "Int8 post-training quantization into a QDQ ONNX model (`ingot quantize`; docs/QUANTIZATION.md). Returns the "
         "report: what was quantized, notes, and per output the error against the float model on the calibration set.");
   m.def("loaded_extensions", &loaded_extensions, "Every extension loaded in this process.");

@@ -696,6 +696,228 @@ void equalize_depthwise(Model& model, const std::vector<Sample>& samples, const 
                                        equalized));
 }
 
+// Per-channel means of a tensor stream: channel axis 1 (a convolution's output), or the last (a
+// Gemm's).
+struct ChannelMeans {
+  bool last_axis = false;
+  std::vector<double> sum;
+  int64_t count = 0;
+
+  void add(const Tensor& t) {
+    if (t.dtype() != DType::Float32 || t.rank() < 2) return;
+    const int axis = last_axis ? int(t.rank()) - 1 : 1;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < int(t.rank()); ++i)
+      if (i != axis) (i < axis ? outer : inner) *= t.dim(i);
+    const int64_t channels = t.dim(axis);
+    if (sum.empty()) sum.resize(size_t(channels), 0.0);
+    if (int64_t(sum.size()) != channels) return;
+    const float* v = t.data<float>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* p = v + (o * channels + c) * inner;
+        double acc = 0;
+        for (int64_t i = 0; i < inner; ++i) acc += p[i];
+        sum[size_t(c)] += acc;
+      }
+    count += outer * inner;
+  }
+  double mean(size_t c) const { return count ? sum[c] / double(count) : 0.0; }
+};
+
+// Adds `shift[c]` to channel c of `t` (channel axis 1, or the last).
+void add_channel_shift(Tensor& t, const std::vector<double>& shift, bool last_axis) {
+  const int axis = last_axis ? int(t.rank()) - 1 : 1;
+  if (t.dtype() != DType::Float32 || t.rank() < 2 || t.dim(axis) != int64_t(shift.size())) return;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < int(t.rank()); ++i)
+    if (i != axis) (i < axis ? outer : inner) *= t.dim(i);
+  const int64_t channels = t.dim(axis);
+  float* v = t.data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c) {
+      float* p = v + (o * channels + c) * inner;
+      const float d = float(shift[size_t(c)]);
+      for (int64_t i = 0; i < inner; ++i) p[i] += d;
+    }
+}
+
+// Empirical bias correction (Nagel et al. 2019, section 4.2, with the statistics measured rather than
+// derived, as AIMET does it): quantizing a product's weights and input shifts the mean of its output
+// per channel, since E[(W_q - W) x] is not zero where x's mean is not (after a ReLU it never is),
+// most for depthwise convolutions, whose channels each sum a few products; clipped ranges and the
+// rectified noise of the layers before shift it too. Each quantized convolution's / Gemm's output in
+// the QDQ model (`quantized`) gets the shift that brings its per-channel mean on the calibration
+// samples back to the float model's (`reference`), then folded into its float bias in `prepared`
+// (added where it has none), from which the QDQ rewrite makes the int32 one.
+//
+// A product's shift changes the inputs of every product after it, so they are measured in order, as
+// AIMET does, but without a run of the model per product: the QDQ model runs in segments, segment w
+// holding the nodes with w quantized products upstream on their longest path (so segment w's
+// products read only what earlier segments made). Each segment is compiled on its own (its Q/DQ
+// folded into the integer kernels) and runs over every sample once, from the values the earlier
+// segments left; its products' shifts are then measured and added to their outputs before the next
+// segment reads them. Returns the products corrected and the largest shift relative to its output's
+// largest channel mean ({0, 0} for a model with control flow, whose subgraphs read outer values).
+std::pair<int, double> correct_biases(const Model& reference, Model& prepared, const Model& quantized,
+                                      const std::vector<std::pair<std::string, std::string>>& io,
+                                      const std::vector<Sample>& samples, const QuantizeSettings& settings) {
+  struct Corrected {
+    std::string name;  // the product's output
+    size_t node;       // its node in `prepared`
+    bool gemm;         // channels on the last axis (else axis 1)
+    int64_t channels;
+    std::vector<double> shift;
+  };
+  const Graph& qg = *quantized.graph;
+  bool control_flow = false;
+  qg.for_each_graph([&](const Graph&, int depth) { control_flow |= depth > 0; });
+  if (control_flow) return {0, 0.0};
+  Graph& g = *prepared.graph;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].outputs.empty()) producer[g.nodes[i].outputs[0]] = i;
+  std::vector<Corrected> products;
+  for (const auto& io_k : io) {
+    auto p = producer.find(io_k.second);
+    if (p == producer.end()) continue;
+    const Node& n = g.nodes[p->second];
+    const Tensor* w = constant_initializer(g, n.inputs[1]);
+    if (!w || !(is_op(n, "Conv") || is_op(n, "Gemm"))) continue;  // a MatMul has no bias
+    const bool gemm = is_op(n, "Gemm");
+    const int64_t channels = gemm ? (passes::attr_int(n, "transB", 0) ? w->dim(0) : w->dim(1)) : w->dim(0);
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      const Tensor* b = constant_initializer(g, n.inputs[2]);
+      if (!b || b->dtype() != DType::Float32 || b->numel() != channels) continue;
+    }
+    products.push_back({io_k.second, p->second, gemm, channels, std::vector<double>(size_t(channels), 0.0)});
+  }
+  if (products.empty()) return {0, 0.0};
+
+  // The float model's means.
+  std::vector<std::string> names;
+  std::map<std::string, size_t> index;
+  for (size_t k = 0; k < products.size(); ++k) {
+    names.push_back(products[k].name);
+    index[products[k].name] = k;
+  }
+  std::vector<ChannelMeans> want(products.size());
+  for (size_t k = 0; k < products.size(); ++k) want[k].last_axis = products[k].gemm;
+  run_collecting(reference, names, samples, "bias correction (float)", settings,
+                 [&](size_t k, const Tensor& t) { want[k].add(t); });
+
+  // Each node's segment, and the last segment reading each value.
+  std::vector<int> segment(qg.nodes.size());
+  std::map<std::string, int> wave_of, last_read;
+  int segments = 0;
+  for (size_t i = 0; i < qg.nodes.size(); ++i) {
+    const Node& n = qg.nodes[i];
+    int w = 0;
+    for (const std::string& in : n.inputs)
+      if (auto it = wave_of.find(in); it != wave_of.end()) w = std::max(w, it->second);
+    segment[i] = w;
+    segments = std::max(segments, w + 1);
+    const bool product = !n.outputs.empty() && index.count(n.outputs[0]);
+    for (const std::string& out : n.outputs) wave_of[out] = product ? w + 1 : w;
+    for (const std::string& in : n.inputs)
+      if (!in.empty()) last_read[in] = std::max(last_read[in], w);
+  }
+  std::vector<std::map<std::string, Tensor>> live(samples.size());  // per sample: the values made so far
+  for (size_t s = 0; s < samples.size(); ++s)
+    for (size_t i = 0; i < qg.inputs.size() && i < samples[s].size(); ++i) live[s][qg.inputs[i].name] = samples[s][i];
+  double largest = 0;
+  for (int seg = 0; seg < segments; ++seg) {
+    auto part = std::make_shared<Model>(quantized);
+    part->graph = std::make_shared<Graph>();
+    Graph& pg = *part->graph;
+    pg.name = qg.name;
+    pg.value_info = qg.value_info;
+    std::set<std::string> made;
+    for (size_t i = 0; i < qg.nodes.size(); ++i) {
+      if (segment[i] != seg) continue;
+      const Node& n = qg.nodes[i];
+      for (const std::string& in : n.inputs) {
+        if (in.empty() || made.count(in)) continue;
+        if (auto it = qg.initializers.find(in); it != qg.initializers.end()) {
+          pg.initializers[in] = it->second;
+        } else if (std::none_of(pg.inputs.begin(), pg.inputs.end(), [&](const ValueInfo& v) { return v.name == in; })) {
+          ValueInfo v{in, {}};
+          if (auto t = passes::value_type(qg, in)) v.type = *t;
+          pg.inputs.push_back(v);
+        }
+      }
+      for (const std::string& out : n.outputs) {
+        if (out.empty()) continue;
+        made.insert(out);
+        auto r = last_read.find(out);
+        if ((r != last_read.end() && r->second > seg) || index.count(out)) {
+          ValueInfo v{out, {}};
+          if (auto t = passes::value_type(qg, out)) v.type = *t;
+          pg.outputs.push_back(v);
+        }
+      }
+      pg.nodes.push_back(n);
+    }
+    if (pg.nodes.empty() || pg.outputs.empty()) continue;
+    compile(*part, {});
+    Executor ex(part, Device::cpu(), ExecutorOptions{true, false});
+    std::vector<ChannelMeans> got(products.size());
+    for (size_t k = 0; k < products.size(); ++k) got[k].last_axis = products[k].gemm;
+    for (size_t s = 0; s < samples.size(); ++s) {
+      std::vector<Value> feeds;
+      for (const ValueInfo& in : pg.inputs) feeds.emplace_back(live[s].at(in.name));
+      Executor::Result r = ex.run(feeds);
+      for (size_t o = 0; o < pg.outputs.size(); ++o) {
+        if (r.outputs[o].kind != Value::Kind::Tensor) continue;
+        const std::string& name = pg.outputs[o].name;
+        live[s][name] = r.outputs[o].tensor;
+        if (auto k = index.find(name); k != index.end()) got[k->second].add(r.outputs[o].tensor);
+      }
+    }
+    // This segment's products: their shifts, applied to what the later segments read.
+    for (const auto& out : pg.outputs) {
+      auto k = index.find(out.name);
+      if (k == index.end()) continue;
+      Corrected& c = products[k->second];
+      const ChannelMeans& a = want[k->second];
+      const ChannelMeans& b = got[k->second];
+      if (a.sum.size() != size_t(c.channels) || b.sum.size() != size_t(c.channels)) continue;
+      double spread = 0;
+      for (size_t ch = 0; ch < a.sum.size(); ++ch) spread = std::max(spread, std::abs(a.mean(ch)));
+      for (size_t ch = 0; ch < a.sum.size(); ++ch) {
+        c.shift[ch] = a.mean(ch) - b.mean(ch);
+        if (spread > 0) largest = std::max(largest, std::abs(c.shift[ch]) / spread);
+      }
+      for (auto& values : live) {
+        auto v = values.find(c.name);
+        if (v != values.end()) add_channel_shift(v->second, c.shift, c.gemm);
+      }
+    }
+    // What no later segment reads.
+    for (auto& values : live)
+      for (auto it = values.begin(); it != values.end();) {
+        auto r = last_read.find(it->first);
+        it = r == last_read.end() || r->second <= seg ? values.erase(it) : std::next(it);
+      }
+    if (settings.progress) settings.progress("bias correction", seg + 1, segments);
+  }
+
+  // Into the float biases (fresh initializers: the old ones may be shared).
+  for (const Corrected& c : products) {
+    Node& n = g.nodes[c.node];
+    std::vector<float> bias(size_t(c.channels), 0.0f);
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) bias = constant_initializer(g, n.inputs[2])->to_vector<float>();
+    for (int64_t ch = 0; ch < c.channels; ++ch) bias[size_t(ch)] += float(c.shift[size_t(ch)]);
+    std::string name = n.outputs[0] + "_corrected_bias";
+    for (int i = 1; g.initializers.count(name); ++i) name = n.outputs[0] + "_corrected_bias_" + std::to_string(i);
+    g.initializers[name] = Tensor::from_vector(bias, {c.channels});
+    if (n.inputs.size() < 3) n.inputs.resize(3);
+    n.inputs[2] = name;
+  }
+  dead_code(prepared);
+  return {int(products.size()), largest};
+}
+
 }  // namespace
 
 void quantize_model(Model& model, const std::vector<Sample>& samples, const QuantizeSettings& settings,
@@ -709,14 +931,15 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
   const QuantizeReport start = report;
   std::map<std::string, double> sensitive;  // products kept in float32 for accuracy
   std::map<std::string, QuantParams> params;
-  constexpr int kRounds = 8;
-  for (int round = 0;; ++round) {
+  std::vector<std::pair<std::string, std::string>> io;  // the quantized products' input and output
+  // `model` := the QDQ rewrite of `prepared`; the first one calibrates the activations' ranges, which
+  // later rewrites (a subset of the activations, or corrected biases) reuse.
+  auto write = [&]() {
     report = start;
     *model.graph = *prepared.graph;
     QdqWriter writer(model, settings, report, onnx_output, sensitive);
     writer.plan();
-    if (round == 0 && !settings.dynamic) {
-      // Ranges once: later rounds quantize a subset of these activations.
+    if (params.empty() && !settings.dynamic) {
       const std::vector<std::string> names = writer.observed();
       std::vector<RangeObserver> observers(names.size());
       run_collecting(model, names, samples, "calibrate", settings,
@@ -730,9 +953,13 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
         params[names[i]] = activation_params(lo, hi, settings.symmetric);
       }
     }
-    const auto io = writer.product_io();
+    io = writer.product_io();
     writer.rewrite(params);
     dead_code(model);  // the float weights the int8 ones replaced
+  };
+  constexpr int kRounds = 8;
+  for (int round = 0;; ++round) {
+    write();
     if (settings.min_cosine <= 0 || io.empty() || samples.empty()) break;
     // Sensitivity: the QDQ model (its Q/DQ as float ops) against the float one, at the graph outputs
     // and at every product's input and output; the products whose own quantization lowers the
@@ -762,6 +989,18 @@ void quantize_model(Model& model, const std::vector<Sample>& samples, const Quan
     std::sort(drops.rbegin(), drops.rend());
     for (size_t k = 0; k < drops.size() && k < 3 && drops[k].first >= drops[0].first / 2; ++k)
       sensitive[drops[k].second] = drops[k].first;
+  }
+  if (settings.bias_correction && !settings.dynamic && !samples.empty() && !io.empty()) {
+    Model reference = prepared;  // the float model (`prepared` takes the corrected biases)
+    reference.graph = std::make_shared<Graph>(*prepared.graph);
+    const auto [corrected, largest] = correct_biases(reference, prepared, model, io, samples, settings);
+    if (corrected > 0) {
+      write();
+      report.notes.push_back(fmt::format("corrected the biases of {} products for the shift of their outputs' "
+                                         "per-channel means (largest: {:.3g} of the output's largest mean; "
+                                         "--no-bias-correction)",
+                                         corrected, largest));
+    }
   }
   report.samples = int64_t(samples.size());
   verify(model);

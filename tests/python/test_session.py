@@ -136,6 +136,9 @@ def test_int8_quantize_and_convert(model_cache, tmp_path):
     report = ingot.quantize(path, str(tmp_path / "bf.qdq.onnx"), [folder])
     assert report["quantized"] == 37 and report["samples"] == 30
     assert all(o["cosine"] > 0.95 for o in report["outputs"])
+    assert any("corrected the biases of 37 products" in n for n in report["notes"])
+    plain = ingot.quantize(path, str(tmp_path / "bf.plain.onnx"), [folder], equalize=False, bias_correction=False)
+    assert not any("corrected the biases" in n or "equalized" in n for n in plain["notes"])
     r = ingot.convert(path, str(tmp_path / "bf.int8.ingot"), precision="int8", calib=[folder])
     assert r["precision"] == "int8" and r["quantization"]["quantized"] == 37
     x = np.load(os.path.join(folder, "000.npy"))

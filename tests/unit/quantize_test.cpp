@@ -140,6 +140,21 @@ TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
   EXPECT_GT(cosine(y, y_float), 0.99);
 }
 
+// A depthwise Conv node (`channels` groups) without bias, padded by `pad` on every side.
+onnx::NodeProto depthwise_conv(const std::string& x, const std::string& w, const std::string& y, int64_t channels,
+                               int64_t pad) {
+  auto dw = make_node("Conv", {x, w}, {y});
+  auto* group = dw.add_attribute();
+  group->set_name("group");
+  group->set_type(onnx::AttributeProto::INT);
+  group->set_i(channels);
+  auto* pads = dw.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(pad);
+  return dw;
+}
+
 // x [1,8,10,10] -> depthwise Conv 3x3 whose channel c is scaled by 2^c (output ranges spread 128x)
 // [-> Relu when `relu_between`] -> Conv 1x1 (8 -> 8) -> y; `second_reader`: y = Conv 1x1(d) + d.
 std::string depthwise_block(bool relu_between, bool second_reader = false) {
@@ -157,16 +172,7 @@ std::string depthwise_block(bool relu_between, bool second_reader = false) {
     for (int k = 0; k < 9; ++k) w1->add_float_data(dist(rng) * float(1 << c));
   add_random_initializer(g, "w2", {8, 8, 1, 1}, rng, -0.5f, 0.5f);
   add_random_initializer(g, "b2", {8}, rng, -0.1f, 0.1f);
-  auto dw = make_node("Conv", {"x", "w1"}, {"d"});
-  auto* group = dw.add_attribute();
-  group->set_name("group");
-  group->set_type(onnx::AttributeProto::INT);
-  group->set_i(8);
-  auto* pads = dw.add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
-  *g.add_node() = dw;
+  *g.add_node() = depthwise_conv("x", "w1", "d", 8, 1);
   if (relu_between) *g.add_node() = make_node("Relu", {"d"}, {"r"});
   if (second_reader) {  // y = Conv1x1(d) + d: d read twice
     *g.add_node() = make_node("Conv", {"d", "w2", "b2"}, {"c"});
@@ -221,6 +227,75 @@ TEST(Quantize, EqualizesDepthwiseAndPointwisePairs) {
   std::string shared_notes;
   quantized_cosine(depthwise_block(false, /*second_reader=*/true), true, &shared_notes);
   EXPECT_EQ(shared_notes.find("equalized"), std::string::npos) << shared_notes;
+}
+
+// x [1,8,10,10] -> depthwise Conv 3x3 -> Conv 1x1 (8 -> 8) -> y, the depthwise weights made so that
+// int8 rounding takes each channel's eight smaller weights down by 0.45 of a step: on inputs with a
+// positive mean its output's mean drops per channel, a shift bias correction takes back.
+std::string rounding_down_block() {
+  onnx::GraphProto g;
+  g.set_name("rounding_down_block");
+  std::mt19937 rng(7);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {1, 8, 10, 10});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {1, 8, 10, 10});
+  std::uniform_int_distribution<int> level(5, 60);
+  auto* w1 = g.add_initializer();
+  w1->set_name("w1");
+  w1->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {8, 1, 3, 3}) w1->add_dims(d);
+  for (int c = 0; c < 8; ++c) {
+    const float step = 0.01f * float(c + 1);  // the channel's int8 step: its largest weight is 127 steps
+    w1->add_float_data(127 * step);
+    for (int k = 1; k < 9; ++k) w1->add_float_data((float(level(rng)) + 0.45f) * step);
+  }
+  add_random_initializer(g, "w2", {8, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b2", {8}, rng, -0.1f, 0.1f);
+  *g.add_node() = depthwise_conv("x", "w1", "d", 8, 1);
+  *g.add_node() = make_node("Conv", {"d", "w2", "b2"}, {"y"});
+  return save_model(model_with(g, 13), "rounding_down_block.onnx");
+}
+
+// Bias correction (QuantizeSettings::bias_correction, on by default): the systematic shift of the
+// depthwise output's mean is measured on the calibration samples and taken off through the biases
+// (the depthwise convolution has none: it gets one), so the int8 model's error against the float
+// model drops, on the calibration samples (the report) and on inputs it has not seen.
+TEST(Quantize, BiasCorrectionRemovesTheShiftOfTheMeans) {
+  const std::string model = rounding_down_block();
+  auto dir = temp_dir() / "calib_positive";
+  std::filesystem::create_directories(dir);
+  std::mt19937 gen(9);
+  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+  auto positive_input = [&] {
+    std::vector<float> v(8 * 10 * 10);
+    for (float& x : v) x = dist(gen);
+    return Tensor::from_vector(v, {1, 8, 10, 10});
+  };
+  for (int i = 0; i < 6; ++i) save_npy((dir / (std::to_string(i) + ".npy")).string(), positive_input());
+  const Tensor unseen = positive_input();
+  const Tensor expected = Session::load(model).run({unseen})[0];
+  auto quantized = [&](bool correct, double* unseen_error) {
+    QuantizeSettings s;
+    s.calibration = {dir.string()};
+    s.equalize = false;  // keeps the weights' rounding as built
+    s.bias_correction = correct;
+    const std::string qdq = (temp_dir() / (correct ? "rd_corrected.qdq.onnx" : "rd_plain.qdq.onnx")).string();
+    QuantizeReport r = quantize(model, qdq, s);
+    EXPECT_EQ(r.quantized, 2);
+    const std::vector<float> a = Session::load(qdq).run({unseen})[0].to_vector<float>(), b = expected.to_vector<float>();
+    double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) sum += std::abs(double(a[i]) - b[i]);
+    *unseen_error = sum / double(a.size());
+    return r;
+  };
+  double corrected_unseen = 0, plain_unseen = 0;
+  const QuantizeReport corrected = quantized(true, &corrected_unseen);
+  const QuantizeReport plain = quantized(false, &plain_unseen);
+  EXPECT_NE(corrected.text().find("corrected the biases of 2 products"), std::string::npos) << corrected.text();
+  EXPECT_EQ(plain.text().find("corrected the biases"), std::string::npos) << plain.text();
+  EXPECT_LT(corrected.outputs[0].mean_abs, 0.5 * plain.outputs[0].mean_abs)
+      << "corrected " << corrected.outputs[0].mean_abs << ", plain " << plain.outputs[0].mean_abs;
+  EXPECT_GT(corrected.outputs[0].cosine, plain.outputs[0].cosine);
+  EXPECT_LT(corrected_unseen, 0.5 * plain_unseen) << "corrected " << corrected_unseen << ", plain " << plain_unseen;
 }
 
 TEST(Quantize, Int8PackageMatchesTheFloatModel) {

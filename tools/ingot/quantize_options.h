@@ -17,7 +17,7 @@ struct QuantizeCliOptions {
   std::string method = "minmax", report;
   double percentile = 99.999, min_cosine = 0;
   bool per_tensor = false, per_channel = false, symmetric = false, asymmetric = false, dynamic = false;
-  bool no_equalize = false;
+  bool no_equalize = false, no_bias_correction = false;
 };
 
 inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
@@ -39,6 +39,9 @@ inline void add_quantize_options(CLI::App& app, QuantizeCliOptions& o) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--no-equalize", o.no_equalize,
                "Leave depthwise -> 1x1 convolution pairs as they are (default: equalize their channels' ranges first)");
+  app.add_flag("--no-bias-correction", o.no_bias_correction,
+               "Leave the biases as they are (default: each quantized product's bias absorbs the shift of its output's "
+               "per-channel mean that quantization causes, measured on the calibration set)");
   app.add_option("--report", o.report, "Write the quantization and accuracy report here (JSON)");
   app.add_flag("--dynamic", o.dynamic,
                "Dynamic quantization: matrix products' weights int8, activations quantized per call (no --calib "
@@ -60,6 +63,7 @@ inline QuantizeSettings quantize_settings(const QuantizeCliOptions& o, bool quie
   s.min_cosine = o.min_cosine;
   s.dynamic = o.dynamic;
   s.equalize = !o.no_equalize;
+  s.bias_correction = !o.no_bias_correction;
   if (!quiet) {
     const bool tty = isatty(STDERR_FILENO);
     s.progress = [tty](const std::string& step, int64_t done, int64_t total) {
@@ -67,7 +71,8 @@ inline QuantizeSettings quantize_settings(const QuantizeCliOptions& o, bool quie
         std::fprintf(stderr, "\r      %s %lld/%lld%s", step.c_str(), (long long)done, (long long)total,
                      done == total ? "\n" : "");
       } else if (done == total) {
-        std::fprintf(stderr, "      %s: %lld samples\n", step.c_str(), (long long)total);
+        const char* unit = step == "sensitivity" ? "rounds" : step == "bias correction" ? "segments" : "samples";
+        std::fprintf(stderr, "      %s: %lld %s\n", step.c_str(), (long long)total, unit);
       }
       std::fflush(stderr);
     };
