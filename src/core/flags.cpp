@@ -52,6 +52,10 @@ constexpr Flag kFlags[] = {
      "How autograd computes 16-bit convolution weight gradients: 1 one ai.ingot.ConvWeightGrad in 16 bits (cuDNN's "
      "backward-filter on CUDA), 2 the same widened to float32 (TF32 tensor cores on CUDA), 0 a correlation of "
      "transposed tensors. An A/B switch (docs/TRAINING.md has the measurements)."},
+    {"INGOT_INT8_DEPTHWISE", Kind::Bool, "0",
+     "Int8 channels-last depthwise convolutions on Ingot's vectorized kernel (0: the direct kernel). Off until it "
+     "has run on a GPU: written without one (2026-12-05); the CUDA tests run both.",
+     true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
     {"INGOT_CONV_RETIME", Kind::Int, "1",

@@ -153,7 +153,7 @@ class Writer {
         data_size = align_up(data_size + nbytes, kPackageAlignment);
       }
     }
-    weights.push_back(pkg::CreateWeight(fbb, fbb.CreateString(name), uint8_t(t.dtype()), shape, offset, nbytes,
+    weights.push_back(pkg::CreateWeight(fbb, fbb.CreateSharedString(name), uint8_t(t.dtype()), shape, offset, nbytes,
                                         strings, splat));
     return uint32_t(weights.size() - 1);
   }
@@ -161,7 +161,7 @@ class Writer {
   Offset<pkg::ValueType> value_type(const ValueType& type) {
     std::vector<Offset<pkg::Dim>> dims;
     if (type.shape) {
-      for (const Dim& d : *type.shape) dims.push_back(pkg::CreateDim(fbb, d.value, fbb.CreateString(d.symbol)));
+      for (const Dim& d : *type.shape) dims.push_back(pkg::CreateDim(fbb, d.value, fbb.CreateSharedString(d.symbol)));
     }
     return pkg::CreateValueType(fbb, uint8_t(type.kind), uint8_t(type.dtype), type.shape.has_value(),
                                 fbb.CreateVector(dims));
@@ -169,7 +169,7 @@ class Writer {
 
   Offset<pkg::ValueInfo> value_info(const ValueInfo& vi) {
     auto type = value_type(vi.type);
-    return pkg::CreateValueInfo(fbb, fbb.CreateString(vi.name), type);
+    return pkg::CreateValueInfo(fbb, fbb.CreateSharedString(vi.name), type);
   }
 
   Offset<flatbuffers::Vector<Offset<pkg::ValueInfo>>> value_infos(const std::vector<ValueInfo>& list) {
@@ -178,9 +178,11 @@ class Writer {
     return fbb.CreateVector(out);
   }
 
+  // Names repeat (a value is one node's output and others' inputs; attribute names, dim symbols): each
+  // distinct string is stored once.
   Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> strings(const std::vector<std::string>& list) {
     std::vector<Offset<flatbuffers::String>> out;
-    for (const auto& s : list) out.push_back(fbb.CreateString(s));
+    for (const auto& s : list) out.push_back(fbb.CreateSharedString(s));
     return fbb.CreateVector(out);
   }
 
@@ -200,7 +202,7 @@ class Writer {
         break;
       default: break;
     }
-    auto name_off = fbb.CreateString(name);
+    auto name_off = fbb.CreateSharedString(name);
     auto s = fbb.CreateString(a.s);
     auto ints = fbb.CreateVector(a.ints);
     auto floats = fbb.CreateVector(a.floats);
@@ -216,17 +218,28 @@ class Writer {
     for (const Node& n : graph.nodes) {
       std::vector<Offset<pkg::Attribute>> attrs;
       for (const auto& [name, a] : n.attrs) attrs.push_back(attribute(name, a));
-      auto name = fbb.CreateString(n.name);
-      auto op = fbb.CreateString(n.op_type);
-      auto domain = fbb.CreateString(n.domain);
+      auto name = fbb.CreateSharedString(n.name);
+      auto op = fbb.CreateSharedString(n.op_type);
+      auto domain = fbb.CreateSharedString(n.domain);
       auto inputs = strings(n.inputs);
       auto outputs = strings(n.outputs);
       nodes.push_back(pkg::CreateNode(fbb, name, op, domain, inputs, outputs, fbb.CreateVector(attrs)));
     }
     std::vector<uint32_t> initializers;
     for (const auto& [name, t] : graph.initializers) initializers.push_back(add_tensor(name, t));
+    // The types of values the graph (or a subgraph of it, which may read this graph's values) still
+    // names: passes that fuse nodes leave their vanished values' entries behind (a QDQ model's
+    // int8 package: 902 entries for 119 nodes, 0.2 of its MB).
+    std::set<std::string> named;
+    graph.for_each_graph([&](const Graph& g, int) {
+      for (const Node& n : g.nodes) {
+        named.insert(n.inputs.begin(), n.inputs.end());
+        named.insert(n.outputs.begin(), n.outputs.end());
+      }
+    });
     std::vector<ValueInfo> value_info;
-    for (const auto& [name, vi] : graph.value_info) value_info.push_back(vi);
+    for (const auto& [name, vi] : graph.value_info)
+      if (named.count(name)) value_info.push_back(vi);
     auto name = fbb.CreateString(graph.name);
     auto nodes_off = fbb.CreateVector(nodes);
     auto inputs = value_infos(graph.inputs);

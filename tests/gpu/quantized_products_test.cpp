@@ -3,12 +3,14 @@
 // The int32 accumulation is exact on both; an 8-bit output may differ by one step where float32
 // requantization lands on the other side of a rounding tie. The cases cover each of the CUDA
 // kernel's ways: cuDNN's int8 graph with the whole epilogue (symmetric int8, channels last), cuDNN
-// then the epilogue kernel (a zero point on Y, HardSwish), the direct kernel (uint8 activations,
-// channels first, depthwise), cuBLASLt's int8 GEMM (uint8 X shifted, int8 X) and the direct product.
+// then the epilogue kernel (a zero point on Y, HardSwish), the depthwise kernel, the direct kernel
+// (uint8 activations, channels first, depthwise), cuBLASLt's int8 GEMM (uint8 X shifted, int8 X) and
+// the direct product.
 #include <gtest/gtest.h>
 #include <ingot/quantize.h>
 #include <ingot/session.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -87,15 +89,19 @@ void check_conv(const ConvCase& c, uint32_t seed) {
   expect_cuda_matches_cpu("QuantizedConv", in, attrs, 1, quantized ? 1.0 : 1e-3, quantized ? 0.0 : 1e-4, kIngot);
 }
 
+// A case named `name`, the defaults changed by `edit`.
+template <class Edit>
+ConvCase conv_case(std::string name, Edit edit) {
+  ConvCase c;
+  c.name = std::move(name);
+  edit(c);
+  return c;
+}
+
 TEST(CudaQuantizedProducts, ConvolutionsMatchTheCpuOnEveryPath) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
-  auto add = [&](std::string name, auto edit) {
-    ConvCase c;
-    c.name = std::move(name);
-    edit(c);
-    cases.push_back(c);
-  };
+  auto add = [&](std::string name, auto edit) { cases.push_back(conv_case(std::move(name), edit)); };
   // cuDNN with the whole epilogue.
   add("int8 symmetric, Relu", [](ConvCase& c) { c.act = "Relu"; });
   add("int8 symmetric, int8 residual (zero point 3), Relu", [](ConvCase& c) {
@@ -144,6 +150,59 @@ TEST(CudaQuantizedProducts, ConvolutionsMatchTheCpuOnEveryPath) {
   });
   uint32_t seed = 1;
   for (const ConvCase& c : cases) check_conv(c, seed++);
+}
+
+// Depthwise convolutions channels last on the vectorized int8 kernel (INGOT_INT8_DEPTHWISE=1) and on
+// the direct one: windows 3 and 5, strides 1 and 2, zero points on X and Y, residuals, odd widths
+// (a thread's last columns past the edge), float output; 24 channels (not a multiple of 16: the
+// direct kernel either way).
+TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) {  // one filter per channel
+    cases.push_back(conv_case(std::move(name), [&](ConvCase& c) {
+      edit(c);
+      c.group = c.m = c.c;
+    }));
+  };
+  add("3x3 stride 2, Relu", [](ConvCase& c) { c.act = "Relu"; c.stride = 2; });
+  add("3x3 stride 1, int8 zero point -9, float output, 7 wide", [](ConvCase& c) {
+    c.c = 64;
+    c.w = 7;
+    c.x_zp = -9;
+    c.y_dtype = DType::Float32;
+  });
+  add("5x5 stride 1, uint8 in and out, HardSwish, uint8 residual, 13x13", [](ConvCase& c) {
+    c.c = 48;
+    c.h = c.w = 13;
+    c.kernel = 5;
+    c.pad = 2;
+    c.x_dtype = DType::UInt8;
+    c.x_zp = 117;
+    c.y_dtype = DType::UInt8;
+    c.y_zp = 100;
+    c.act = "HardSwish";
+    c.r_dtype = DType::UInt8;
+    c.r_zp = 121;
+  });
+  add("5x5 stride 2, int8 residual, batch 3", [](ConvCase& c) {
+    c.n = 3;
+    c.c = 96;
+    c.h = c.w = 17;
+    c.kernel = 5;
+    c.pad = 2;
+    c.stride = 2;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 3;
+  });
+  add("24 channels", [](ConvCase& c) { c.c = 24; });
+  uint32_t seed = 40;
+  for (const char* kernel : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel);
+    ::setenv("INGOT_INT8_DEPTHWISE", kernel, 1);
+    for (const ConvCase& c : cases) check_conv(c, seed++);
+  }
+  ::unsetenv("INGOT_INT8_DEPTHWISE");
 }
 
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,

@@ -172,6 +172,9 @@ TEST(Package, EveryAttributeKindSurvives) {
   sub->value_info["m"] = {"m", {ValueKind::Optional, DType::Float16, std::vector<Dim>{{-1, ""}}}};
   sub->initializers["k"] = Tensor::from_vector<int64_t>({7, 8, 9}, {3});
   sub->nodes.push_back(Node{"inner", "Identity", "", {"a"}, {"b"}, {}});
+  sub->nodes.push_back(Node{"optional", "Optional", "", {"a"}, {"m"}, {}});
+  // A type of a value no node names any more (a fused pass's leftover): not written.
+  sub->value_info["gone"] = {"gone", {ValueKind::Tensor, DType::Float32, std::vector<Dim>{{4, ""}}}};
   Node n{"all_kinds", "Custom", "example.domain", {"x", ""}, {"y"}, {}};
   n.attrs["i"] = Attribute(int64_t(-42));
   n.attrs["f"] = Attribute(1.5f);
@@ -245,6 +248,7 @@ TEST(Package, EveryAttributeKindSurvives) {
     EXPECT_FALSE(g->outputs.at(0).type.shape.has_value());
     EXPECT_EQ(g->value_info.at("m").type.kind, ValueKind::Optional);
     EXPECT_EQ(g->value_info.at("m").type.dtype, DType::Float16);
+    EXPECT_EQ(g->value_info.count("gone"), 0u);
     EXPECT_EQ(g->initializers.at("k").to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
   }
 }

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -104,7 +106,21 @@ Runner add_inspect_command(CLI::App& app) {
     std::sort(sorted.begin(), sorted.end());
     std::cout << "ops (" << nodes << " nodes, subgraphs included):\n";
     for (const auto& [neg, op] : sorted) std::cout << "  " << op << ": " << -neg << "\n";
-    std::cout << "parameters: " << g.parameter_count() << "\n";
+    // Parameters and their bytes by dtype (what a package's size is made of).
+    std::map<std::string, std::pair<int64_t, int64_t>> by_dtype;  // dtype -> (elements, bytes)
+    int64_t bytes = 0;
+    g.for_each_graph([&](const Graph& sg, int) {
+      for (const auto& [name, t] : sg.initializers) {
+        auto& [elements, b] = by_dtype[std::string(dtype_name(t.dtype()))];
+        elements += t.numel();
+        b += int64_t(t.nbytes());
+        bytes += int64_t(t.nbytes());
+      }
+    });
+    std::cout << "parameters: " << g.parameter_count() << " (" << fmt::format("{:.2f}", double(bytes) / 1e6) << " MB";
+    for (const auto& [dtype, eb] : by_dtype)
+      std::cout << fmt::format("; {} {} in {:.2f} MB", dtype, eb.first, double(eb.second) / 1e6);
+    std::cout << ")\n";
     if (o->print) std::cout << print_graph(g);
     return 0;
   };

@@ -12,7 +12,10 @@
 //   2. Matrix products with int8 W at zero point 0: cuBLASLt's int8 GEMM into int32 (X shifted to
 //      int8 when it is uint8; X's zero point subtracted per column through W's column sums:
 //      sum (x - zx) w = sum x w - zx * sum w), then the epilogue kernel.
-//   3. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
+//   3. Depthwise convolutions channels last (3x3 or 5x5, stride 1 or 2 along W, channels a multiple
+//      of 16, int8 W; any zero points): a vectorized kernel of Ingot's own, like the fp16 one in conv.cu
+//      (INGOT_INT8_DEPTHWISE: off until it has run on a GPU).
+//   4. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
 //      first, what cuDNN refuses): a direct kernel, one thread per output, int32 accumulation, the
 //      whole epilogue. Correct for every case the CPU takes; not fast.
 //
@@ -21,6 +24,7 @@
 // quantization's X scale comes from the graph, read on the host at every call).
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "core/flags.h"
 #include "ops/kernel.h"
 #include "ops/semantics/quantized_args.h"
 
@@ -167,6 +172,78 @@ __global__ void direct_conv_kernel(const X* __restrict__ x, const W* __restrict_
       }
     }
     finish(e, real_of(e, k, acc), i, y);
+  }
+}
+
+// Path 3: a depthwise 2-D convolution channels last (one filter per channel). A thread computes OX
+// neighbouring output columns of V = 16 channels: the (OX - 1) * SW + KW input vectors of a row are
+// 16-byte loads, each used for every output and tap that reads it (the fp16 kernel's scheme,
+// conv.cu); columns outside the input read as X's zero point, so they add nothing. The block's
+// weights are staged tap-major in shared memory as int16 with W's zero points taken off, so the
+// inner loop is int32 multiply-adds of (x - x_zp) and w'. The epilogue is the other paths' (finish).
+struct DepthwiseDims {
+  int n, h, w, c, oh, ow, kh, sh, ph, pw;
+};
+
+template <class X, class W, class Y, int KW, int SW, int OX>
+__global__ void __launch_bounds__(256)
+    depthwise_nhwc_kernel(const X* __restrict__ x, const W* __restrict__ w, Y* __restrict__ y, DepthwiseDims p,
+                          int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e) {
+  constexpr int V = 16;
+  constexpr int NIN = (OX - 1) * SW + KW;
+  extern __shared__ uint4 depthwise_int8_smem[];
+  int16_t* ws = reinterpret_cast<int16_t*>(depthwise_int8_smem);  // [kh * KW][group]
+  const int group = int(blockDim.x) * V, cbase = int(blockIdx.x) * group;
+  const int taps = p.kh * KW, channels = min(group, p.c - cbase);
+  const int tid = int(threadIdx.y * blockDim.x + threadIdx.x), nthreads = int(blockDim.x * blockDim.y);
+  for (int i = tid; i < channels * taps; i += nthreads) {  // the group's weights are contiguous
+    const int c = i / taps, t = i - c * taps;
+    ws[t * group + c] = int16_t(int32_t(w[size_t(cbase) * taps + i]) - w_zp[cbase + c]);
+  }
+  __syncthreads();
+  const int c0 = cbase + int(threadIdx.x) * V;
+  const int ox0 = (int(blockIdx.y) * int(blockDim.y) + int(threadIdx.y)) * OX;
+  const int n = int(blockIdx.z) / p.oh, oy = int(blockIdx.z) % p.oh;
+  if (c0 >= p.c || ox0 >= p.ow) return;
+  int32_t acc[OX][V];
+#pragma unroll
+  for (int o = 0; o < OX; ++o) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[o][v] = 0;
+  }
+  const uint32_t zp4 = 0x01010101u * uint32_t(uint8_t(x_zp));  // four bytes of X's zero point
+  const uint4 padding = make_uint4(zp4, zp4, zp4, zp4);
+  const int ix0 = ox0 * SW - p.pw;
+  for (int ky = 0; ky < p.kh; ++ky) {
+    const int iy = oy * p.sh - p.ph + ky;
+    if (iy < 0 || iy >= p.h) continue;  // a padding row: (x - x_zp) is 0 throughout
+    const X* row = x + (size_t(n) * p.h + iy) * p.w * p.c + c0;
+    uint4 in[NIN];
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) {
+      const int ix = ix0 + j;
+      in[j] = ix >= 0 && ix < p.w ? *reinterpret_cast<const uint4*>(row + size_t(ix) * p.c) : padding;
+    }
+#pragma unroll
+    for (int kx = 0; kx < KW; ++kx) {
+      const int16_t* wk = ws + (ky * KW + kx) * group + int(threadIdx.x) * V;
+      int32_t wv[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) wv[v] = wk[v];
+#pragma unroll
+      for (int o = 0; o < OX; ++o) {
+        const X* iv = reinterpret_cast<const X*>(&in[o * SW + kx]);
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[o][v] += (int32_t(iv[v]) - x_zp) * wv[v];
+      }
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < OX; ++o) {
+    if (ox0 + o >= p.ow) break;
+    const int64_t out = ((int64_t(n) * p.oh + oy) * p.ow + ox0 + o) * p.c + c0;
+#pragma unroll
+    for (int v = 0; v < V; ++v) finish(e, real_of(e, c0 + v, acc[o][v]), out + v, y);
   }
 }
 
@@ -436,6 +513,56 @@ void prepare(KernelContext& ctx, QuantState& st, const QuantizedProductArgs& a, 
   });
 }
 
+// Path 3's launch; false where the layer is not one the kernel takes.
+bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, const QuantState& st,
+                        const Epilogue& e, Tensor& y) {
+  if (!flags::enabled("INGOT_INT8_DEPTHWISE")) return false;
+  const sem::Window& win = g.win;
+  if (!g.nhwc || win.in.size() != 2 || g.group != g.channels || g.out_channels != g.channels || g.channels % 16 != 0 ||
+      win.dilations[0] != 1 || win.dilations[1] != 1 || win.kernel[1] != win.kernel[0] ||
+      (win.kernel[1] != 3 && win.kernel[1] != 5) || (win.strides[1] != 1 && win.strides[1] != 2) ||
+      a.w->dtype() != DType::Int8 || !aligned16(a.x->raw_data()))
+    return false;
+  const int64_t dims[] = {g.batch * win.out[0], win.out[1], g.channels, a.x->numel(), y.numel()};
+  if (std::any_of(std::begin(dims), std::end(dims), [](int64_t d) { return d > INT_MAX; }) || dims[0] > 65535)
+    return false;  // 32-bit indices and the grid's z limit
+  const DepthwiseDims p{int(g.batch),      int(win.in[0]),      int(win.in[1]),        int(g.channels),
+                        int(win.out[0]),   int(win.out[1]),     int(win.kernel[0]),    int(win.strides[0]),
+                        int(win.pad_begin[0]), int(win.pad_begin[1])};
+  constexpr int V = 16;
+  const int vectors = p.c / V;
+  // Output columns per thread: four, or one where four would leave less than ~1000 threads per SM
+  // (batch 1).
+  const int64_t work = int64_t(p.n) * p.oh * p.ow * vectors, enough = int64_t(sm_count()) * 1024;
+  const int columns = work / 4 >= enough ? 4 : 1;
+  const int channel_threads = std::min(32, vectors);
+  const int strips = (p.ow + columns - 1) / columns;
+  const int column_threads = std::min(256 / channel_threads, strips);
+  const size_t smem = size_t(p.kh) * size_t(win.kernel[1]) * size_t(channel_threads) * V * sizeof(int16_t);
+  const dim3 block{unsigned(channel_threads), unsigned(column_threads)};
+  const dim3 grid{unsigned((vectors + channel_threads - 1) / channel_threads),
+                  unsigned((strips + column_threads - 1) / column_threads), unsigned(p.n * p.oh)};
+  const int kw = int(win.kernel[1]), sw = int(win.strides[1]);
+  dispatch_8bit(a.x->dtype(), [&]<class X>() {
+    dispatch_y(a.y_dtype, [&]<class Y>() {
+      auto launch = [&]<int K, int S, int C>() {
+        depthwise_nhwc_kernel<X, int8_t, Y, K, S, C><<<grid, block, smem, stream()>>>(
+            ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+      };
+      auto with_columns = [&]<int K, int S>() {
+        if (columns == 4) launch.template operator()<K, S, 4>();
+        if (columns == 1) launch.template operator()<K, S, 1>();
+      };
+      if (kw == 3 && sw == 1) with_columns.template operator()<3, 1>();
+      if (kw == 3 && sw == 2) with_columns.template operator()<3, 2>();
+      if (kw == 5 && sw == 1) with_columns.template operator()<5, 1>();
+      if (kw == 5 && sw == 2) with_columns.template operator()<5, 2>();
+    });
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
 void quantized_conv(KernelContext& ctx) {
   const Tensor& w = ctx.input(3);
   const sem::QConvGeometry g = sem::quantized_conv_geometry(ctx, ctx.input(0), w);
@@ -469,6 +596,7 @@ void quantized_conv(KernelContext& ctx) {
   d.nhwc = g.nhwc;
   const int64_t spatial = d.oh * d.ow;
   const Epilogue e = make_epilogue(a, st, d.k, g.nhwc ? 1 : spatial);
+  if (run_depthwise_conv(g, a, st, e, y)) return;
   const int64_t total = y.numel();
   dispatch_8bit(a.x->dtype(), [&]<class X>() {
     dispatch_8bit(a.w->dtype(), [&]<class W>() {
