@@ -230,6 +230,28 @@ TEST(QuantizedConv, ChannelsLastResidualsAndWindows) {
   check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 8, .y_dtype = DType::Float32, .residual = true, .nhwc = true}, 56);
 }
 
+// Depthwise 3x3 at stride 1 channels last: on CPUs with AVX-512 VNNI + VBMI the kernel of
+// qdepthwise.cpp (a row of three taps per dot product), elsewhere oneDNN's. Channel counts of one,
+// one and a half and three and a half 16-channel chunks (24: BlazeFace's), 56 (its largest), uint8
+// and int8 X with zero points, int8 Y, Relu, without bias, per-tensor weights, images one or two
+// pixels wide or tall (every output a border one), batch 2.
+TEST(QuantizedConv, Depthwise3x3ChannelsLastMatchesFloat64Reference) {
+  uint32_t seed = 60;
+  for (int64_t ch : {16, 24, 8, 56, 48}) {
+    SCOPED_TRACE(ch);
+    check_conv({.x_shape = {2, ch, 9, 13}, .out_channels = ch, .group = ch, .nhwc = true}, seed++);
+  }
+  check_conv({.x_shape = {1, 24, 7, 6}, .out_channels = 24, .group = 24, .x_dtype = DType::Int8, .y_dtype = DType::Int8,
+              .nhwc = true, .act = "Relu"},
+             seed++);
+  check_conv({.x_shape = {1, 24, 5, 5}, .out_channels = 24, .group = 24, .per_channel = false, .bias = false,
+              .nhwc = true},
+             seed++);
+  for (Shape shape : {Shape{1, 24, 1, 9}, Shape{1, 24, 8, 2}, Shape{1, 24, 1, 1}, Shape{1, 24, 2, 2}}) {
+    check_conv({.x_shape = shape, .out_channels = 24, .group = 24, .nhwc = true, .act = "Relu"}, seed++);
+  }
+}
+
 TEST(QuantizedConv, HardSwishAndSigmoidApplyInTheRealDomain) {
   check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 16, .act = "HardSwish"}, 3);
   check_conv({.x_shape = {1, 8, 7, 7}, .out_channels = 16, .residual = true, .act = "Sigmoid"}, 4);

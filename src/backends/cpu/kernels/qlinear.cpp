@@ -27,6 +27,7 @@
 
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/onednn_util.h"
+#include "backends/cpu/kernels/qdepthwise.h"
 #include "core/broadcast.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
@@ -744,6 +745,7 @@ void quantized_conv(KernelContext& ctx) {
   sem::quantized_residual_args(ctx, g.out_shape, a);
   Tensor& y = ctx.allocate(0, a.y_dtype, g.out_shape);
   if (y.numel() == 0) return;
+  if (cpu::int8_depthwise_3x3(g, a, y)) return;
   if (QuantPlan* plan = find_quant_plan(ctx, a, 8, [&] { return build_conv_plan(g, a); })) {
     run_quant_plan(*plan, a, y);
     return;
