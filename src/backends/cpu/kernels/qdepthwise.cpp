@@ -148,7 +148,7 @@ INGOT_VNNI_TARGET void output_rows(const Layer& L, const uint8_t* x, uint8_t* y,
                                    const uint8_t* idx) {
   const Regs<kChunks, kHalf> regs(L, idx);
   const int64_t H = L.h, W = L.w, C = L.c, row = W * C;
-  std::vector<uint8_t> edge(size_t(9 * C + 64), L.padding);  // a border pixel's neighbourhood
+  std::vector<uint8_t> edge(size_t(9 * C + 128), L.padding);  // a border pixel's neighbourhood
   auto border = [&](const uint8_t* image, int64_t oy, int64_t ox, uint8_t* out) INGOT_VNNI_TARGET {
     for (int r = 0; r < 3; ++r)
       for (int k = 0; k < 3; ++k) {
