@@ -52,6 +52,9 @@ constexpr Flag kFlags[] = {
      "How autograd computes 16-bit convolution weight gradients: 1 one ai.ingot.ConvWeightGrad in 16 bits (cuDNN's "
      "backward-filter on CUDA), 2 the same widened to float32 (TF32 tensor cores on CUDA), 0 a correlation of "
      "transposed tensors. An A/B switch (docs/TRAINING.md has the measurements)."},
+    {"INGOT_CPU_INT8_DEPTHWISE", Kind::Bool, "1",
+     "Int8 depthwise 3x3 stride-1 channels-last convolutions on Ingot's AVX-512 VNNI+VBMI kernel where the CPU has "
+     "them (0: oneDNN's; an A/B switch)."},
     {"INGOT_INT8_DEPTHWISE", Kind::Bool, "0",
      "Int8 channels-last depthwise convolutions on Ingot's vectorized kernel (0: the direct kernel). Off until it "
      "has run on a GPU: written without one (2026-12-05); the CUDA tests run both.",

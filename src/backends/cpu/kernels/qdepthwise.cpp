@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/flags.h"
 #include "core/thread_pool.h"
 
 namespace ingot::cpu {
@@ -198,7 +199,7 @@ void run(const Layer& L, const uint8_t* x, uint8_t* y, int64_t batch) {
 
 bool int8_depthwise_3x3(const sem::QConvGeometry& g, const sem::QuantizedProductArgs& a, Tensor& y) {
   const sem::Window& win = g.win;
-  if (!cpu_has_vnni_vbmi() || !g.nhwc || win.in.size() != 2 || g.group != g.channels ||
+  if (!cpu_has_vnni_vbmi() || !flags::enabled("INGOT_CPU_INT8_DEPTHWISE") || !g.nhwc || win.in.size() != 2 || g.group != g.channels ||
       g.out_channels != g.channels || g.channels > 56 || g.channels < 1)
     return false;
   for (size_t i = 0; i < 2; ++i) {
