@@ -303,6 +303,40 @@ TEST(NnOps, ResizeNearestUpsamplesNchw) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
 }
 
+// Nearest Resize of a channels-last image (scales on H and W, channels kept: the rows of a whole
+// repeated H position and of a repeated W position are copies, the channels a contiguous copy),
+// with integer and fractional scales, and uint8 (int8 packages resize 8-bit values), against
+// ONNX's rule written out (half_pixel coordinates, round_prefer_floor).
+TEST(NnOps, ResizeNearestChannelsLastMatchesTheRule) {
+  const int64_t n = 2, h = 5, w = 7, c = 3;
+  Tensor x = random_tensor({n, h, w, c}, 33);
+  for (auto [sh, sw] : {std::pair<float, float>{2, 2}, {8, 8}, {2.5f, 1.5f}, {1, 3}}) {
+    SCOPED_TRACE(testing::Message() << sh << " x " << sw);
+    Tensor scales = Tensor::from_vector<float>({1, sh, sw, 1}, {4});
+    for (DType dt : {DType::Float32, DType::UInt8}) {
+      const Tensor in = dt == DType::Float32 ? x : ops::call("Cast", {ops::call("Mul", {x, Tensor::scalar(100.0f)})[0]},
+                                                               {{"to", int64_t(DType::UInt8)}})[0];
+      Tensor y = ops::call("Resize", {in, Tensor(), scales}, {{"mode", "nearest"}})[0];
+      const int64_t oh = int64_t(std::floor(h * sh)), ow = int64_t(std::floor(w * sw));
+      ASSERT_EQ(y.shape(), (Shape{n, oh, ow, c}));
+      const Tensor yf = y.cast(DType::Float32), xf = in.cast(DType::Float32);
+      auto yv = yf.to_vector<float>(), xv = xf.to_vector<float>();
+      auto source = [](int64_t o, float scale, int64_t len) {  // half_pixel, round_prefer_floor
+        const double s = (double(o) + 0.5) / scale - 0.5;
+        const double r = s - std::floor(s) == 0.5 ? std::floor(s) : std::round(s);
+        return std::clamp<int64_t>(int64_t(r), 0, len - 1);
+      };
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j)
+            for (int64_t k = 0; k < c; ++k)
+              ASSERT_EQ(yv[size_t(((b * oh + i) * ow + j) * c + k)],
+                        xv[size_t(((b * h + source(i, sh, h)) * w + source(j, sw, w)) * c + k)])
+                  << b << "," << i << "," << j << "," << k;
+    }
+  }
+}
+
 // AveragePool over non-overlapping windows (float32's tiled path) against a mean in double, for
 // kernels 3x2 (PP-OCR rec's), 2x2 and 1x4, with input rows and columns left over past the last window.
 TEST(NnOps, AveragePoolTiledMatchesMeanOfEachWindow) {

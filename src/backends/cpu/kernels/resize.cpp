@@ -56,15 +56,26 @@ void gather_nearest(const ResizeParams& p, const std::vector<AxisTaps>& taps, co
         std::fill(dst, dst + out_w, fill);
         continue;
       }
-      if (rank >= 2 && row > begin && index[rank - 2] > 0) {
-        const AxisTaps& h = taps[rank - 2];
-        const size_t j = size_t(index[rank - 2]);
-        if (h.idx[j] == h.idx[j - 1] && !h.outside[j - 1]) {
-          std::copy_n(dst - out_w, out_w, dst);  // std::copy: T may be std::string
-          continue;
+      // A row whose source row is the same as that of the row one position back along an outer
+      // axis (integer upsampling: the previous row, or along the axis before it the whole previous
+      // plane of rows, as in a channels-last image) is a copy of that row, when this thread wrote it.
+      bool copied = false;
+      int64_t back = 1;  // rows one position back along axis d
+      for (int64_t d = int64_t(rank) - 2; d >= 0 && d >= int64_t(rank) - 3 && !copied; --d) {
+        const AxisTaps& a = taps[size_t(d)];
+        const size_t j = size_t(index[size_t(d)]);
+        if (j > 0 && row - back >= begin && a.idx[j] == a.idx[j - 1] && !a.outside[j - 1]) {
+          std::copy_n(dst - back * out_w, out_w, dst);  // std::copy: T may be std::string
+          copied = true;
         }
+        back *= p.out_shape[size_t(d)];
       }
+      if (copied) continue;
       const T* src = x + base;
+      if (last.identity) {  // the last axis kept as it is (a channels-last image's channels)
+        std::copy_n(src, out_w, dst);
+        continue;
+      }
       for (int64_t j = 0; j < out_w; ++j) dst[j] = last.outside[size_t(j)] ? fill : src[last.idx[size_t(j)]];
     }
   });
