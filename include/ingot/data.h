@@ -31,6 +31,15 @@ struct LoaderOptions {
   // Runs on the loader's thread on each batch's rows (CPU tensors: inputs [B, ...], targets [B, ...])
   // before the copy to the device: conversion to float, normalization, augmentation.
   std::function<void(Tensor& inputs, Tensor& targets)> transform = nullptr;
+  // Data-parallel training (torch.utils.data.DistributedSampler's rule): this process is rank `rank`
+  // of `world_size`. Each epoch every rank draws the same order, from `seed` and the epoch's number
+  // (so the ranks agree without talking), pads it by repeating its start to a multiple of
+  // world_size (or, with drop_last, cuts it to one), and takes rows rank, rank + world_size, ...:
+  // each rank the same number of rows, together every row. Shuffling draws from `seed` then, not
+  // from ingot::manual_seed's generator.
+  int64_t world_size = 1;
+  int64_t rank = 0;
+  uint64_t seed = 0;
 };
 
 // Iterates over (inputs[i], targets[i]) rows in batches: each epoch a fresh order (drawn from the
@@ -45,7 +54,10 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
   std::optional<Batch> next();
   int64_t batches_per_epoch() const;
-  int64_t size() const;  // rows
+  int64_t size() const;  // rows (of this rank's share when world_size > 1)
+  // The next epoch's number (counted from 0; each epoch started adds one): with world_size > 1 it
+  // picks the epoch's order, so a run resumed from a checkpoint sets it to continue the same orders.
+  void set_epoch(int64_t epoch);
 
  private:
   struct State;

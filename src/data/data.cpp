@@ -88,13 +88,15 @@ struct DataLoader::State {
   std::vector<int64_t> order;
   int64_t cursor = 0;  // the next batch the worker will make
   bool epoch_open = false;
+  int64_t epoch = 0;   // the next epoch's number
+  int64_t share = 0;   // rows per epoch of this rank (all rows when world_size is 1)
 
   int64_t batches() const {
     const int64_t b = options.batch_size;
-    return options.drop_last ? rows / b : (rows + b - 1) / b;
+    return options.drop_last ? share / b : (share + b - 1) / b;
   }
   Batch make(int64_t index) const {
-    const int64_t b = options.batch_size, begin = index * b, end = std::min(rows, begin + b);
+    const int64_t b = options.batch_size, begin = index * b, end = std::min(share, begin + b);
     auto gather = [&](const Tensor& src) {
       Shape shape = src.shape();
       shape[0] = end - begin;
@@ -140,11 +142,26 @@ struct DataLoader::State {
     cv.notify_all();
   }
   void new_epoch() {  // caller holds mutex; the worker is idle
-    order.resize(size_t(rows));
-    std::iota(order.begin(), order.end(), int64_t(0));
+    std::vector<int64_t> all(static_cast<size_t>(rows));
+    std::iota(all.begin(), all.end(), int64_t(0));
+    const int64_t world = options.world_size;
     if (options.shuffle) {
-      std::mt19937_64 rng(random_u64());
-      std::shuffle(order.begin(), order.end(), rng);
+      // The ranks' shared order: seeded by (seed, epoch) through SplitMix64's mixing.
+      uint64_t z = options.seed + 0x9e3779b97f4a7c15ull * uint64_t(epoch + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      std::mt19937_64 rng(world > 1 ? z ^ (z >> 31) : random_u64());
+      std::shuffle(all.begin(), all.end(), rng);
+    }
+    ++epoch;
+    if (world == 1) {
+      order = std::move(all);
+    } else {
+      order.assign(size_t(share), 0);
+      for (int64_t i = 0; i < share; ++i) {
+        const int64_t k = options.rank + i * world;  // in the order padded by repeating its start
+        order[size_t(i)] = all[size_t(k % rows)];
+      }
     }
     cursor = 0;
     epoch_open = true;
@@ -156,11 +173,19 @@ DataLoader::DataLoader(Tensor inputs, Tensor targets, LoaderOptions options) : s
     fail("DataLoader: inputs {} and targets {} must have the same number of rows", inputs.defined() ? inputs.describe() : "undefined",
          targets.defined() ? targets.describe() : "undefined");
   if (options.batch_size < 1) fail("DataLoader: batch_size must be >= 1, got {}", options.batch_size);
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
+    fail("DataLoader: rank {} of world_size {}: expected world_size >= 1 and 0 <= rank < world_size", options.rank,
+         options.world_size);
   State& s = *state_;
   s.inputs = inputs.to(Device::cpu());
   s.targets = targets.to(Device::cpu());
   s.options = std::move(options);
   s.rows = inputs.dim(0);
+  const int64_t world = s.options.world_size;
+  // Each rank's share: the rows over world_size, rounded up (the order padded) or, with drop_last,
+  // down (cut).
+  s.share = world == 1 ? s.rows : s.options.drop_last ? s.rows / world : (s.rows + world - 1) / world;
+  if (s.rows == 0) s.share = 0;
   s.worker = std::thread([&s] { s.run(); });
 }
 
@@ -174,7 +199,12 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::batches_per_epoch() const { return state_->batches(); }
-int64_t DataLoader::size() const { return state_->rows; }
+int64_t DataLoader::size() const { return state_->share; }
+
+void DataLoader::set_epoch(int64_t epoch) {
+  std::lock_guard lock(state_->mutex);
+  state_->epoch = epoch;
+}
 
 std::optional<Batch> DataLoader::next() {
   State& s = *state_;

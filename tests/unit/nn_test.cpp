@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <set>
 
 #include "ops/semantics/philox.h"
@@ -719,6 +720,63 @@ TEST(Data, LoaderCoversEveryRowOncePerEpochInBatches) {
   }
   EXPECT_EQ(first, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_THROW(data::DataLoader(x, Tensor::zeros(DType::Int64, {3}), {}), Error);
+}
+
+// Data-parallel sharding (LoaderOptions world_size / rank / seed, DistributedSampler's rule): in an
+// epoch the ranks' rows are rows rank, rank + W, ... of one order shared by all ranks (the same seed
+// and epoch give the same order in every loader), padded by repeating its start (10 rows over 3
+// ranks: 4 each, rows 0 and 1 of the order twice) or cut with drop_last (3 each); every row is seen;
+// the order changes with the epoch, and set_epoch replays one.
+TEST(Data, DistributedLoaderShardsOneSharedOrder) {
+  const int64_t rows = 10, world = 3;
+  Tensor x = Tensor::empty(DType::Int64, {rows, 1}), y = Tensor::empty(DType::Int64, {rows});
+  for (int64_t i = 0; i < rows; ++i) x.data<int64_t>()[i] = y.data<int64_t>()[i] = i;
+  auto epoch_rows = [](data::DataLoader& loader) {
+    std::vector<int64_t> seen;
+    while (auto b = loader.next())
+      for (int64_t r = 0; r < b->inputs.dim(0); ++r) seen.push_back(b->inputs.data<int64_t>()[r]);
+    return seen;
+  };
+  for (bool drop_last : {false, true}) {
+    SCOPED_TRACE(drop_last ? "drop_last" : "padded");
+    const int64_t share = drop_last ? rows / world : (rows + world - 1) / world;
+    std::vector<std::unique_ptr<data::DataLoader>> ranks;
+    for (int64_t r = 0; r < world; ++r)
+      ranks.push_back(std::make_unique<data::DataLoader>(
+          x, y, data::LoaderOptions{.batch_size = 2, .drop_last = drop_last, .world_size = world, .rank = r, .seed = 7}));
+    EXPECT_EQ(ranks[0]->size(), share);
+    EXPECT_EQ(ranks[0]->batches_per_epoch(), drop_last ? share / 2 : (share + 1) / 2);
+    std::vector<std::vector<int64_t>> epochs;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<std::vector<int64_t>> got;
+      for (auto& loader : ranks) got.push_back(epoch_rows(*loader));
+      // The shared order, read back: position k of it is rank k % W's row k / W.
+      std::vector<int64_t> order(size_t(share * world));
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t taken = drop_last ? share / 2 * 2 : share;  // batches cut by drop_last too
+        ASSERT_EQ(int64_t(got[size_t(r)].size()), taken);
+        for (int64_t i = 0; i < taken; ++i) order[size_t(r + i * world)] = got[size_t(r)][size_t(i)];
+      }
+      if (!drop_last) {
+        std::vector<int64_t> first(order.begin(), order.begin() + rows), padding(order.begin() + rows, order.end());
+        std::vector<int64_t> sorted = first;
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<int64_t> all(rows);
+        std::iota(all.begin(), all.end(), int64_t(0));
+        EXPECT_EQ(sorted, all);  // every row once, then the start again
+        EXPECT_EQ(padding, std::vector<int64_t>(first.begin(), first.begin() + int64_t(padding.size())));
+      }
+      epochs.push_back(order);
+    }
+    EXPECT_NE(epochs[0], epochs[1]);
+    // Another loader with the same seed, set to epoch 1: the same rows as rank 1's second epoch.
+    data::DataLoader again(x, y, {.batch_size = 2, .drop_last = drop_last, .world_size = world, .rank = 1, .seed = 7});
+    again.set_epoch(1);
+    std::vector<int64_t> replay = epoch_rows(again);
+    for (size_t i = 0; i < replay.size(); ++i) EXPECT_EQ(replay[i], epochs[1][size_t(1 + int64_t(i) * world)]);
+  }
+  EXPECT_THROW(data::DataLoader(x, y, {.world_size = 2, .rank = 2}), Error);
+  EXPECT_THROW(data::DataLoader(x, y, {.world_size = 0}), Error);
 }
 
 TEST(Data, ATransformErrorReachesTheCaller) {
