@@ -73,6 +73,7 @@ bundle() {
   fi
   # The apps (the `apps` part; they link libingot.so, which the loop below bundles).
   for b in "$BUILD/apps/ingot-ocr" "$BUILD/apps/ingot-vad"; do
+    [[ " ${INGOT_BUNDLE_SKIP:-} " == *" $(basename "$b") "* ]] && continue
     [ -x "$b" ] && cp "$b" "$stage/bin/"
   done
   strip "$stage"/bin/*

@@ -35,6 +35,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUBLASLT_WARMUP", Kind::Bool, "1",
      "Run a loaded package's stored cuBLASLt products once on scratch buffers on a thread of their own once the "
      "CUDA context exists, so that their kernels load beside the cold start (0: on their first call)."},
+    {"INGOT_CUDNN_WARMUP", Kind::Bool, "0",
+     "Run each cuDNN plan built ahead (INGOT_CUDNN_PREBUILD) once on scratch buffers on the building thread, so "
+     "that CUDA loads its kernels there rather than in the first run (an A/B switch: docs/PERFORMANCE.md, cold "
+     "start)."},
     {"INGOT_CUDNN_PRELOAD", Kind::Bool, "1",
      "Open the cuDNN sub-libraries a loaded package's stored choices need while the CUDA driver starts (0: cuDNN "
      "opens them at the first convolution)."},
@@ -55,9 +59,9 @@ constexpr Flag kFlags[] = {
     {"INGOT_CPU_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 depthwise 3x3 stride-1 channels-last convolutions on Ingot's AVX-512 VNNI+VBMI kernel where the CPU has "
      "them (0: oneDNN's; an A/B switch)."},
-    {"INGOT_INT8_DEPTHWISE", Kind::Bool, "0",
-     "Int8 channels-last depthwise convolutions on Ingot's vectorized kernel (0: the direct kernel). Off until it "
-     "has run on a GPU: written without one (2026-12-05); the CUDA tests run both.",
+    {"INGOT_INT8_DEPTHWISE", Kind::Bool, "1",
+     "Int8 channels-last depthwise convolutions on the GPU on Ingot's vectorized kernel (0: the direct kernel; an "
+     "A/B switch, the CUDA tests run both).",
      true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},

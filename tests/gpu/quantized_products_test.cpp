@@ -195,7 +195,23 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
     c.r_dtype = DType::Int8;
     c.r_zp = 3;
   });
-  add("24 channels", [](ConvCase& c) { c.c = 24; });
+  add("24 channels", [](ConvCase& c) { c.c = 24; });  // 8 channels per thread from here on
+  add("5x5 stride 2, 72 channels, Relu, 11 wide", [](ConvCase& c) {
+    c.c = 72;
+    c.h = 9;
+    c.w = 11;
+    c.kernel = 5;
+    c.pad = 2;
+    c.stride = 2;
+    c.act = "Relu";
+  });
+  add("3x3 stride 1, 120 channels, uint8 in, HardSwish, batch 2", [](ConvCase& c) {
+    c.n = 2;
+    c.c = 120;
+    c.x_dtype = DType::UInt8;
+    c.x_zp = 131;
+    c.act = "HardSwish";
+  });
   uint32_t seed = 40;
   for (const char* kernel : {"1", "0"}) {
     SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel);

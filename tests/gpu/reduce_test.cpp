@@ -458,6 +458,48 @@ TEST(CudaPool, MaxPoolWithIndices) {
   expect_cuda_matches_cpu("MaxPool", {Tensor::empty(DType::Float32, {0, 3, 4, 4})}, {{"kernel_shape", Ints{2, 2}}}, 2);
 }
 
+// ai.ingot.MaxPool layout NHWC (what the channels-last pass writes between 16-bit and int8
+// convolutions on CUDA) against ONNX's MaxPool on the CPU (the reference loop) of the same values
+// channels first, permuted: 16-byte vectors where the channels fill them, one value per thread
+// otherwise; windows with pads, strides, ceil_mode, dilations; NaNs. Exact: a max selects a value.
+void expect_nhwc_max_pool_matches_cpu(const Tensor& x, const Attributes& window) {
+  const Tensor want = ops::transpose(ops::call("MaxPool", {ops::transpose(x, {0, 3, 1, 2})}, window, 1).at(0), {0, 2, 3, 1});
+  Attributes nhwc = window;
+  nhwc["layout"] = std::string("NHWC");
+  std::vector<Tensor> got;
+  try {
+    got = ops::call("MaxPool", {x.to(Device{DeviceType::CUDA, 0})}, nhwc, 1, "ai.ingot");
+    cuda::synchronize();
+  } catch (const Error& e) {
+    FAIL() << "ai.ingot.MaxPool NHWC on CUDA: " << e.what();
+  }
+  expect_close(want, got.at(0), 0, 0, "ai.ingot.MaxPool NHWC");
+}
+
+TEST(CudaPool, MaxPoolChannelsLast) {
+  INGOT_REQUIRE_GPU();
+  std::vector<DType> types = kFloatTypes;
+  types.insert(types.end(), {DType::Int8, DType::UInt8});
+  const std::vector<Attributes> windows = {
+      {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}},  // ResNet's
+      {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}},
+      {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t(1)}},
+      {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}, {"pads", Ints{0, 1, 1, 0}}},
+      {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 1}}, {"auto_pad", "SAME_UPPER"}},
+  };
+  for (DType dt : types) {
+    for (int64_t c : {64, 48, 3}) {
+      const Tensor x = dt == DType::UInt8 ? random_tensor(dt, {2, 9, 7, c}, 141, 0, 200)
+                                          : random_tensor(dt, {2, 9, 7, c}, 141, -100, 100);
+      for (size_t i = 0; i < windows.size(); ++i) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " channels " + std::to_string(c) + " window " + std::to_string(i));
+        expect_nhwc_max_pool_matches_cpu(x, windows[i]);
+      }
+    }
+  }
+  expect_nhwc_max_pool_matches_cpu(with_nans(DType::Float32, {1, 6, 6, 8}, 142, 5), {{"kernel_shape", Ints{2, 2}}});
+}
+
 TEST(CudaPool, AverageAndLpPool) {
   INGOT_REQUIRE_GPU();
   const std::vector<Attributes> cases = {

@@ -327,8 +327,10 @@ cudnnBackendDescriptor_t stored_config(Builder& b, cudnnBackendDescriptor_t grap
   }
 }
 
+// Runs `plan` on `a` through `handle` (its stream), with `ws` as workspace when given (else the
+// device's, sized to `workspace_bytes`).
 cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, const ConvGraphSpec& s,
-                      const ConvGraphArgs& a) {
+                      const ConvGraphArgs& a, cudnnHandle_t handle = nullptr, void* ws = nullptr) {
   int64_t uids[7] = {kX, kW, kY};
   void* ptrs[7] = {const_cast<void*>(a.x), const_cast<void*>(a.w), a.y};
   int64_t n = 3;
@@ -337,7 +339,7 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
   if (int8) uids[n] = kScale, ptrs[n++] = const_cast<void*>(a.scale);
   if (s.residual) uids[n] = kResidual, ptrs[n++] = const_cast<void*>(a.residual);
   if (s.residual && int8) uids[n] = kResidualScale, ptrs[n++] = const_cast<void*>(a.residual_scale);
-  void* ws = workspace_bytes > 0 ? workspace(size_t(workspace_bytes)) : nullptr;
+  if (!ws && workspace_bytes > 0) ws = workspace(size_t(workspace_bytes));
   cudnnBackendDescriptor_t pack = nullptr;
   cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
   if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -345,7 +347,7 @@ cudnnStatus_t execute(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, co
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(pack);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(cudnn(), plan, pack);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(handle ? handle : cudnn(), plan, pack);
   cudnnBackendDestroyDescriptor(pack);
   return st;
 }
@@ -483,6 +485,75 @@ Prebuilt& prebuilt() {
   return *p;
 }
 
+// Runs plans built ahead once on zeroed scratch buffers, on a stream of its own, so that CUDA loads
+// their kernels (on the first launch) on the prebuilding worker rather than in the first run
+// (INGOT_CUDNN_WARMUP). One scratch allocation grows to the largest plan; problems needing more
+// than kMaxBytes are skipped rather than holding the device's memory for them.
+class PlanWarmer {
+ public:
+  explicit PlanWarmer(cudnnHandle_t handle) : handle_(handle) {}
+  ~PlanWarmer() {
+    if (!stream_) return;
+    (void)cudaStreamSynchronize(stream_);
+    if (scratch_) (void)cudaFree(scratch_);
+    (void)cudnnSetStream(handle_, stream());  // the handle goes back to the device's stream
+    (void)cudaStreamDestroy(stream_);
+  }
+  void run(cudnnBackendDescriptor_t plan, int64_t workspace_bytes, const ConvGraphSpec& s) {
+    const bool int8 = s.dtype == DType::Int8;
+    const size_t elem = dtype_size(s.dtype), y_elem = int8 ? dtype_size(s.y_dtype) : elem;
+    auto round = [](size_t b) { return (b + 255) / 256 * 256; };
+    const size_t x = round(size_t(s.n * s.c * s.h * s.w) * elem);
+    const size_t w = round(size_t(s.k * (s.c / std::max<int64_t>(s.group, 1)) * s.r * s.s) * elem);
+    const size_t y = round(size_t(s.n * s.k * s.out_h * s.out_w) * y_elem);
+    const size_t vec = round(size_t(s.k) * (int8 ? sizeof(float) : elem));  // bias; scale (int8)
+    const size_t r = s.residual ? round(size_t(s.n * s.k * s.out_h * s.out_w) *
+                                        (int8 ? dtype_size(s.residual_dtype) : elem))
+                                : 0;
+    const size_t total = x + w + y + 3 * vec + r + round(size_t(std::max<int64_t>(workspace_bytes, 0)));
+    if (total > kMaxBytes) return;
+    if (!stream_) {
+      if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+        (void)cudaGetLastError();
+        stream_ = nullptr;
+        return;
+      }
+      INGOT_CUDNN_CHECK(cudnnSetStream(handle_, stream_));
+    }
+    if (total > capacity_) {
+      (void)cudaStreamSynchronize(stream_);
+      if (scratch_) (void)cudaFree(scratch_);
+      scratch_ = nullptr;
+      capacity_ = 0;
+      if (cudaMalloc(&scratch_, total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        scratch_ = nullptr;
+        return;
+      }
+      capacity_ = total;
+      INGOT_CUDA_CHECK(cudaMemsetAsync(scratch_, 0, total, stream_));  // zeros: no NaN or Inf in the sums
+    }
+    char* p = static_cast<char*>(scratch_);
+    ConvGraphArgs a;
+    a.x = p, p += x;
+    a.w = p, p += w;
+    a.y = p, p += y;
+    a.bias = p, p += vec;
+    a.scale = p, p += vec;
+    a.residual_scale = p, p += vec;
+    if (s.residual) a.residual = p, p += r;
+    // A failure here is the first run's to report (it runs the same plan on its own buffers).
+    (void)execute(plan, workspace_bytes, s, a, handle_, workspace_bytes > 0 ? p : nullptr);
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = size_t(256) << 20;
+  cudnnHandle_t handle_;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t capacity_ = 0;
+};
+
 }  // namespace
 
 bool ConvGraph::enabled() { return flags::enabled("INGOT_CUDNN_GRAPH"); }
@@ -570,6 +641,8 @@ int ConvGraph::build_queued_plans(int device) {
     }
   } give_back{p, device, handle};
   int built = 0;
+  std::optional<PlanWarmer> warmer;  // declared after give_back: done before the handle goes back
+  if (flags::enabled("INGOT_CUDNN_WARMUP")) warmer.emplace(handle);
   for (;;) {
     Prebuilt::Work w;
     {
@@ -589,6 +662,10 @@ int ConvGraph::build_queued_plans(int device) {
       profiler::detail::PhaseScope phase("cuDNN plan built ahead");
       g->plan_ = stored_plan(b, g->spec_, w.key, w.choice, &g->workspace_);
       ok = g->plan_ != nullptr;
+      if (ok && warmer) {
+        profiler::detail::PhaseScope warm_phase("cuDNN plan run ahead");
+        warmer->run(g->plan_, g->workspace_, g->spec_);
+      }
     } catch (...) {  // Unsupported, or anything else: the convolution builds its own (and reports)
       ok = false;
     }

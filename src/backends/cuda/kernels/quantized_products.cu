@@ -13,8 +13,8 @@
 //      int8 when it is uint8; X's zero point subtracted per column through W's column sums:
 //      sum (x - zx) w = sum x w - zx * sum w), then the epilogue kernel.
 //   3. Depthwise convolutions channels last (3x3 or 5x5, stride 1 or 2 along W, channels a multiple
-//      of 16, int8 W; any zero points): a vectorized kernel of Ingot's own, like the fp16 one in conv.cu
-//      (INGOT_INT8_DEPTHWISE: off until it has run on a GPU).
+//      of 8, int8 W; any zero points): a vectorized kernel of Ingot's own, like the fp16 one in conv.cu
+//      (INGOT_INT8_DEPTHWISE=0: the direct kernel instead).
 //   4. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
 //      first, what cuDNN refuses): a direct kernel, one thread per output, int32 accumulation, the
 //      whole epilogue. Correct for every case the CPU takes; not fast.
@@ -32,6 +32,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_runtime.h"
@@ -99,8 +100,10 @@ __device__ __forceinline__ float real_of(const Epilogue& e, int64_t c, int32_t a
   return real;
 }
 
+// Output element i from its real value (before the residual): the residual, the steps, and the
+// requantization (or the real value for a float32 Y).
 template <class Y>
-__device__ __forceinline__ void finish(const Epilogue& e, float real, int64_t i, Y* y) {
+__device__ __forceinline__ Y finished(const Epilogue& e, float real, int64_t i) {
   switch (e.r_kind) {
     case Residual::None: break;
     case Residual::UInt8: real += e.r_scale * (float(static_cast<const uint8_t*>(e.residual)[i]) - e.r_zp); break;
@@ -109,12 +112,17 @@ __device__ __forceinline__ void finish(const Epilogue& e, float real, int64_t i,
   }
   for (int s = 0; s < e.n_steps; ++s) real = apply_step(e.steps[s], real);
   if constexpr (std::is_same_v<Y, float>) {
-    y[i] = real;
+    return real;
   } else {
     constexpr float lo = std::is_same_v<Y, uint8_t> ? 0.0f : -128.0f, hi = std::is_same_v<Y, uint8_t> ? 255.0f : 127.0f;
     const float q = rintf(real / e.y_scale) + e.y_zp;  // round half to even, as QuantizeLinear
-    y[i] = Y(q != q ? e.y_zp : fminf(fmaxf(q, lo), hi));
+    return Y(q != q ? e.y_zp : fminf(fmaxf(q, lo), hi));
   }
+}
+
+template <class Y>
+__device__ __forceinline__ void finish(const Epilogue& e, float real, int64_t i, Y* y) {
+  y[i] = finished<Y>(e, real, i);
 }
 
 // Y from int32 accumulators (kFromInt) or from real values cuDNN computed.
@@ -185,11 +193,12 @@ struct DepthwiseDims {
   int n, h, w, c, oh, ow, kh, sh, ph, pw;
 };
 
-template <class X, class W, class Y, int KW, int SW, int OX>
+template <class X, class W, class Y, int KW, int SW, int OX, int V>
 __global__ void __launch_bounds__(256)
     depthwise_nhwc_kernel(const X* __restrict__ x, const W* __restrict__ w, Y* __restrict__ y, DepthwiseDims p,
                           int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e) {
-  constexpr int V = 16;
+  static_assert(V == 16 || V == 8, "16 channels per 16-byte load, or 8 per 8-byte load");
+  using Load = std::conditional_t<V == 16, uint4, uint2>;
   constexpr int NIN = (OX - 1) * SW + KW;
   extern __shared__ uint4 depthwise_int8_smem[];
   int16_t* ws = reinterpret_cast<int16_t*>(depthwise_int8_smem);  // [kh * KW][group]
@@ -212,17 +221,22 @@ __global__ void __launch_bounds__(256)
     for (int v = 0; v < V; ++v) acc[o][v] = 0;
   }
   const uint32_t zp4 = 0x01010101u * uint32_t(uint8_t(x_zp));  // four bytes of X's zero point
-  const uint4 padding = make_uint4(zp4, zp4, zp4, zp4);
+  Load padding;
+  if constexpr (V == 16) {
+    padding = make_uint4(zp4, zp4, zp4, zp4);
+  } else {
+    padding = make_uint2(zp4, zp4);
+  }
   const int ix0 = ox0 * SW - p.pw;
   for (int ky = 0; ky < p.kh; ++ky) {
     const int iy = oy * p.sh - p.ph + ky;
     if (iy < 0 || iy >= p.h) continue;  // a padding row: (x - x_zp) is 0 throughout
     const X* row = x + (size_t(n) * p.h + iy) * p.w * p.c + c0;
-    uint4 in[NIN];
+    Load in[NIN];
 #pragma unroll
     for (int j = 0; j < NIN; ++j) {
       const int ix = ix0 + j;
-      in[j] = ix >= 0 && ix < p.w ? *reinterpret_cast<const uint4*>(row + size_t(ix) * p.c) : padding;
+      in[j] = ix >= 0 && ix < p.w ? *reinterpret_cast<const Load*>(row + size_t(ix) * p.c) : padding;
     }
 #pragma unroll
     for (int kx = 0; kx < KW; ++kx) {
@@ -238,12 +252,21 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
+  // Each column's V outputs stored whole (16 or 8 bytes at a time: byte-wide stores of int8 outputs
+  // a channel-vector apart made the stride-1 layers 2-4x slower than the fp16 kernel).
+  using Store = std::conditional_t<(V * sizeof(Y)) % 16 == 0, uint4, uint2>;
+  constexpr int kStores = int(V * sizeof(Y) / sizeof(Store));
 #pragma unroll
   for (int o = 0; o < OX; ++o) {
     if (ox0 + o >= p.ow) break;
     const int64_t out = ((int64_t(n) * p.oh + oy) * p.ow + ox0 + o) * p.c + c0;
+    Store packed[kStores];
+    Y* values = reinterpret_cast<Y*>(packed);
 #pragma unroll
-    for (int v = 0; v < V; ++v) finish(e, real_of(e, c0 + v, acc[o][v]), out + v, y);
+    for (int v = 0; v < V; ++v) values[v] = finished<Y>(e, real_of(e, c0 + v, acc[o][v]), out + v);
+    Store* dst = reinterpret_cast<Store*>(y + out);
+#pragma unroll
+    for (int j = 0; j < kStores; ++j) dst[j] = packed[j];
   }
 }
 
@@ -518,10 +541,10 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
                         const Epilogue& e, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_DEPTHWISE")) return false;
   const sem::Window& win = g.win;
-  if (!g.nhwc || win.in.size() != 2 || g.group != g.channels || g.out_channels != g.channels || g.channels % 16 != 0 ||
+  if (!g.nhwc || win.in.size() != 2 || g.group != g.channels || g.out_channels != g.channels || g.channels % 8 != 0 ||
       win.dilations[0] != 1 || win.dilations[1] != 1 || win.kernel[1] != win.kernel[0] ||
       (win.kernel[1] != 3 && win.kernel[1] != 5) || (win.strides[1] != 1 && win.strides[1] != 2) ||
-      a.w->dtype() != DType::Int8 || !aligned16(a.x->raw_data()))
+      a.w->dtype() != DType::Int8 || !aligned16(a.x->raw_data()) || !aligned16(y.raw_data()))
     return false;
   const int64_t dims[] = {g.batch * win.out[0], win.out[1], g.channels, a.x->numel(), y.numel()};
   if (std::any_of(std::begin(dims), std::end(dims), [](int64_t d) { return d > INT_MAX; }) || dims[0] > 65535)
@@ -529,7 +552,9 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
   const DepthwiseDims p{int(g.batch),      int(win.in[0]),      int(win.in[1]),        int(g.channels),
                         int(win.out[0]),   int(win.out[1]),     int(win.kernel[0]),    int(win.strides[0]),
                         int(win.pad_begin[0]), int(win.pad_begin[1])};
-  constexpr int V = 16;
+  // 16 channels per thread (one 16-byte load), or 8 where the channels are not a multiple of 16
+  // (MobileNetV3's 72, 120, 184, 200).
+  const int V = p.c % 16 == 0 ? 16 : 8;
   const int vectors = p.c / V;
   // Output columns per thread: four, or one where four would leave less than ~1000 threads per SM
   // (batch 1).
@@ -546,8 +571,12 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
   dispatch_8bit(a.x->dtype(), [&]<class X>() {
     dispatch_y(a.y_dtype, [&]<class Y>() {
       auto launch = [&]<int K, int S, int C>() {
-        depthwise_nhwc_kernel<X, int8_t, Y, K, S, C><<<grid, block, smem, stream()>>>(
-            ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+        auto run = [&]<int VV>() {
+          depthwise_nhwc_kernel<X, int8_t, Y, K, S, C, VV><<<grid, block, smem, stream()>>>(
+              ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+        };
+        if (V == 16) run.template operator()<16>();
+        if (V == 8) run.template operator()<8>();
       };
       auto with_columns = [&]<int K, int S>() {
         if (columns == 4) launch.template operator()<K, S, 4>();
