@@ -698,47 +698,54 @@ void equalize_depthwise(Model& model, const std::vector<Sample>& samples, const 
 
 // Per-channel means of a tensor stream: channel axis 1 (a convolution's output), or the last (a
 // Gemm's).
+// A float32 tensor of rank >= 2 as [outer, channels, inner] around its channel axis (1, or the
+// last); channels 0 for anything else.
+struct ChannelSplit {
+  int64_t outer = 1, channels = 0, inner = 1;
+};
+ChannelSplit split_channels(const Tensor& t, bool last_axis) {
+  ChannelSplit s;
+  if (t.dtype() != DType::Float32 || t.rank() < 2) return s;
+  const int axis = last_axis ? int(t.rank()) - 1 : 1;
+  for (int i = 0; i < int(t.rank()); ++i)
+    if (i != axis) (i < axis ? s.outer : s.inner) *= t.dim(i);
+  s.channels = t.dim(axis);
+  return s;
+}
+
 struct ChannelMeans {
   bool last_axis = false;
   std::vector<double> sum;
   int64_t count = 0;
 
   void add(const Tensor& t) {
-    if (t.dtype() != DType::Float32 || t.rank() < 2) return;
-    const int axis = last_axis ? int(t.rank()) - 1 : 1;
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < int(t.rank()); ++i)
-      if (i != axis) (i < axis ? outer : inner) *= t.dim(i);
-    const int64_t channels = t.dim(axis);
-    if (sum.empty()) sum.resize(size_t(channels), 0.0);
-    if (int64_t(sum.size()) != channels) return;
+    const ChannelSplit s = split_channels(t, last_axis);
+    if (s.channels == 0) return;
+    if (sum.empty()) sum.resize(size_t(s.channels), 0.0);
+    if (int64_t(sum.size()) != s.channels) return;
     const float* v = t.data<float>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t c = 0; c < channels; ++c) {
-        const float* p = v + (o * channels + c) * inner;
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t c = 0; c < s.channels; ++c) {
+        const float* p = v + (o * s.channels + c) * s.inner;
         double acc = 0;
-        for (int64_t i = 0; i < inner; ++i) acc += p[i];
+        for (int64_t i = 0; i < s.inner; ++i) acc += p[i];
         sum[size_t(c)] += acc;
       }
-    count += outer * inner;
+    count += s.outer * s.inner;
   }
   double mean(size_t c) const { return count ? sum[c] / double(count) : 0.0; }
 };
 
 // Adds `shift[c]` to channel c of `t` (channel axis 1, or the last).
 void add_channel_shift(Tensor& t, const std::vector<double>& shift, bool last_axis) {
-  const int axis = last_axis ? int(t.rank()) - 1 : 1;
-  if (t.dtype() != DType::Float32 || t.rank() < 2 || t.dim(axis) != int64_t(shift.size())) return;
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < int(t.rank()); ++i)
-    if (i != axis) (i < axis ? outer : inner) *= t.dim(i);
-  const int64_t channels = t.dim(axis);
+  const ChannelSplit s = split_channels(t, last_axis);
+  if (s.channels == 0 || s.channels != int64_t(shift.size())) return;
   float* v = t.data<float>();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < channels; ++c) {
-      float* p = v + (o * channels + c) * inner;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t c = 0; c < s.channels; ++c) {
+      float* p = v + (o * s.channels + c) * s.inner;
       const float d = float(shift[size_t(c)]);
-      for (int64_t i = 0; i < inner; ++i) p[i] += d;
+      for (int64_t i = 0; i < s.inner; ++i) p[i] += d;
     }
 }
 
