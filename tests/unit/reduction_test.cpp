@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <ingot/ops.h>
 
+#include "core/thread_pool.h"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -75,6 +78,47 @@ TEST(Reduce, OuterAxisUsesRowAccumulation) {
   for (int c = 0; c < 1000; ++c) {
     EXPECT_EQ(mx[size_t(c)], 2000.0f + float(c));
     EXPECT_EQ(mean[size_t(c)], 1000.0f + float(c));
+  }
+}
+
+// [2, 40, 30, 5] reduced over axes 1 and 2 (a squeeze-excitation mean over H and W, channels last):
+// two output rows of 5 over 1200 reduced positions, so the reduced range is cut into chunks summed in
+// parallel and combined in order. Against a float64 loop, and the same bits at 1 and 2 threads.
+TEST(Reduce, LongReductionOfFewOutputsIsSplitAndStaysDeterministic) {
+  const Shape shape{2, 40, 30, 5};
+  std::vector<float> v(size_t(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::sin(double(i) * 0.37)) * 3.0f + float(i % 7) * 0.01f;
+  const Tensor x = Tensor::from_vector(v, shape);
+  const int before = num_threads();
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    SCOPED_TRACE(op);
+    std::vector<float> got[2];
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      got[threads - 1] = reduce(op, x, {1, 2}, 0).to_vector<float>();
+    }
+    set_num_threads(before);
+    ASSERT_EQ(got[0].size(), 10u);
+    EXPECT_EQ(got[0], got[1]) << "the result depends on the thread count";
+    const std::string name = op;
+    for (int n = 0; n < 2; ++n) {
+      for (int c = 0; c < 5; ++c) {
+        double sum = 0, sq = 0, mx = -1e300, mn = 1e300, lse_max = -1e300;
+        for (int r = 0; r < 1200; ++r) {
+          const double a = v[size_t((n * 1200 + r) * 5 + c)];
+          sum += a, sq += a * a, mx = std::max(mx, a), mn = std::min(mn, a), lse_max = std::max(lse_max, a);
+        }
+        double lse = 0;
+        for (int r = 0; r < 1200; ++r) lse += std::exp(double(v[size_t((n * 1200 + r) * 5 + c)]) - lse_max);
+        const double want = name == "ReduceSum"         ? sum
+                            : name == "ReduceMean"      ? sum / 1200
+                            : name == "ReduceMax"       ? mx
+                            : name == "ReduceMin"       ? mn
+                            : name == "ReduceLogSumExp" ? lse_max + std::log(lse)
+                                                        : sq;
+        EXPECT_NEAR(got[0][size_t(n * 5 + c)], want, 1e-5 * std::max(1.0, std::abs(want))) << n << ", " << c;
+      }
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "core/numeric.h"
@@ -261,6 +262,41 @@ void run_plan(const T* x, Out* out, const ReducePlan& plan, const Op& op, Finish
   const int64_t inner = plan.inner;
   const int64_t blocks_per_row = (inner + kBlock - 1) / kBlock;
   const int64_t work_per_block = std::max<int64_t>(1, num_red * std::min(inner, kBlock));
+  const int64_t items = outer * blocks_per_row;
+  // Few output blocks over a long reduction (a squeeze-excitation block's mean over H and W of a
+  // channels-last [1, H, W, C]: one block, so one thread): the reduced range is cut into chunks
+  // too, summed in parallel and combined in chunk order. The cut depends on the shape alone, so the
+  // result is the same for any thread count.
+  const int64_t chunks = items < 16 && num_red >= 256 ? std::min<int64_t>(16, num_red / 128) : 1;
+  if (chunks > 1) {
+    const int64_t width = std::min(inner, kBlock);
+    std::vector<Acc> partial(size_t(items * chunks * width));
+    parallel_for(items * chunks, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, work_per_block / chunks)),
+                 [&](int64_t wb, int64_t we) {
+                   for (int64_t w = wb; w < we; ++w) {
+                     const int64_t item = w / chunks, chunk = w % chunks;
+                     const int64_t o = item / blocks_per_row, i0 = (item % blocks_per_row) * kBlock;
+                     const int64_t len = std::min(kBlock, inner - i0), out0 = o * inner + i0;
+                     Acc* acc = partial.data() + w * width;
+                     for (int64_t i = 0; i < len; ++i) acc[i] = Op::identity();
+                     for (int64_t r = chunk * num_red / chunks; r < (chunk + 1) * num_red / chunks; ++r) {
+                       const T* p = x + outer_off[o] + red_off[r] + i0;
+                       for (int64_t i = 0; i < len; ++i) acc[i] = Op::combine(acc[i], op.load(p[i], out0 + i));
+                     }
+                   }
+                 });
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t o = item / blocks_per_row, i0 = (item % blocks_per_row) * kBlock;
+      const int64_t len = std::min(kBlock, inner - i0), out0 = o * inner + i0;
+      const Acc* first = partial.data() + item * chunks * width;
+      for (int64_t i = 0; i < len; ++i) {
+        Acc a = first[i];
+        for (int64_t c = 1; c < chunks; ++c) a = Op::combine(a, first[c * width + i]);
+        out[out0 + i] = finish(a, out0 + i);
+      }
+    }
+    return;
+  }
   parallel_for(outer * blocks_per_row, std::max<int64_t>(1, (1 << 14) / work_per_block), [&](int64_t wb, int64_t we) {
     Acc acc[kBlock];
     for (int64_t w = wb; w < we; ++w) {
