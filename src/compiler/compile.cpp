@@ -33,10 +33,11 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   if (options.optimize && !pass_disabled("channels-last")) {
     const bool all = options.target == DeviceType::CUDA && (half || flags::enabled("INGOT_CHANNELS_LAST"));
     const ChannelsLastScope scope = all ? ChannelsLastScope::AllConvolutions : ChannelsLastScope::Int8Convolutions;
-    // Pools follow where the target has a kernel for ai.ingot.MaxPool (NHWC), at the dtypes it takes.
+    // Pools follow where the target has a kernel for ai.ingot.MaxPool (NHWC), at the dtypes it takes
+    // (on CUDA only with INGOT_CUDA_NHWC_POOL=1 until its kernel has run on a GPU for every dtype).
     std::vector<DType> pool_dtypes;
-    if (const KernelDef* k = KernelRegistry::instance().find(kIngotDomain, "MaxPool", options.target, 1))
-      pool_dtypes = k->dtypes;
+    const KernelDef* k = KernelRegistry::instance().find(kIngotDomain, "MaxPool", options.target, 1);
+    if (k && (options.target != DeviceType::CUDA || flags::enabled("INGOT_CUDA_NHWC_POOL"))) pool_dtypes = k->dtypes;
     steps.push_back({"layout", "channels-last",
                      [scope, pool_dtypes](Model& m) { return to_channels_last(m, scope, pool_dtypes); }});
   }

@@ -59,6 +59,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CPU_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 depthwise 3x3 stride-1 channels-last convolutions on Ingot's AVX-512 VNNI+VBMI kernel where the CPU has "
      "them (0: oneDNN's; an A/B switch)."},
+    {"INGOT_CUDA_NHWC_POOL", Kind::Bool, "0",
+     "Let the channels-last pass keep 2-D max pools of 16-bit and int8 CUDA graphs channels last (the "
+     "ai.ingot.MaxPool NHWC kernel) instead of transposing around them. Off until CudaPool.MaxPoolChannelsLast has "
+     "run on a GPU for every dtype (written 2026-12-05; float32 passed there)."},
     {"INGOT_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 channels-last depthwise convolutions on the GPU on Ingot's vectorized kernel (0: the direct kernel; an "
      "A/B switch, the CUDA tests run both).",
