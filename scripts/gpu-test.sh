@@ -15,6 +15,8 @@
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and int8 (only when named: bench/int8_gpu.sh, int8 vs fp16 packages),
+#                                     and pool (only when named: ResNet-50 b32 fp16/int8/fp32 packages converted
+#                                     with INGOT_CUDA_NHWC_POOL=0 and =1, side by side; needs torch),
 #                                     and startup (only when named: cold-start floor and phases, fresh processes),
 #                                     and ab (only when named: the previous build bundled with
 #                                     INGOT_PREV_BUILD=<build folder> against this one, bench/ab_latency.py).
@@ -278,6 +280,40 @@ run() {
       python3 "$ROOT/bench/gpu_torch.py" --ingot-json "$out/bench-gpu.json" 2>&1 | tee "$out/bench-torch.log" || true
     fi
     summary+=("bench: see bench-gpu.log / bench-torch.log")
+  fi
+  if [[ " $what " == *" pool "* ]]; then
+    # The channels-last max pool on CUDA (INGOT_CUDA_NHWC_POOL acts when a package is compiled): ResNet-50
+    # at batch 32 as fp16, int8 (ingot quantize --symmetric) and fp32 packages converted with the switch
+    # off and on, then `ingot bench --device-io` of each pair alternating, twice.
+    local pw="$dir/pool-work" f p
+    mkdir -p "$pw"
+    {
+      python3 "$ROOT/bench/torch_models.py" export --out "$pw" --batches 1 --only resnet50 >"$out/pool-export.log" 2>&1 ||
+        echo "torch_models.py export failed (pool-export.log)"
+      python3 -c "import os, sys, numpy as np; d = sys.argv[1]; os.makedirs(d, exist_ok=True); r = np.random.default_rng(7)
+for i in range(8): np.save(os.path.join(d, f'{i}.npy'), r.standard_normal((1, 3, 224, 224)).astype(np.float32))" "$pw/calib"
+      "$ingot" quantize "$pw/resnet50.onnx" -o "$pw/resnet50.qdq.onnx" --calib "$pw/calib" --symmetric -q >/dev/null 2>&1 ||
+        echo "quantize failed"
+      for f in 0 1; do
+        INGOT_CUDA_NHWC_POOL=$f "$ingot" convert "$pw/resnet50.onnx" -o "$pw/fp16.$f.ingot" --device cuda --precision fp16 \
+          --input-shape input=32,3,224,224 -q >/dev/null 2>&1 || echo "fp16 convert ($f) failed"
+        INGOT_CUDA_NHWC_POOL=$f "$ingot" convert "$pw/resnet50.qdq.onnx" -o "$pw/int8.$f.ingot" --device cuda \
+          --input-shape input=32,3,224,224 -q >/dev/null 2>&1 || echo "int8 convert ($f) failed"
+      done
+      "$ingot" convert "$pw/resnet50.onnx" -o "$pw/fp32.0.ingot" --device cuda --input-shape input=32,3,224,224 -q \
+        >/dev/null 2>&1 || echo "fp32 convert failed"
+      for _ in 1 2; do
+        for p in fp16.0 fp16.1 int8.0 int8.1 fp32.0; do
+          [ -f "$pw/$p.ingot" ] || continue
+          echo "resnet50 b32 $p (INGOT_CUDA_NHWC_POOL=${p#*.}): $("$ingot" bench "$pw/$p.ingot" --device cuda --device-io --warmup 20 \
+            --iterations 100 2>&1 | grep -o 'median [0-9.]* ms')"
+        done
+      done
+      for p in fp16.1 int8.1 fp32.0; do
+        [ -f "$pw/$p.ingot" ] && "$ingot" profile "$pw/$p.ingot" --device cuda --runs 5 2>&1 | sed -n 2,10p
+      done
+    } 2>&1 | tee "$out/pool.log"
+    summary+=("pool: pool.log (ResNet-50 b32 with and without the channels-last max pool)")
   fi
   if [[ " $what " == *" int8 "* ]]; then
     # Int8 against float16 packages of ResNet-50 and MobileNetV3-Large exported here
