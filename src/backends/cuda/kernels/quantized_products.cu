@@ -252,8 +252,9 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-  // Each column's V outputs stored whole (16 or 8 bytes at a time: byte-wide stores of int8 outputs
-  // a channel-vector apart made the stride-1 layers 2-4x slower than the fp16 kernel).
+  // Each column's V outputs stored whole, 16 or 8 bytes at a time. With byte-wide stores (int8
+  // outputs a channel vector apart across a warp) the stride-1 layers ran 2-6x slower than the fp16
+  // kernel on the H200; this version passed the tests there but is not yet benchmarked.
   using Store = std::conditional_t<(V * sizeof(Y)) % 16 == 0, uint4, uint2>;
   constexpr int kStores = int(V * sizeof(Y) / sizeof(Store));
 #pragma unroll
