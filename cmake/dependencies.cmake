@@ -70,6 +70,9 @@ endif()
 # The package format: FlatBuffers' headers and its schema compiler.
 ingot_require(FlatBuffers libflatbuffers-dev CONFIG)
 ingot_require_program(FLATC flatc flatbuffers-compiler)
+# Data-parallel training on CPUs: Gloo, in the plugin libingot_gloo.so (opened only by a process
+# that joins a "gloo" group; backends/cpu/gloo_plugin.h).
+ingot_require(Gloo libgloo-dev CONFIG)
 if(INGOT_BUILD_TESTS)
   ingot_require(GTest "libgtest-dev libgmock-dev")
 endif()

@@ -16,6 +16,8 @@ PACKAGES=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libpng-dev libjpeg-dev libxxhash-dev zlib1g-dev
   # the .ingot package format (FlatBuffers headers and the flatc schema compiler)
   libflatbuffers-dev flatbuffers-compiler
+  # data-parallel training on CPUs: Gloo's collectives (the plugin libingot_gloo.so, opened on demand)
+  libgloo-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata
   python3-numpy python3-onnx python3-skimage python3-pil pocketsphinx-testdata

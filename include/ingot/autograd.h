@@ -56,6 +56,33 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false);
 
+// A leaf's post-accumulate-grad hook (torch.Tensor.register_post_accumulate_grad_hook): called
+// with the leaf once a backward() has added into its grad() everything that backward will add
+// (once per backward, not per contribution; not by autograd::grad, which leaves grad() alone), while
+// the backward goes on with the rest of the tape. DistributedDataParallel starts reducing a bucket
+// of gradients from here. The hook stays until the handle is removed or destroyed.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<AutogradMeta> meta, uint64_t id) : meta_(std::move(meta)), id_(id) {}
+  HookHandle(HookHandle&& other) noexcept : meta_(std::move(other.meta_)), id_(other.id_) { other.id_ = 0; }
+  HookHandle& operator=(HookHandle&& other) noexcept;
+  HookHandle(const HookHandle&) = delete;
+  HookHandle& operator=(const HookHandle&) = delete;
+  ~HookHandle() { remove(); }
+  void remove();
+
+ private:
+  std::weak_ptr<AutogradMeta> meta_;
+  uint64_t id_ = 0;
+};
+[[nodiscard]] HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(Tensor&)> hook);
+
+// Runs `callback` once the backward() now running has walked the whole tape (after every hook), in
+// the order queued (torch's Variable._execution_engine.queue_callback). Only from a hook; an error
+// otherwise.
+void queue_callback(std::function<void()> callback);
+
 }  // namespace autograd
 
 using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;

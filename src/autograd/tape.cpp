@@ -82,6 +82,26 @@ Tensor ones_like(const Tensor& t) {
 }
 
 AutogradMeta* meta_of(const Tensor& t) { return t.autograd_meta().get(); }
+
+// The callbacks queued (autograd::queue_callback) during the backward now running on this thread.
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+// Collects the callbacks of one backward walk; nested walks (a backward inside a hook) keep their own.
+class CallbackQueue {
+ public:
+  CallbackQueue() : outer_(t_callbacks) { t_callbacks = &queued_; }
+  ~CallbackQueue() { t_callbacks = outer_; }
+  CallbackQueue(const CallbackQueue&) = delete;
+  CallbackQueue& operator=(const CallbackQueue&) = delete;
+  void run() {
+    t_callbacks = outer_;  // a callback queuing another is an error, as outside a backward
+    for (size_t i = 0; i < queued_.size(); ++i) queued_[i]();
+  }
+
+ private:
+  std::vector<std::function<void()>>* outer_;
+  std::vector<std::function<void()>> queued_;
+};
 bool tracked(const Tensor& t) { return t.defined() && meta_of(t) && meta_of(t)->requires_grad; }
 
 }  // namespace
@@ -200,13 +220,46 @@ std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots,
     deliver(roots[i], g);
   }
 
+  // Leaves with post-accumulate hooks, by the position in `order` of the last node that delivers to
+  // them (order.size(): none does; a root that is itself a leaf): their hooks run after it.
+  std::vector<std::vector<Tensor>> hooked_after(order.size() + 1);
+  if (targets.empty()) {
+    std::unordered_map<const AutogradMeta*, std::pair<size_t, Tensor>> last;
+    for (size_t i = 0; i < order.size(); ++i) {
+      for (const Tensor& in : order[i]->node->inputs) {
+        if (tracked(in) && !meta_of(in)->grad_fn && !meta_of(in)->hooks.empty()) last[meta_of(in)] = {i, in};
+      }
+    }
+    for (const Tensor& r : roots) {
+      if (!meta_of(r)->grad_fn && !meta_of(r)->hooks.empty()) last.try_emplace(meta_of(r), order.size(), r);
+    }
+    for (auto& [m, use] : last) hooked_after[use.first].push_back(use.second);
+    // Leaves done by the same node: in the order their hooks were registered (the same on every run
+    // and every rank of a data-parallel group).
+    for (auto& leaves : hooked_after) {
+      std::sort(leaves.begin(), leaves.end(), [](const Tensor& a, const Tensor& b) {
+        return meta_of(a)->hooks.front().first < meta_of(b)->hooks.front().first;
+      });
+    }
+  }
+  auto run_hooks = [&](size_t position) {
+    for (Tensor& leaf : hooked_after[position]) {
+      auto hooks = meta_of(leaf)->hooks;  // a hook may remove hooks
+      for (auto& [id, hook] : hooks) hook(leaf);
+    }
+  };
+  CallbackQueue callbacks;
+
   ops::detail::AutocastSuspend no_autocast;  // backward runs in the forward's dtypes, as PyTorch's
   EagerEmitter emitter;
   std::vector<GradNode*> ran;
-  for (Pending* p : order) {
+  for (size_t position = 0; position < order.size(); ++position) {
+    Pending* p = order[position];
     GradNode& n = *p->node;
-    if (!p->needed || std::none_of(p->cotangents.begin(), p->cotangents.end(), [](const Tensor& t) { return t.defined(); }))
+    if (!p->needed || std::none_of(p->cotangents.begin(), p->cotangents.end(), [](const Tensor& t) { return t.defined(); })) {
+      run_hooks(position);
       continue;
+    }
     if (n.released)
       fail("backward through {} a second time: the first backward released what it saved (pass retain_graph)",
            n.def->name);
@@ -258,7 +311,9 @@ std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots,
     }
     p->cotangents.clear();
     ran.push_back(&n);
+    run_hooks(position);
   }
+  run_hooks(order.size());
   if (!retain_graph) {
     for (GradNode* n : ran) {
       n->inputs.clear();
@@ -266,6 +321,7 @@ std::vector<Tensor> autograd::detail::backward(const std::vector<Tensor>& roots,
       n->released = true;
     }
   }
+  callbacks.run();
   return captured;
 }
 
@@ -273,6 +329,41 @@ std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs, const std
                                    const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph) {
   if (inputs.empty()) fail("autograd::grad: no inputs to take gradients for");
   return detail::backward(outputs, grad_outputs, inputs, retain_graph || create_graph, create_graph);
+}
+
+// ---- hooks
+
+autograd::HookHandle& autograd::HookHandle::operator=(HookHandle&& other) noexcept {
+  if (this != &other) {
+    remove();
+    meta_ = std::move(other.meta_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void autograd::HookHandle::remove() {
+  if (auto meta = meta_.lock(); meta && id_) {
+    auto& hooks = meta->hooks;
+    hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id_; }), hooks.end());
+  }
+  meta_.reset();
+  id_ = 0;
+}
+
+autograd::HookHandle autograd::register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                                  std::function<void(Tensor&)> hook) {
+  if (!tracked(leaf) || meta_of(leaf)->grad_fn)
+    fail("register_post_accumulate_grad_hook: {} is not a leaf that requires a gradient", leaf.describe());
+  static std::atomic<uint64_t> next_id{1};
+  uint64_t id = next_id++;
+  meta_of(leaf)->hooks.emplace_back(id, std::move(hook));
+  return HookHandle(leaf.autograd_meta(), id);
+}
+
+void autograd::queue_callback(std::function<void()> callback) {
+  if (!t_callbacks) fail("autograd::queue_callback: no backward pass is running on this thread (call it from a hook)");
+  t_callbacks->push_back(std::move(callback));
 }
 
 // ---- Tensor's autograd methods

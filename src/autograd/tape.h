@@ -5,6 +5,7 @@
 #include <ingot/tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct AutogradMeta {
   Tensor grad;                        // a leaf's accumulated gradient
   std::shared_ptr<GradNode> grad_fn;  // null for leaves
   int output_index = 0;
+  // A leaf's post-accumulate-grad hooks (autograd::register_post_accumulate_grad_hook), by id.
+  std::vector<std::pair<uint64_t, std::function<void(Tensor&)>>> hooks;
 };
 
 // One recorded op call. Inputs are kept as given (their metas are the tape's edges, toward the

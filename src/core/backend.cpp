@@ -20,6 +20,20 @@ std::string Backend::label() const {
   return s;
 }
 
+std::unique_ptr<Communicator> Backend::connect(const ConnectOptions&) {
+  fail("the {} backend cannot communicate with other processes (no collectives)", name());
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
 void register_backend(Backend& backend) {
   auto index = size_t(backend.type());
   if (index >= table().size()) fail("backend '{}': device type {} has no slot", backend.name(), index);

@@ -7,10 +7,12 @@
 #pragma once
 #include <ingot/tensor.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/collectives.h"
 #include "core/device_graph.h"
 #include "core/device_timer.h"
 
@@ -59,6 +61,9 @@ class Backend {
   // where the device is missing or the backend has nothing to start.
   virtual void start_async(int device_index) {}
   virtual void prepare_async(int device_index) {}
+  // This process's end of a data-parallel group over this device kind's tensors
+  // (core/collectives.h); throws naming what is missing where the backend cannot communicate.
+  virtual std::unique_ptr<Communicator> connect(const ConnectOptions& options);
 
   // The name in upper case, as messages write it ("no CUDA kernel for Resize").
   std::string label() const;

@@ -1,5 +1,5 @@
 // The CUDA backend's run-time libraries without a GPU: cuBLASLt is opened with dlopen on first use
-// (backends/cuda/dynamic_library.h), not linked, so every entry point the backend calls must
+// (core/dynamic_library.h), not linked, so every entry point the backend calls must
 // resolve from the library the machine has, and a process that never multiplies on the GPU must not
 // have loaded it. (The products themselves run on the GPU machine: tests/gpu.)
 #ifdef INGOT_HAS_CUDA
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_runtime.h"
-#include "backends/cuda/dynamic_library.h"
+#include "core/dynamic_library.h"
 
 namespace ingot {
 namespace {
@@ -65,9 +65,9 @@ TEST(CudaLibraries, CublasLtLoadsOnFirstUseWithEveryEntryPoint) {
 }
 
 TEST(CudaLibraries, AMissingLibraryOrEntryPointIsNamed) {
-  cuda::DynamicLibrary none({"libingot-no-such-library.so.1"});
+  DynamicLibrary none({"libingot-no-such-library.so.1"});
   EXPECT_NE(none.why_not().find("libingot-no-such-library.so.1 not found"), std::string::npos) << none.why_not();
-  cuda::DynamicLibrary libc({"libc.so.6"});
+  DynamicLibrary libc({"libc.so.6"});
   decltype(&cublasLtGetVersion) fn = nullptr;
   libc.get(fn, "cublasLtGetVersion");
   EXPECT_EQ(fn, nullptr);

@@ -19,6 +19,7 @@ Runner add_convert_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_gradcheck_command(CLI::App& app);
 Runner add_quantize_command(CLI::App& app);
+Runner add_launch_command(CLI::App& app);
 
 // --precision's values (checked by add_precision_option) as the library's enum.
 inline Precision parse_precision(const std::string& text) {

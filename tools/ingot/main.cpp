@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
       ingot::cli::add_gradcheck_command);
   add("quantize", "Quantize a float ONNX model to int8 (a QDQ ONNX model) from calibration inputs",
       ingot::cli::add_quantize_command);
+  add("launch", "Run a command as N data-parallel processes on this host (torchrun's environment)",
+      ingot::cli::add_launch_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/gloo_plugin.h"
 #include "core/backend.h"
 
 namespace ingot {
@@ -109,6 +110,7 @@ struct CpuBackend final : Backend {
   DeviceType type() const override { return DeviceType::CPU; }
   std::string_view name() const override { return "cpu"; }
   DeviceMemory& memory() override { return cpu_memory; }
+  std::unique_ptr<Communicator> connect(const ConnectOptions& options) override { return cpu::connect_gloo(options); }
   CpuMemory cpu_memory;
 };
 

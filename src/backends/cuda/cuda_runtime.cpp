@@ -3,7 +3,8 @@
 #include <ingot/tensor.h>
 
 #include "backends/cuda/cudnn_conv_graph.h"
-#include "backends/cuda/dynamic_library.h"
+#include "backends/cuda/nccl.h"
+#include "core/dynamic_library.h"
 #include "backends/cuda/gemm.h"
 #include "core/flags.h"
 #include "core/backend.h"
@@ -496,6 +497,7 @@ struct CudaBackend final : Backend {
   DeviceGraphs* graphs() override { return &graphs_; }
   const DeviceTimer* timer() override { return device_timer(); }
   void* native_stream(int) override { return stream(); }  // the current device's: kernels run with theirs current
+  std::unique_ptr<Communicator> connect(const ConnectOptions& options) override { return connect_nccl(options); }
   std::string arch(int device_index) override {
     if (device_index >= device_count()) return "";
     int major = 0, minor = 0;

@@ -35,8 +35,8 @@ cudaStream_t stream();  // the current device's stream
 const DeviceTimer* device_timer();
 void synchronize();     // waits for the stream; surfaces asynchronous kernel faults as ingot::Error
 
-// cuBLASLt's entry points, from libcublasLt opened with dlopen on first use (backends/cuda/
-// dynamic_library.h): linked, its static initializers cost 70-90 ms at every process start. lt()
+// cuBLASLt's entry points, from libcublasLt opened with dlopen on first use
+// (core/dynamic_library.h): linked, its static initializers cost 70-90 ms at every process start. lt()
 // fails with the reason when the library or an entry point is missing.
 struct CublasLt {
   decltype(&cublasLtCreate) create = nullptr;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backends/cuda/dynamic_library.h"
+#include "core/dynamic_library.h"
 #include "core/flags.h"
 
 namespace ingot::cuda::nvrtc {

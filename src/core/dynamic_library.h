@@ -1,6 +1,7 @@
 // A shared library opened with dlopen when first needed, its entry points looked up by name. The
-// CUDA backend opens NVRTC (compilers are optional at run time) and cuBLASLt (linked, its static
-// initializers cost 70-90 ms at every process start, CPU-only runs included) this way.
+// CUDA backend opens NVRTC (compilers are optional at run time), cuBLASLt (linked, its static
+// initializers cost 70-90 ms at every process start, CPU-only runs included) and NCCL this way, the
+// CPU backend its Gloo plugin.
 #pragma once
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -9,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-namespace ingot::cuda {
+namespace ingot {
 
 class DynamicLibrary {
  public:
@@ -40,4 +41,4 @@ class DynamicLibrary {
   std::string why_not_, missing_;
 };
 
-}  // namespace ingot::cuda
+}  // namespace ingot

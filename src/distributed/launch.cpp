@@ -1,0 +1,214 @@
+// The launcher (distributed::launch, `ingot launch`; torchrun's job on one host): forks one process
+// per rank with torchrun's environment and a fresh rendezvous folder, relays their output line by
+// line with a "[rank N]" prefix, and stops the others when one fails.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <ingot/distributed.h>
+#include <ingot/error.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+namespace ingot::distributed {
+namespace {
+
+volatile sig_atomic_t g_signal = 0;  // SIGINT/SIGTERM received by the launcher: passed on
+void remember_signal(int sig) { g_signal = sig; }
+
+struct Child {
+  pid_t pid = -1;
+  int fds[2] = {-1, -1};        // its stdout and stderr (read ends), -1 once closed
+  std::string partial[2];       // an unfinished line of each
+  bool exited = false;
+  int status = 0;
+};
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += size_t(n);
+  }
+}
+
+// Relays what the child wrote, whole lines with the prefix (the rest kept for later, or flushed at EOF).
+void relay(Child& c, int stream, int rank, bool eof) {
+  int out = stream == 0 ? STDOUT_FILENO : STDERR_FILENO;
+  std::string& buf = c.partial[stream];
+  std::string prefix = fmt::format("[rank {}] ", rank);
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
+    write_all(out, prefix + buf.substr(start, nl + 1 - start));
+  buf.erase(0, start);
+  if (eof && !buf.empty()) {
+    write_all(out, prefix + buf + "\n");
+    buf.clear();
+  }
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
+  if (argv.empty()) fail("launch: no command to run");
+  if (options.nproc < 1) fail("launch: {} processes", options.nproc);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = fmt::format("{}/ingot-rendezvous-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(templ.data())) fail("launch: cannot make a rendezvous folder {} ({})", templ, std::strerror(errno));
+  std::string folder = templ;
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = remember_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_signal = 0;
+
+  std::vector<Child> children(size_t(options.nproc));
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (int r = 0; r < options.nproc; ++r) {
+    Child& c = children[size_t(r)];
+    int pipes[2][2];
+    if (options.prefix_output) {
+      for (auto& p : pipes) {
+        if (pipe2(p, O_CLOEXEC) != 0) fail("launch: pipe ({})", std::strerror(errno));
+      }
+    }
+    c.pid = fork();
+    if (c.pid < 0) fail("launch: fork ({})", std::strerror(errno));
+    if (c.pid == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+      setenv("INGOT_RENDEZVOUS", ("file://" + folder).c_str(), 1);
+      if (options.prefix_output) {
+        dup2(pipes[0][1], STDOUT_FILENO);
+        dup2(pipes[1][1], STDERR_FILENO);
+      }
+      execvp(args[0], args.data());
+      std::string msg = fmt::format("ingot launch: cannot run '{}': {}\n", argv[0], std::strerror(errno));
+      write_all(STDERR_FILENO, msg);
+      _exit(127);
+    }
+    if (options.prefix_output) {
+      close(pipes[0][1]);
+      close(pipes[1][1]);
+      c.fds[0] = pipes[0][0];
+      c.fds[1] = pipes[1][0];
+    }
+  }
+
+  int result = 0;
+  bool stopping = false;
+  auto stop_all = [&](int sig) {
+    for (Child& c : children) {
+      if (!c.exited) kill(c.pid, sig);
+    }
+  };
+  auto stop_started = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> exited_at;
+  for (;;) {
+    // Output first, then exits: a child's last lines are relayed before its status is looked at.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, int>> owners;
+    for (size_t r = 0; r < children.size(); ++r) {
+      for (int s = 0; s < 2; ++s) {
+        if (children[r].fds[s] >= 0) {
+          fds.push_back({children[r].fds[s], POLLIN, 0});
+          owners.emplace_back(r, s);
+        }
+      }
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 50);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [r, s] = owners[i];
+      Child& c = children[r];
+      char buf[65536];
+      ssize_t n = read(c.fds[s], buf, sizeof buf);
+      if (n > 0) {
+        c.partial[s].append(buf, size_t(n));
+        relay(c, s, int(r), false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        relay(c, s, int(r), true);
+        close(c.fds[s]);
+        c.fds[s] = -1;
+      }
+    }
+    for (size_t r = 0; r < children.size(); ++r) {
+      Child& c = children[r];
+      if (c.exited) continue;
+      if (waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      int code = exit_code(c.status);
+      if (code != 0 && result == 0) {
+        result = code;
+        if (!stopping) {
+          std::string msg = fmt::format("ingot launch: rank {} exited with status {}; stopping the other ranks\n", r, code);
+          write_all(STDERR_FILENO, msg);
+        }
+      }
+    }
+    if (g_signal && !stopping) {
+      stopping = true;
+      stop_all(g_signal);
+      if (result == 0) result = 128 + g_signal;
+      stop_started = std::chrono::steady_clock::now();
+    }
+    if (result != 0 && !stopping) {
+      stopping = true;
+      stop_all(SIGTERM);
+      stop_started = std::chrono::steady_clock::now();
+    }
+    if (stopping && std::chrono::steady_clock::now() - stop_started > std::chrono::seconds(10)) stop_all(SIGKILL);
+    bool all_exited = true, all_closed = true;
+    for (const Child& c : children) {
+      all_exited = all_exited && c.exited;
+      all_closed = all_closed && c.fds[0] < 0 && c.fds[1] < 0;
+    }
+    if (all_exited && !all_closed) {
+      // A process the ranks left behind may hold their output open: relay it for a while, not forever.
+      if (!exited_at) exited_at = std::chrono::steady_clock::now();
+      if (std::chrono::steady_clock::now() - *exited_at > std::chrono::seconds(2)) {
+        for (size_t r = 0; r < children.size(); ++r) {
+          for (int s = 0; s < 2; ++s) {
+            if (children[r].fds[s] < 0) continue;
+            relay(children[r], s, int(r), true);
+            close(children[r].fds[s]);
+            children[r].fds[s] = -1;
+          }
+        }
+        all_closed = true;
+      }
+    }
+    if (all_exited && all_closed) break;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);
+  return result;
+}
+
+}  // namespace ingot::distributed
