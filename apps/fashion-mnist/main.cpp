@@ -5,10 +5,16 @@
 //
 //   ingot-fashion-mnist [--device cpu|cuda] [--network cnn|lstm] [--precision fp32|bf16|fp16] [--compile] [--epochs N]
 //                       [--batch B] [--lr LR] [--json FILE] [--plot FILE.png] [--save FILE.safetensors]
-//                       [--export FILE.onnx|FILE.ingot] [--profile TRACE.json] [--data DIR] [--limit N]
+//                       [--export FILE.onnx|FILE.ingot] [--profile TRACE.json] [--data DIR] [--limit N] [--gpus N]
+//
+// --gpus N (alias --nproc) trains data-parallel: the program launches N copies of itself
+// (distributed::launch, as `ingot launch` does), each on cuda:RANK (NCCL) or on its share of the
+// CPU cores (Gloo), every rank a 1/N share of each epoch, gradients averaged by
+// DistributedDataParallel; rank 0 evaluates, reports and writes the files.
 #include <ingot/amp.h>
 #include <ingot/autograd.h>
 #include <ingot/data.h>
+#include <ingot/distributed.h>
 #include <ingot/error.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
@@ -141,9 +147,26 @@ int main(int argc, char** argv) {
   app.add_option("--export", exported,
                  "Write the trained network as ONNX (FILE.onnx) or as a package for --device (FILE.ingot), batch dim dynamic");
   app.add_option("--profile", profile, "Profile training steps 4-8 into this Chrome trace (JSON) and print the op table");
+  int nproc = 1;
+  app.add_option("--gpus,--nproc", nproc,
+                 "Data-parallel processes (one per GPU with --device cuda: rank r on cuda:r; on the CPU each on its "
+                 "share of the cores); --batch is per process")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
-    const Device device = Device::parse(device_name);
+    if (nproc > 1 && !distributed::launched()) {  // this process is the launcher: the ranks are copies of it
+      std::vector<std::string> args{"/proc/self/exe"};
+      for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+      return distributed::launch(args, {.nproc = nproc});
+    }
+    Device device = Device::parse(device_name);
+    const bool parallel = distributed::launched();
+    if (parallel) {
+      if (compiled) fail("--compile with --gpus: a compiled step has no backward pass to reduce gradients in (not yet)");
+      distributed::init_process_group({.backend = device.type == DeviceType::CUDA ? "nccl" : "gloo"});
+      device = distributed::device();
+    }
+    const int rank = distributed::get_rank(), world = distributed::get_world_size();
     manual_seed(seed);
     auto read = [&](const char* name) { return data::read_idx(dir + "/" + name); };
     Tensor train_x = first_rows(read("train-images-idx3-ubyte.gz"), limit), train_y = first_rows(read("train-labels-idx1-ubyte.gz"), limit);
@@ -155,6 +178,10 @@ int main(int argc, char** argv) {
       o.lr = lr;
       return o;
     }());
+    // Data-parallel: rank 0's initial weights everywhere, gradients averaged during each backward.
+    std::unique_ptr<distributed::DDP> ddp;
+    if (parallel) ddp = std::make_unique<distributed::DDP>(net);
+    auto forward = [&](const Tensor& x) { return ddp ? ddp->forward(x) : net->forward(x); };
     const bool autocast = precision != "fp32";
     const DType low = precision == "fp16" ? DType::Float16 : DType::BFloat16;
     amp::GradScaler scaler({.enabled = precision == "fp16"});
@@ -162,14 +189,17 @@ int main(int argc, char** argv) {
       fail("--compile with --precision fp16: the GradScaler's skipped steps cannot be compiled; use bf16");
     auto loss_of = [&](const std::vector<Tensor>& b) {
       amp::Autocast region(device.type, low, autocast);
-      return nn::functional::cross_entropy(net->forward(b[0]), b[1]);
+      return nn::functional::cross_entropy(forward(b[0]), b[1]);
     };
     std::unique_ptr<optim::CompiledStep> compiled_step;
     if (compiled) compiled_step = std::make_unique<optim::CompiledStep>(*net, opt, loss_of);
-    data::DataLoader loader(train_x, train_y, {.batch_size = batch_size, .shuffle = true, .device = device, .transform = to_float});
-    std::fprintf(stderr, "ingot-fashion-mnist: %lld parameters, %lld training images, batch %lld, %s\n",
-                 (long long)net->num_parameters(), (long long)train_x.dim(0), (long long)batch_size, device.str().c_str());
-    const bool tty = isatty(STDERR_FILENO);
+    data::DataLoader loader(train_x, train_y, {.batch_size = batch_size, .shuffle = true, .device = device,
+                                               .transform = to_float, .world_size = world, .rank = rank, .seed = seed});
+    if (rank == 0)
+      std::fprintf(stderr, "ingot-fashion-mnist: %lld parameters, %lld training images, batch %lld, %s%s\n",
+                   (long long)net->num_parameters(), (long long)train_x.dim(0), (long long)batch_size, device.str().c_str(),
+                   parallel ? (" x " + std::to_string(world) + " ranks, " + distributed::describe()).c_str() : "");
+    const bool tty = isatty(STDERR_FILENO) && !parallel;  // (the launcher relays lines)
     std::vector<apps::plot::Series> curves{{"train loss", {}}, {"test accuracy", {}}};
     double seconds = 0, final_loss = 0, test_accuracy = 0;
     int64_t samples = 0;
@@ -179,7 +209,7 @@ int main(int argc, char** argv) {
       int64_t seen = 0;
       Tensor pending;  // the previous batch's loss, read one batch late (no wait for the device)
       while (auto batch = loader.next()) {
-        const bool profiling = !profile.empty() && epoch == 1 && batch->index >= 3 && batch->index < 8;
+        const bool profiling = !profile.empty() && rank == 0 && epoch == 1 && batch->index >= 3 && batch->index < 8;
         if (profiling && batch->index == 3) profiler::start();
         Tensor loss;
         if (compiled_step) {
@@ -209,19 +239,24 @@ int main(int argc, char** argv) {
       seconds += elapsed;
       samples += seen;
       final_loss = loss_sum / double(seen);
-      progress(epoch, epochs, loader.batches_per_epoch(), loader.batches_per_epoch(), final_loss, double(seen) / elapsed, tty);
+      if (rank != 0) continue;  // rank 0 reports and evaluates (its weights are every rank's)
+      progress(epoch, epochs, loader.batches_per_epoch(), loader.batches_per_epoch(), final_loss, double(seen) * world / elapsed, tty);
       test_accuracy = accuracy(*net, test_x, test_y, device, autocast, low);
       std::fprintf(stderr, "epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s\n", epoch, final_loss, 100 * test_accuracy, elapsed);
       if (compiled_step && epoch == 1) std::fprintf(stderr, "compiled step: %s\n", compiled_step->report().c_str());
       curves[0].values.push_back(final_loss);
       curves[1].values.push_back(test_accuracy);
     }
+    if (parallel) distributed::destroy_process_group();
+    if (rank != 0) return 0;
+    samples *= world;  // every rank trained on as many samples as this one
     std::printf("test accuracy %.2f%% after %d epochs (%.1f s per epoch, %.0f samples/s)\n", 100 * test_accuracy, epochs,
                 seconds / epochs, double(samples) / seconds);
     if (!json.empty()) {
       nlohmann::json j = {{"test_accuracy", test_accuracy}, {"epochs", epochs}, {"seconds_per_epoch", seconds / epochs},
                           {"samples_per_s", double(samples) / seconds}, {"final_loss", final_loss}, {"device", device.str()},
-                          {"precision", precision}, {"network", network}, {"compile", compiled}, {"batch", batch_size}, {"train_images", train_x.dim(0)}};
+                          {"precision", precision}, {"network", network}, {"compile", compiled}, {"batch", batch_size}, {"train_images", train_x.dim(0)},
+                          {"processes", world}};
       std::ofstream(json) << j.dump(2) << "\n";
     }
     if (!plot.empty()) apps::plot::save_epochs_png(plot, "Fashion-MNIST, Ingot " + device.str(), curves);

@@ -42,10 +42,10 @@ namespace distributed {
 
 struct InitOptions {
   // "nccl" (CUDA tensors, device cuda:LOCAL_RANK) or "gloo" (CPU tensors).
-  std::string backend;
+  std::string backend{};
   // Where the processes meet: "file:///path/to/folder" (a folder every rank can reach; the launcher
   // makes a fresh one). Empty: the environment's INGOT_RENDEZVOUS.
-  std::string init_method;
+  std::string init_method{};
   // -1: from the environment (RANK, WORLD_SIZE, LOCAL_RANK, as torchrun and `ingot launch` set them).
   int rank = -1;
   int world_size = -1;
@@ -127,10 +127,12 @@ using DDP = DistributedDataParallel;
 // The launcher (`ingot launch`): runs `argv` as `nproc` processes with RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE and INGOT_RENDEZVOUS (a fresh folder) set, their output lines prefixed with the
 // rank where `prefix_output`; when one fails the others are stopped. Returns the first failing
-// process's exit status (128 + signal for a signal), else 0.
+// process's exit status (128 + signal for a signal), else 0. `bind_cpus`: each rank runs on its own
+// slice of the CPUs this process may use (so its thread pool is sized for that slice).
 struct LaunchOptions {
   int nproc = 1;
   bool prefix_output = true;
+  bool bind_cpus = true;
 };
 int launch(const std::vector<std::string>& argv, const LaunchOptions& options);
 

@@ -6,6 +6,7 @@
 #include <ingot/distributed.h>
 #include <ingot/error.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +58,25 @@ void relay(Child& c, int stream, int rank, bool eof) {
   }
 }
 
+// Confines rank r to its share of the CPUs the launcher may use (contiguous slices), so that each
+// rank's thread pool is sized for its share (core/thread_pool.cpp reads the affinity mask) rather
+// than every rank running a team as large as the machine.
+void bind_to_share(int r, int nproc) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (int(cpus.size()) < nproc) return;  // fewer CPUs than ranks: leave the scheduler to it
+  size_t begin = cpus.size() * size_t(r) / size_t(nproc), end = cpus.size() * size_t(r + 1) / size_t(nproc);
+  cpu_set_t share;
+  CPU_ZERO(&share);
+  for (size_t i = begin; i < end; ++i) CPU_SET(cpus[i], &share);
+  sched_setaffinity(0, sizeof(share), &share);
+}
+
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -93,7 +113,10 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
     }
     c.pid = fork();
     if (c.pid < 0) fail("launch: fork ({})", std::strerror(errno));
+    setpgid(c.pid, c.pid);  // (also here: whichever runs first)
     if (c.pid == 0) {
+      setpgid(0, 0);  // a process group per rank: stopping a rank stops what it started too
+      if (options.bind_cpus) bind_to_share(r, options.nproc);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       setenv("RANK", std::to_string(r).c_str(), 1);
@@ -122,7 +145,7 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
   bool stopping = false;
   auto stop_all = [&](int sig) {
     for (Child& c : children) {
-      if (!c.exited) kill(c.pid, sig);
+      if (!c.exited) kill(-c.pid, sig);
     }
   };
   auto stop_started = std::chrono::steady_clock::now();
