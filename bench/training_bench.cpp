@@ -2,7 +2,7 @@
 // same models and steps: bench/training_torch.py.
 //
 //   ingot-bench-training --model resnet50|transformer|fashion [--device cuda] [--precision fp32|bf16|fp16]
-//                        [--batch N] [--steps N] [--warmup N] [--compile] [--profile] [--json FILE]
+//                        [--batch N] [--steps N] [--warmup N] [--compile] [--profile] [--json FILE] [--gpus N]
 //
 // resnet50: torchvision's ResNet-50 (bottlenecks [3, 4, 6, 3]), synthetic 224x224 images and labels,
 // cross-entropy, SGD (lr 0.1, momentum 0.9, weight decay 1e-4). transformer: a Whisper-tiny-encoder
@@ -12,9 +12,12 @@
 // autocast (fp16 with a GradScaler). Steps are timed after warm-up, from the first to the last
 // step's loss being read back (one wait at the end). --compile runs each step as one compiled graph
 // (optim::CompiledStep; not with fp16); --profile then profiles three more steps and prints the time
-// per op type to stderr.
+// per op type to stderr. --gpus N: data-parallel over N processes (this program launched N times,
+// rank r on cuda:r through NCCL, or on its share of the CPU cores through Gloo; DistributedDataParallel,
+// --batch per process); rank 0 prints the row, samples/s counting every rank's batches.
 #include <CLI/CLI.hpp>
 #include <ingot/amp.h>
+#include <ingot/distributed.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
 #include <ingot/optim.h>
@@ -148,9 +151,24 @@ int main(int argc, char** argv) {
   bool compiled = false, profile = false;
   app.add_flag("--compile", compiled, "Each step as one compiled graph (optim::CompiledStep)");
   app.add_flag("--profile", profile, "Profile three steps after the timed ones (time per op type to stderr)");
+  int nproc = 1;
+  app.add_option("--gpus,--nproc", nproc, "Data-parallel processes (DistributedDataParallel; --batch is per process)")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
-    const Device device = Device::parse(device_name);
+    if (nproc > 1 && !distributed::launched()) {
+      std::vector<std::string> args{"/proc/self/exe"};
+      for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+      return distributed::launch(args, {.nproc = nproc});
+    }
+    Device device = Device::parse(device_name);
+    const bool parallel = distributed::launched();
+    if (parallel) {
+      if (compiled) throw std::runtime_error("--compile with --gpus: a compiled step has no backward pass to reduce gradients in");
+      distributed::init_process_group({.backend = device.type == DeviceType::CUDA ? "nccl" : "gloo"});
+      device = distributed::device();
+    }
+    const int world = distributed::get_world_size();
     manual_seed(0);
     std::shared_ptr<nn::Sequential> net;
     Tensor x, y;
@@ -177,13 +195,15 @@ int main(int argc, char** argv) {
       o.lr = model == "transformer" ? 1e-4 : 1e-3;
       opt = std::make_unique<optim::AdamW>(net->parameters(), o);
     }
+    std::unique_ptr<distributed::DDP> ddp;
+    if (parallel) ddp = std::make_unique<distributed::DDP>(net);
     const bool autocast = precision != "fp32";
     const DType low = precision == "fp16" ? DType::Float16 : DType::BFloat16;
     amp::GradScaler scaler({.enabled = precision == "fp16"});
     if (compiled && precision == "fp16") throw std::runtime_error("--compile with fp16: the GradScaler's skipped steps cannot be compiled");
     auto loss_of = [&](const std::vector<Tensor>& b) {
       amp::Autocast region(device.type, low, autocast);
-      Tensor out = net->forward(b[0]);
+      Tensor out = ddp ? ddp->forward(b[0]) : net->forward(b[0]);
       return model == "transformer" ? nn::functional::mse_loss(out, b[1]) : nn::functional::cross_entropy(out, b[1]);
     };
     std::unique_ptr<optim::CompiledStep> compiled_step;
@@ -198,18 +218,21 @@ int main(int argc, char** argv) {
       return loss;
     };
     for (int i = 0; i < warmup; ++i) (void)step().to(Device::cpu());
+    if (parallel) distributed::barrier();  // every rank starts the timed steps together
     const auto start = Clock::now();
     Tensor loss;
     for (int i = 0; i < steps; ++i) loss = step();
     const double final_loss = loss.to(Device::cpu()).cast(DType::Float64).item_double();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (distributed::get_rank() != 0) return 0;
     nlohmann::json out = {{"model", model},
                           {"device", device.str()},
                           {"precision", precision},
                           {"batch", batch},
                           {"steps", steps},
                           {"ms_per_step", 1e3 * seconds / steps},
-                          {"samples_per_s", double(batch) * steps / seconds},
+                          {"samples_per_s", double(batch) * world * steps / seconds},
+                          {"processes", world},
                           {"final_loss", final_loss},
                           {"compile", compiled},
                           {"parameters", net->num_parameters()}};

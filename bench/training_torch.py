@@ -4,6 +4,11 @@
     bench/training_torch.py --model resnet50|transformer|fashion [--device cuda] [--precision fp32|bf16|fp16]
                             [--compile] [--batch N] [--steps N] [--warmup N] [--threads N] [--json FILE]
 
+Data-parallel (the side-by-side of `ingot-bench-training --gpus N`): run it under torchrun,
+    python3 -m torch.distributed.run --nproc_per_node N bench/training_torch.py --model resnet50 ...
+and each rank trains its own --batch under DistributedDataParallel (NCCL on CUDA, Gloo on the CPU);
+rank 0 prints the row, samples/s counting every rank's batches.
+
 resnet50 is torchvision's; transformer is 4 nn.TransformerEncoderLayer(384, 6, 1536, GELU, pre-norm,
 dropout 0, batch_first) and a final LayerNorm; fashion is bench/fashion_mnist_torch.py's network.
 bf16 / fp16 run the forward under torch.autocast (fp16 with a GradScaler); --compile wraps the model
@@ -42,7 +47,14 @@ def main():
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     dev = torch.device(args.device)
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        if dev.type == "cuda":
+            dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(dev)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     if args.model == "resnet50":
@@ -68,7 +80,10 @@ def main():
     else:
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4 if args.model == "transformer" else 1e-3)
     loss_fn = nn.functional.mse_loss if args.model == "transformer" else nn.functional.cross_entropy
-    model = torch.compile(net) if args.compile else net
+    model = net
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[dev.index] if dev.type == "cuda" else None)
+    model = torch.compile(model) if args.compile else model
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     fp16 = args.precision == "fp16"
     scaler = torch.amp.GradScaler(dev.type, enabled=fp16) if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler(enabled=fp16)
@@ -88,14 +103,18 @@ def main():
         step().item()
     warmup_s = time.perf_counter() - t0
     sync()
+    if world > 1:
+        dist.barrier()
     start = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
     final = loss.item()
     seconds = time.perf_counter() - start
+    if world > 1 and dist.get_rank() != 0:
+        return
     out = {"model": args.model, "device": args.device, "precision": args.precision, "compile": args.compile,
            "batch": batch, "steps": args.steps, "ms_per_step": 1e3 * seconds / args.steps,
-           "samples_per_s": batch * args.steps / seconds, "final_loss": final, "warmup_s": warmup_s,
+           "samples_per_s": batch * world * args.steps / seconds, "processes": world, "final_loss": final, "warmup_s": warmup_s,
            "parameters": sum(p.numel() for p in net.parameters()), "torch": torch.__version__,
            "threads": torch.get_num_threads()}
     print(json.dumps(out), flush=True)

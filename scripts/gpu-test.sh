@@ -18,6 +18,9 @@
 #                                     and pool (only when named: ResNet-50 b32 fp16/int8/fp32 packages converted
 #                                     with INGOT_CUDA_NHWC_POOL=0 and =1, side by side; needs torch),
 #                                     and startup (only when named: cold-start floor and phases, fresh processes),
+#                                     and ddp (only when named: data-parallel over NCCL on every GPU of the machine:
+#                                     the collectives/DDP check, ResNet-50 AMP scaling beside PyTorch DDP, the
+#                                     Fashion-MNIST example with --gpus when bundled with INGOT_BUNDLE_TRAINING=1),
 #                                     and ab (only when named: the previous build bundled with
 #                                     INGOT_PREV_BUILD=<build folder> against this one, bench/ab_latency.py).
 #                                     Logs go to $OUT (or ./gpu-results) when set.
@@ -45,7 +48,7 @@ bundle() {
   # INGOT_BUNDLE_SKIP="ingot-bench-gpu ...": binaries left out to keep the bundle under the device
   # tool's 64 MiB (each is ~8 MB compressed; `unit` and `memcheck` need ingot-gpu-tests, `bench`
   # ingot-bench-gpu).
-  for b in "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$BUILD"/bench/ingot-bench-*; do
+  for b in "$BUILD/tools/ingot/ingot" "$BUILD/tests/ingot-gpu-tests" "$BUILD/tests/ingot-ddp-worker" "$BUILD"/bench/ingot-bench-*; do
     [[ " ${INGOT_BUNDLE_SKIP:-} " == *" $(basename "$b") "* ]] && continue
     [ -x "$b" ] && cp "$b" "$stage/bin/"
   done
@@ -126,8 +129,9 @@ run() {
   mkdir -p "$dir" "$out"
   xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$dir" -xf -
   local libs="$dir/lib"
-  # NVRTC, where the machine has one (generated kernels; without it they run the interpreter).
-  for l in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13 libnvrtc.so.12; do
+  # NVRTC, where the machine has one (generated kernels; without it they run the interpreter), and
+  # NCCL (the ddp part; 218 MB, never bundled: PyTorch's wheel brings one).
+  for l in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13 libnvrtc.so.12 libnccl.so.2; do
     local d
     d="$(find_lib_dir "$l" || true)"
     [ -n "$d" ] && libs="$libs:$d"
@@ -358,6 +362,51 @@ for i in range(8): np.save(os.path.join(d, f'{i}.npy'), r.standard_normal((1, 3,
       grep -E "^epoch [0-9]+:|accuracy|rror" "$out/train-ingot-cuda-lstm.log" | tail -n 12
     fi
     summary+=("train: train-{ingot,torch}-cuda-PRECISION.json (Fashion-MNIST, $epochs epochs)")
+  fi
+  if [[ " $what " == *" ddp "* ]]; then
+    # Data-parallel training over NCCL (docs/TRAINING.md, "Data-parallel training") on the machine's
+    # GPUs (DDP_GPUS to use fewer), NCCL's multicast off as the issue asks:
+    #  1. tests/distributed/ddp_worker.cpp under `ingot launch`: the collectives and DDP against one
+    #     process on the whole batch, every rank over NCCL;
+    #  2. ResNet-50 bf16 AMP training throughput on 1 GPU and on all of them, Ingot
+    #     (ingot-bench-training --gpus N) and PyTorch DDP (torchrun) one after the other: the scaling;
+    #  3. the Fashion-MNIST example with --gpus N (when bundled), its accuracy beside one GPU's.
+    local ngpu
+    ngpu="${DDP_GPUS:-$(nvidia-smi -L | wc -l)}"
+    export NCCL_NVLS_ENABLE=0
+    timeout 300 "$dir/bin/ingot" launch --nproc-per-node "$ngpu" "$dir/bin/ingot-ddp-worker" --device cuda 2>&1 |
+      tee "$out/ddp-check.log" | tail -n "$((ngpu + 4))" || true
+    local steps="${DDP_STEPS:-30}" batch="${DDP_BATCH:-128}" n
+    for n in 1 "$ngpu"; do
+      [ "$n" = 1 ] && [ "$ngpu" = 1 ] && continue  # one GPU: the DDP row is the 1-GPU row
+      timeout 400 "$dir/bin/ingot-bench-training" --model resnet50 --device cuda --precision bf16 --batch "$batch"         --steps "$steps" --gpus "$n" 2>>"$out/ddp.err" | sed 's/^\[rank 0\] //; s/^{/{"engine":"ingot",/' >>"$out/ddp.jsonl" || true
+      if [ "$n" = 1 ]; then
+        timeout 400 python3 "$ROOT/bench/training_torch.py" --model resnet50 --precision bf16 --batch "$batch" --steps "$steps" \
+          2>>"$out/ddp.err" | sed 's/^{/{"engine":"torch",/' >>"$out/ddp.jsonl" || true
+      else
+        timeout 400 python3 -m torch.distributed.run --nproc_per_node "$n" "$ROOT/bench/training_torch.py" --model resnet50 \
+          --precision bf16 --batch "$batch" --steps "$steps" 2>>"$out/ddp.err" | sed 's/^{/{"engine":"torch",/' >>"$out/ddp.jsonl" || true
+      fi
+    done
+    # The 1-GPU path through DDP (one rank, NCCL) beside no DDP at all: what the reducer costs.
+    if [ "$ngpu" = 1 ]; then
+      timeout 400 "$dir/bin/ingot-bench-training" --model resnet50 --device cuda --precision bf16 --batch "$batch" \
+        --steps "$steps" 2>>"$out/ddp.err" | sed 's/^{/{"engine":"ingot no ddp",/' >>"$out/ddp.jsonl" || true
+      WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 INGOT_RENDEZVOUS="file://$dir/rendezvous-1" timeout 400 "$dir/bin/ingot-bench-training" \
+        --model resnet50 --device cuda --precision bf16 --batch "$batch" --steps "$steps" 2>>"$out/ddp.err" |
+        sed 's/^{/{"engine":"ingot ddp",/' >>"$out/ddp.jsonl" || true
+    fi
+    cat "$out/ddp.jsonl" 2>/dev/null || true
+    tail -n 5 "$out/ddp.err" 2>/dev/null || true
+    if [ -x "$dir/bin/ingot-fashion-mnist" ]; then
+      local e="${DDP_EPOCHS:-5}"
+      for n in 1 "$ngpu"; do
+        timeout 300 "$dir/bin/ingot-fashion-mnist" --device cuda --epochs "$e" --gpus "$n" --data "$dir/data/fashion-mnist" \
+          --json "$out/ddp-fashion-$n.json" >"$out/ddp-fashion-$n.log" 2>&1 || true
+        grep -E "accuracy|rror" "$out/ddp-fashion-$n.log" | tail -n 3
+      done
+    fi
+    summary+=("ddp: ddp-check.log, ddp.jsonl (ResNet-50 bf16 on 1 and $ngpu GPUs), ddp-fashion-N.json")
   fi
   if want trainbench && [ -x "$dir/bin/ingot-bench-training" ]; then
     # Training steps side by side (bench/training_bench.cpp, bench/training_torch.py): for each

@@ -20,6 +20,12 @@ constexpr Flag kFlags[] = {
      "Also convert float32 models to channels-last for CUDA (16-bit ones always are): an experiment switch."},
     {"INGOT_HIDE_CUDA_KERNELS", Kind::List, "",
      "Ops whose CUDA kernels are hidden, forcing CPU fallbacks (a test switch).", true},
+    // Data-parallel training (include/ingot/distributed.h)
+    {"INGOT_RENDEZVOUS", Kind::Text, "",
+     "Where the processes of a data-parallel group meet: file:///folder (`ingot launch` sets it, with RANK and "
+     "WORLD_SIZE).", true},
+    {"INGOT_GLOO_PLUGIN", Kind::Text, "",
+     "The path of libingot_gloo.so (the gloo backend's plugin) when it is not beside the library or program.", true},
     // CUDA backend
     {"INGOT_NO_NVRTC", Kind::Bool, "0",
      "Do not generate fused elementwise kernels with NVRTC; run their precompiled interpreter instead."},
@@ -171,6 +177,10 @@ std::vector<std::string> list(std::string_view name) {
   return once<std::vector<std::string>>(find(name, Kind::List), [](const Flag& f) { return split(raw(f)); });
 }
 
+std::string text(std::string_view name) {
+  return once<std::string>(find(name, Kind::Text), [](const Flag& f) { return std::string(raw(f)); });
+}
+
 bool list_contains(std::string_view name, std::string_view item) {
   for (const std::string& s : list(name)) {
     if (s == item) return true;
@@ -181,7 +191,10 @@ bool list_contains(std::string_view name, std::string_view item) {
 std::string describe() {
   std::string out;
   for (const Flag& f : kFlags) {
-    const char* kind = f.kind == Kind::Bool ? "0|1" : f.kind == Kind::Int ? "integer" : "a,b,...";
+    const char* kind = f.kind == Kind::Bool  ? "0|1"
+                       : f.kind == Kind::Int ? "integer"
+                       : f.kind == Kind::List ? "a,b,..."
+                                              : "text";
     out += fmt::format("{}={}  (default: {}{})\n", f.name, kind, f.default_value.empty() ? "none" : f.default_value,
                        f.live ? "; read at every use" : "");
     if (const char* env = std::getenv(std::string(f.name).c_str())) out += fmt::format("    now set to '{}'\n", env);

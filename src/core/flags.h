@@ -19,6 +19,7 @@ enum class Kind : uint8_t {
   Bool,  // 0/1 (also false/true, off/on, no/yes)
   Int,   // a decimal integer
   List,  // comma-separated names
+  Text,  // a string as given (a path, a URL)
 };
 
 struct Flag {
@@ -38,6 +39,7 @@ bool enabled(std::string_view name);
 int64_t integer(std::string_view name);
 std::vector<std::string> list(std::string_view name);
 bool list_contains(std::string_view name, std::string_view item);
+std::string text(std::string_view name);  // "" when unset
 
 // The table as text: name, kind, default, current value when set, help.
 std::string describe();

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/backend.h"
+#include "core/flags.h"
 #include "distributed/store.h"
 
 namespace ingot::distributed {
@@ -63,9 +64,8 @@ void init_process_group(const InitOptions& options) {
   g->local_rank = options.local_rank >= 0 ? options.local_rank : env_int("LOCAL_RANK", g->rank);
   std::string method = options.init_method;
   if (method.empty()) {
-    const char* env = std::getenv("INGOT_RENDEZVOUS");
-    if (!env || !*env) fail("init_process_group: no rendezvous (set INGOT_RENDEZVOUS=file:///folder, or run under `ingot launch`)");
-    method = env;
+    method = flags::text("INGOT_RENDEZVOUS");
+    if (method.empty()) fail("init_process_group: no rendezvous (set INGOT_RENDEZVOUS=file:///folder, or run under `ingot launch`)");
   }
   constexpr std::string_view kFile = "file://";
   if (method.compare(0, kFile.size(), kFile) != 0)

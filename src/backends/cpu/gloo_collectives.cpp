@@ -16,6 +16,7 @@
 
 #include "backends/cpu/gloo_plugin.h"
 #include "core/dynamic_library.h"
+#include "core/flags.h"
 
 namespace ingot::cpu {
 namespace {
@@ -25,7 +26,7 @@ namespace {
 // folders this library was configured with.
 std::vector<std::string> plugin_candidates() {
   std::vector<std::string> paths;
-  if (const char* env = std::getenv("INGOT_GLOO_PLUGIN"); env && *env) paths.emplace_back(env);
+  if (std::string path = flags::text("INGOT_GLOO_PLUGIN"); !path.empty()) paths.push_back(path);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&plugin_candidates), &info) && info.dli_fname) {
     std::filesystem::path self = std::filesystem::weakly_canonical(info.dli_fname);
@@ -45,9 +46,10 @@ GlooConnect gloo_connect() {
   static GlooConnect connect = [] {
     std::vector<std::string> paths = plugin_candidates();
     std::string tried;
+    static std::vector<std::unique_ptr<DynamicLibrary>> opened;  // kept for the process
     for (const std::string& p : paths) {
       if (!std::filesystem::exists(p)) continue;
-      DynamicLibrary* lib = new DynamicLibrary({p.c_str()});  // kept for the process
+      auto& lib = opened.emplace_back(std::make_unique<DynamicLibrary>(std::initializer_list<const char*>{p.c_str()}));
       GlooConnect fn = nullptr;
       lib->get(fn, kGlooConnectSymbol);
       if (lib->why_not().empty()) return fn;
