@@ -154,11 +154,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
-    if (nproc > 1 && !distributed::launched()) {  // this process is the launcher: the ranks are copies of it
-      std::vector<std::string> args{"/proc/self/exe"};
-      for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-      return distributed::launch(args, {.nproc = nproc});
-    }
+    if (auto status = distributed::relaunch_as_ranks(argc, argv, nproc)) return *status;  // the launcher
     Device device = Device::parse(device_name);
     const bool parallel = distributed::launched();
     if (parallel) {

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,11 @@ struct LaunchOptions {
   bool bind_cpus = true;
 };
 int launch(const std::vector<std::string>& argv, const LaunchOptions& options);
+
+// For a program with a --gpus N flag: when nproc > 1 and this process is not a launched rank, runs
+// nproc copies of this program with the same arguments (launch()) and returns their status; nullopt
+// otherwise (this process is a rank, or the only process), when the program goes on to train.
+std::optional<int> relaunch_as_ranks(int argc, char** argv, int nproc);
 
 }  // namespace distributed
 }  // namespace ingot

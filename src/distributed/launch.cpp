@@ -234,4 +234,11 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
   return result;
 }
 
+std::optional<int> relaunch_as_ranks(int argc, char** argv, int nproc) {
+  if (nproc <= 1 || launched()) return std::nullopt;
+  std::vector<std::string> args{"/proc/self/exe"};  // this program, wherever it was found
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return launch(args, {.nproc = nproc});
+}
+
 }  // namespace ingot::distributed
