@@ -24,9 +24,11 @@
 #include <ingot/tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 INGOT_API_BEGIN
@@ -91,6 +93,11 @@ class DistributedDataParallel {
   };
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module);
   DistributedDataParallel(std::shared_ptr<nn::Module> module, Options options);
+  // For models that are not an nn::Module (Python's ingot.nn.Module): the parameters by name, and
+  // what gives the buffers (read at construction and at every sync_buffers). forward() is then the
+  // caller's: sync_buffers(), then the model.
+  DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
+                          std::function<std::vector<Tensor>()> buffers, Options options);
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -118,6 +125,9 @@ class DistributedDataParallel {
 
   // The buckets, as parameter names per bucket (tests, logs).
   std::vector<std::vector<std::string>> buckets() const;
+  // Whether backward passes reduce (what NoSync turns off), for bindings that scope it themselves.
+  void set_sync(bool on);
+  bool sync() const;
 
  private:
   struct Reducer;

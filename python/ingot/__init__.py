@@ -29,7 +29,7 @@ from ._ingot import (  # noqa: F401
     set_memory_limit,
 )
 from ._ingot import CompiledFunction, compile, func, manual_seed, optim  # noqa: F401
-from . import nn  # noqa: F401
+from . import distributed, nn  # noqa: F401
 from .extension import Extension, load_extension, load_extension_library  # noqa: F401
 
 vmap = func.vmap
@@ -37,4 +37,4 @@ vmap = func.vmap
 __all__ = ["Error", "Session", "Tensor", "convert", "quantize", "from_dlpack", "grad", "no_grad", "op", "profiler", "synchronize",
            "tensor", "zeros", "memory_in_use", "memory_limit", "set_memory_limit",
            "Extension", "load_extension", "load_extension_library", "loaded_extensions",
-           "CompiledFunction", "compile", "func", "manual_seed", "nn", "optim", "vmap"]
+           "CompiledFunction", "compile", "distributed", "func", "manual_seed", "nn", "optim", "vmap"]

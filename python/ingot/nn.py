@@ -63,6 +63,15 @@ class Module:
     def parameters(self) -> list:
         return [p for _, p in self.named_parameters()]
 
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, _ingot.Tensor]]:
+        """The buffers of the Ingot modules inside (batch norm's running statistics), named as state_dict keys."""
+        for name, v in vars(self).items():
+            if isinstance(v, Module):
+                yield from v.named_buffers(prefix + name + ".")
+            elif isinstance(v, _CppModule):
+                for n, b in v.named_buffers():
+                    yield prefix + name + "." + n, b
+
     def state_dict(self, prefix: str = "") -> dict:
         out = {}
         for name, v in vars(self).items():

@@ -25,7 +25,8 @@ struct DistributedDataParallel::Reducer {
     size_t pending = 0;           // gradients not yet in, this backward
   };
 
-  std::shared_ptr<nn::Module> module;
+  std::shared_ptr<nn::Module> module;  // null when made from a parameter list
+  std::function<std::vector<Tensor>()> buffers_of;
   Options options;
   Device device;
   std::vector<std::string> names;
@@ -87,7 +88,26 @@ struct DistributedDataParallel::Reducer {
     next_launch = 0;
     std::fill(ready.begin(), ready.end(), false);
     for (Bucket& b : buckets) b.pending = b.params.size();
-    autograd::queue_callback([this] { finish_backward(); });
+    // A backward that fails part-way drops its queued callbacks: the guard then ends this backward's
+    // reduction (waiting for what was queued), so the next backward starts afresh.
+    struct Finish {
+      Reducer* reducer = nullptr;
+      bool ran = false;
+      ~Finish() {
+        if (ran || !reducer) return;
+        reducer->in_backward = false;
+        try {
+          communicator().join();
+        } catch (...) {  // the backward's own error is the one reported
+        }
+      }
+    };
+    auto finish = std::make_shared<Finish>();
+    finish->reducer = this;
+    autograd::queue_callback([finish] {
+      finish->ran = true;
+      finish->reducer->finish_backward();
+    });
   }
 
   // Copies the parameter's gradient (zeros where it has none) into its slice.
@@ -140,26 +160,44 @@ struct DistributedDataParallel::Reducer {
   }
 };
 
+namespace {
+nn::Module& require_module(const std::shared_ptr<nn::Module>& module) {
+  if (!module) fail("DistributedDataParallel: no module");
+  return *module;
+}
+}  // namespace
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module)
     : DistributedDataParallel(std::move(module), Options{}) {}
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, Options options)
+    : DistributedDataParallel(require_module(module).named_parameters(),
+                              [m = module.get()] {
+                                std::vector<Tensor> out;
+                                for (auto& [name, b] : m->named_buffers()) out.push_back(b);
+                                return out;
+                              },
+                              options) {
+  reducer_->module = std::move(module);
+}
+
+DistributedDataParallel::DistributedDataParallel(std::vector<std::pair<std::string, Tensor>> named_parameters,
+                                                 std::function<std::vector<Tensor>()> buffers, Options options)
     : reducer_(std::make_unique<Reducer>()) {
-  if (!module) fail("DistributedDataParallel: no module");
   if (!is_initialized()) fail("DistributedDataParallel: no process group (call distributed::init_process_group first)");
   if (!(options.bucket_cap_mb > 0)) fail("DistributedDataParallel: bucket_cap_mb must be positive, not {}", options.bucket_cap_mb);
   Reducer& r = *reducer_;
-  r.module = std::move(module);
   r.options = options;
   r.device = device();
+  r.buffers_of = std::move(buffers);
   std::vector<Tensor> everything;
-  for (auto& [name, p] : r.module->named_parameters()) {
+  for (auto& [name, p] : named_parameters) {
     everything.push_back(p);
     if (!p.requires_grad()) continue;
     r.names.push_back(name);
     r.params.push_back(p);
   }
-  for (auto& [name, b] : r.module->named_buffers()) everything.push_back(b);
+  for (const Tensor& b : r.buffers_of()) everything.push_back(b);
   r.broadcast_all(everything);  // rank 0's initial values everywhere
   r.bucket_of.resize(r.params.size());
   r.slot_of.resize(r.params.size());
@@ -172,19 +210,24 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::sync_buffers() {
-  std::vector<Tensor> buffers;
-  for (auto& [name, b] : reducer_->module->named_buffers()) buffers.push_back(b);
+  std::vector<Tensor> buffers = reducer_->buffers_of();
   if (!buffers.empty() && get_world_size() > 1) reducer_->broadcast_all(buffers);
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   auto* layer = dynamic_cast<nn::Layer*>(reducer_->module.get());
-  if (!layer) fail("DistributedDataParallel::forward: the module is not an nn::Layer (call its forward yourself, after sync_buffers())");
-  if (reducer_->options.broadcast_buffers && reducer_->module->is_training()) sync_buffers();
+  if (!layer) fail("DistributedDataParallel::forward: the model is not an nn::Layer (call its forward yourself, after sync_buffers())");
+  if (reducer_->options.broadcast_buffers && layer->is_training()) sync_buffers();
   return layer->forward(x);
 }
 
-nn::Module& DistributedDataParallel::module() const { return *reducer_->module; }
+nn::Module& DistributedDataParallel::module() const {
+  if (!reducer_->module) fail("DistributedDataParallel::module: made from a parameter list, not a module");
+  return *reducer_->module;
+}
+
+void DistributedDataParallel::set_sync(bool on) { reducer_->sync = on; }
+bool DistributedDataParallel::sync() const { return reducer_->sync; }
 
 std::vector<std::vector<std::string>> DistributedDataParallel::buckets() const {
   std::vector<std::vector<std::string>> out;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 namespace ingot::distributed {
@@ -58,23 +59,43 @@ void relay(Child& c, int stream, int rank, bool eof) {
   }
 }
 
-// Confines rank r to its share of the CPUs the launcher may use (contiguous slices), so that each
-// rank's thread pool is sized for its share (core/thread_pool.cpp reads the affinity mask) rather
-// than every rank running a team as large as the machine.
-void bind_to_share(int r, int nproc) {
+// Each rank's share of the CPUs the launcher may use (contiguous slices), so that each rank's thread
+// pool is sized for its share (core/thread_pool.cpp reads the affinity mask) rather than every rank
+// running a team as large as the machine. nullopt with fewer CPUs than ranks (left to the scheduler).
+std::optional<cpu_set_t> cpu_share(int r, int nproc) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return std::nullopt;
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   }
-  if (int(cpus.size()) < nproc) return;  // fewer CPUs than ranks: leave the scheduler to it
+  if (int(cpus.size()) < nproc) return std::nullopt;
   size_t begin = cpus.size() * size_t(r) / size_t(nproc), end = cpus.size() * size_t(r + 1) / size_t(nproc);
   cpu_set_t share;
   CPU_ZERO(&share);
   for (size_t i = begin; i < end; ++i) CPU_SET(cpus[i], &share);
-  sched_setaffinity(0, sizeof(share), &share);
+  return share;
+}
+
+// What rank r's process starts with: the launcher's environment with torchrun's variables and the
+// rendezvous set (built before fork: the child of a threaded process may only make async-signal-safe
+// calls until it execs).
+std::vector<std::string> rank_environment(int r, int nproc, const std::string& folder) {
+  const std::vector<std::pair<std::string, std::string>> set{{"RANK", std::to_string(r)},
+                                                             {"LOCAL_RANK", std::to_string(r)},
+                                                             {"WORLD_SIZE", std::to_string(nproc)},
+                                                             {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+                                                             {"INGOT_RENDEZVOUS", "file://" + folder}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : set) replaced = replaced || entry.substr(0, name.size() + 1) == name + "=";
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
 }
 
 int exit_code(int status) {
@@ -111,28 +132,31 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
         if (pipe2(p, O_CLOEXEC) != 0) fail("launch: pipe ({})", std::strerror(errno));
       }
     }
+    std::vector<std::string> env = rank_environment(r, options.nproc, folder);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::optional<cpu_set_t> share = options.bind_cpus ? cpu_share(r, options.nproc) : std::nullopt;
+    const std::string cannot_run = fmt::format("ingot launch: cannot run '{}': ", argv[0]);
     c.pid = fork();
     if (c.pid < 0) fail("launch: fork ({})", std::strerror(errno));
-    setpgid(c.pid, c.pid);  // (also here: whichever runs first)
-    if (c.pid == 0) {
-      setpgid(0, 0);  // a process group per rank: stopping a rank stops what it started too
-      if (options.bind_cpus) bind_to_share(r, options.nproc);
+    if (c.pid == 0) {  // async-signal-safe calls only, until exec
+      setpgid(0, 0);   // a process group per rank: stopping a rank stops what it started too
+      if (share) sched_setaffinity(0, sizeof(*share), &*share);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-      setenv("INGOT_RENDEZVOUS", ("file://" + folder).c_str(), 1);
       if (options.prefix_output) {
         dup2(pipes[0][1], STDOUT_FILENO);
         dup2(pipes[1][1], STDERR_FILENO);
       }
-      execvp(args[0], args.data());
-      std::string msg = fmt::format("ingot launch: cannot run '{}': {}\n", argv[0], std::strerror(errno));
-      write_all(STDERR_FILENO, msg);
+      execvpe(args[0], args.data(), envp.data());
+      const char* why = strerror(errno);
+      (void)!::write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
+      (void)!::write(STDERR_FILENO, why, strlen(why));
+      (void)!::write(STDERR_FILENO, "\n", 1);
       _exit(127);
     }
+    setpgid(c.pid, c.pid);  // (also in the child: whichever runs first)
     if (options.prefix_output) {
       close(pipes[0][1]);
       close(pipes[1][1]);

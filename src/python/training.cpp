@@ -4,6 +4,7 @@
 // are Ingot's C++ modules; python/ingot/nn.py adds the Module base class for models written in
 // Python, and Sequential.
 #include <ingot/autograd.h>
+#include <ingot/distributed.h>
 #include <ingot/nn.h>
 #include <ingot/optim.h>
 #include <pybind11/functional.h>
@@ -391,12 +392,86 @@ void bind_transforms(py::module_& m) {
         "runs that instead (torch.compile's role). func must not branch on its arguments' values.");
 }
 
+ReduceOp reduce_op_of(const std::string& op) {
+  if (op == "sum") return ReduceOp::Sum;
+  if (op == "avg") return ReduceOp::Avg;
+  if (op == "max") return ReduceOp::Max;
+  if (op == "min") return ReduceOp::Min;
+  fail("all_reduce: op '{}' is not one of sum, avg, max, min", op);
+}
+
+// ingot.distributed (python/ingot/distributed.py wraps it): the process group, the collectives and
+// the reducer behind DistributedDataParallel, over include/ingot/distributed.h.
+void bind_distributed(py::module_& m) {
+  py::module_ d = m.def_submodule("_distributed", "Data-parallel training (python/ingot/distributed.py is the API).");
+  d.def("init_process_group", [](const std::string& backend, const std::string& init_method, int rank, int world_size,
+                                 int local_rank, double timeout) {
+         distributed::InitOptions o;
+         o.backend = backend;
+         o.init_method = init_method;
+         o.rank = rank;
+         o.world_size = world_size;
+         o.local_rank = local_rank;
+         o.timeout = std::chrono::milliseconds(int64_t(timeout * 1000));
+         py::gil_scoped_release release;
+         distributed::init_process_group(o);
+       }, py::arg("backend"), py::arg("init_method") = "", py::arg("rank") = -1, py::arg("world_size") = -1,
+       py::arg("local_rank") = -1, py::arg("timeout") = 600.0);
+  d.def("destroy_process_group", &distributed::destroy_process_group);
+  d.def("is_initialized", &distributed::is_initialized);
+  d.def("launched", &distributed::launched);
+  d.def("get_rank", &distributed::get_rank);
+  d.def("get_world_size", &distributed::get_world_size);
+  d.def("get_local_rank", &distributed::get_local_rank);
+  d.def("device", [] { return distributed::device().str(); });
+  d.def("describe", [] { return distributed::describe(); });
+  d.def("all_reduce", [](const Tensor& t, const std::string& op) {
+         ReduceOp r = reduce_op_of(op);
+         py::gil_scoped_release release;
+         distributed::all_reduce(t, r);
+       }, py::arg("tensor"), py::arg("op") = "sum");
+  d.def("broadcast", [](const Tensor& t, int src) {
+         py::gil_scoped_release release;
+         distributed::broadcast(t, src);
+       }, py::arg("tensor"), py::arg("src"));
+  d.def("barrier", [] {
+    py::gil_scoped_release release;
+    distributed::barrier();
+  });
+  using distributed::DistributedDataParallel;
+  py::class_<DistributedDataParallel>(d, "_Reducer")
+      .def(py::init([](const py::object& named_parameters, py::function buffers, double bucket_cap_mb, bool broadcast_buffers) {
+             std::vector<std::pair<std::string, Tensor>> params;
+             for (const py::handle& h : named_parameters) {
+               auto pair = h.cast<py::tuple>();
+               params.emplace_back(pair[0].cast<std::string>(), pair[1].cast<Tensor>());
+             }
+             // Called from sync_buffers and the constructor, both on a thread that holds the GIL.
+             auto held = std::make_shared<py::function>(std::move(buffers));
+             std::function<std::vector<Tensor>()> buffers_of = [held] {
+               py::gil_scoped_acquire gil;
+               std::vector<Tensor> out;
+               for (const py::handle& h : (*held)()) out.push_back(h.cast<Tensor>());
+               return out;
+             };
+             DistributedDataParallel::Options o;
+             o.bucket_cap_mb = bucket_cap_mb;
+             o.broadcast_buffers = broadcast_buffers;
+             return std::make_unique<DistributedDataParallel>(std::move(params), std::move(buffers_of), o);
+           }), py::arg("named_parameters"), py::arg("buffers"), py::arg("bucket_cap_mb") = 25.0,
+           py::arg("broadcast_buffers") = true)
+      .def("sync_buffers", &DistributedDataParallel::sync_buffers)
+      .def("buckets", &DistributedDataParallel::buckets)
+      .def_property("sync", &DistributedDataParallel::sync, &DistributedDataParallel::set_sync);
+}
+
 }  // namespace
 
 void bind_training(py::module_& m) {
   bind_nn(m);
   bind_optim(m);
   bind_transforms(m);
+  bind_distributed(m);
 }
 
 }  // namespace ingot::python

@@ -169,6 +169,24 @@ TEST(Distributed, OneRankGroupReducesAndBucketsInReverseOrder) {
   auto mine = net->named_parameters(), ref = reference->named_parameters();
   for (size_t i = 0; i < mine.size(); ++i)
     EXPECT_EQ(mine[i].second.grad().to_vector<float>(), ref[i].second.grad().to_vector<float>()) << mine[i].first;
+  // The reduced gradients are views of the buckets (the same storage after every reduced backward).
+  std::vector<const Storage*> buckets;
+  for (auto& [name, p] : mine) buckets.push_back(p.grad().storage().get());
+  // A backward that fails after every bucket was queued (Unique has no gradient rule, and its node,
+  // made first, runs last) leaves DDP ready for the next backward.
+  Tensor xg = Tensor::from_vector(std::vector<float>{0.5f, -1, 2, 0.25f, 1, 1.5f, -2, 0}, {8});
+  xg.set_requires_grad();
+  Tensor unique = ops::call("Reshape", {op("Unique", {xg}), Tensor::from_vector(std::vector<int64_t>{2, 4}, {2})}).at(0);
+  EXPECT_NE(testing::error_of([&] { op("ReduceSum", {ddp.forward(unique)}).backward(); }).find("no gradient rule for Unique"),
+            std::string::npos);
+  net->zero_grad();
+  reference->zero_grad();
+  op("ReduceSum", {ddp.forward(x)}).backward();
+  op("ReduceSum", {reference->forward(x)}).backward();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_EQ(mine[i].second.grad().to_vector<float>(), ref[i].second.grad().to_vector<float>()) << "after a failed backward: " << mine[i].first;
+    EXPECT_EQ(mine[i].second.grad().storage().get(), buckets[i]) << "not reduced after a failed backward: " << mine[i].first;
+  }
   distributed::destroy_process_group();
   EXPECT_FALSE(distributed::is_initialized());
   fs::remove_all(folder);
