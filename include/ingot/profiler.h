@@ -32,7 +32,8 @@ enum class EventKind : uint8_t {
   Copy,        // a copy between devices made by the executor: name "copy H2D"/"copy D2H"/"copy D2D", value, bytes
   Fallback,    // a node of an accelerator session run on the CPU: name = node name, op_type, bytes moved for it
   Phase,       // a one-off step of loading or of a first run (reading a package, creating the CUDA context
-               // or a library handle, capturing a CUDA graph...): name = what it was
+               // or a library handle, capturing a CUDA graph...), or a collective of a data-parallel
+               // group on the CPU ("gloo all-reduce") and DDP's wait for it: name = what it was
 };
 std::string_view kind_name(EventKind kind);
 

@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "distributed/process_group.h"
+#include "profiler/hooks.h"
 
 namespace ingot::distributed {
 
@@ -145,7 +146,11 @@ struct DistributedDataParallel::Reducer {
     in_backward = false;
     for (size_t k = 0; k < params.size(); ++k) take(k);  // parameters this backward did not reach
     launch_ready();
-    communicator().join();
+    {
+      // What the backward did not hide of the communication (CPU: the wait; CUDA: only the enqueue).
+      profiler::detail::PhaseScope phase("DDP: wait for the gradients' all-reduce");
+      communicator().join();
+    }
     for (size_t k = 0; k < params.size(); ++k) params[k].set_grad(slice(buckets[bucket_of[k]], slot_of[k]));
   }
 

@@ -7,8 +7,10 @@
 #include <ingot/distributed.h>
 #include <ingot/nn.h>
 #include <ingot/ops.h>
+#include <ingot/profiler.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -164,7 +166,16 @@ TEST(Distributed, OneRankGroupReducesAndBucketsInReverseOrder) {
   distributed::DDP ddp(net, {.bucket_cap_mb = 2.0 / 1024});
   EXPECT_EQ(ddp.buckets(), (std::vector<std::vector<std::string>>{{"2.bias"}, {"2.weight"}, {"0.bias"}, {"0.weight"}}));
   Tensor x = Tensor::from_vector(std::vector<float>{0.5f, -1, 2, 0.25f, 1, 1, -1, 0}, {2, 4});
+  profiler::start();
   op("ReduceSum", {ddp.forward(x)}).backward();
+  const profiler::Trace trace = profiler::stop();
+  // The timeline shows each bucket's all-reduce (on the communicator's thread) and DDP's wait.
+  auto phases = [&](const std::string& name) {
+    return std::count_if(trace.events.begin(), trace.events.end(),
+                         [&](const profiler::Event& e) { return e.kind == profiler::EventKind::Phase && e.name == name; });
+  };
+  EXPECT_EQ(phases("gloo all-reduce"), 4);
+  EXPECT_EQ(phases("DDP: wait for the gradients' all-reduce"), 1);
   op("ReduceSum", {reference->forward(x)}).backward();
   auto mine = net->named_parameters(), ref = reference->named_parameters();
   for (size_t i = 0; i < mine.size(); ++i)

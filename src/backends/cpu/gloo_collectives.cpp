@@ -17,6 +17,7 @@
 #include "backends/cpu/gloo_plugin.h"
 #include "core/dynamic_library.h"
 #include "core/flags.h"
+#include "profiler/hooks.h"
 
 namespace ingot::cpu {
 namespace {
@@ -92,7 +93,7 @@ class GlooCommunicator final : public Communicator {
     if (!is_float && dt != DType::UInt8 && dt != DType::Int8 && dt != DType::Int16 && dt != DType::Int32 &&
         dt != DType::Int64)
       fail("gloo all-reduce: {} has no reduction on the CPU (float32/64, float16 and integers do)", t.describe());
-    enqueue([this, t, op, dt] {
+    enqueue("gloo all-reduce", [this, t, op, dt] {
       ReduceOp gop = op == ReduceOp::Avg ? ReduceOp::Sum : op;
       group_->all_reduce(t.raw_data(), size_t(t.numel()), int(dt), gop);
       if (op == ReduceOp::Avg) divide(t, world_size_);
@@ -100,7 +101,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void broadcast(const Tensor& t, int root) override {
-    enqueue([this, t, root] { group_->broadcast(t.raw_data(), t.nbytes(), root); });
+    enqueue("gloo broadcast", [this, t, root] { group_->broadcast(t.raw_data(), t.nbytes(), root); });
   }
 
   void join() override {
@@ -115,7 +116,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void barrier() override {
-    enqueue([this] { group_->barrier(); });
+    enqueue("gloo barrier", [this] { group_->barrier(); });
     join();
   }
 
@@ -135,7 +136,9 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  void enqueue(std::function<void()> op) {
+  // `name` (static): the operation's phase in a profile, on the communicator's thread (a timeline
+  // shows it beside the backward pass it overlaps).
+  void enqueue(const char* name, std::function<void()> op) {
     {
       std::lock_guard lock(mutex_);
       if (error_) {  // a failed group stays failed: report it rather than queue behind it
@@ -143,7 +146,7 @@ class GlooCommunicator final : public Communicator {
         error_ = nullptr;
         std::rethrow_exception(e);
       }
-      queue_.push_back(std::move(op));
+      queue_.emplace_back(name, std::move(op));
     }
     wake_.notify_one();
   }
@@ -153,13 +156,14 @@ class GlooCommunicator final : public Communicator {
     for (;;) {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping
-      std::function<void()> op = std::move(queue_.front());
+      auto [name, op] = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
       bool failed = error_ != nullptr;
       lock.unlock();
       if (!failed) {
         try {
+          profiler::detail::PhaseScope phase(name);
           op();
         } catch (const std::exception& e) {
           std::lock_guard relock(mutex_);
@@ -176,7 +180,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<GlooGroup> group_;
   std::mutex mutex_;
   std::condition_variable wake_, idle_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::pair<const char*, std::function<void()>>> queue_;
   bool busy_ = false, stopping_ = false;
   std::exception_ptr error_;
   std::thread worker_;
