@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--keep", metavar="DIR", help="write the packages here (kept for `ingot profile --cold`)")
     ap.add_argument("--also-env", action="append", default=[], metavar="NAME=VALUE",
                     help="time each package again with this environment variable set (an A/B in the same call; "
-                         "repeatable, each one a variant of its own)")
+                         "repeatable, each one a variant of its own; NAME=VALUE,NAME=VALUE sets several)")
     args = ap.parse_args()
     spec = json.load(open(args.spec))["models"]
     base_env = dict(os.environ, **dict(a.partition("=")[::2] for a in args.env))
@@ -120,9 +120,9 @@ def main():
                 variants = [("ingot", pkg, base_env)]
                 if not args.only_packages:
                     variants.insert(0, ("onnx", onnx, base_env))
-                for assignment in args.also_env:
-                    name, _, value = assignment.partition("=")
-                    variants.append((f"ingot {assignment}", pkg, dict(base_env, **{name: value})))
+                for assignment in args.also_env:  # NAME=VALUE[,NAME=VALUE...]
+                    extra = dict(a.partition("=")[::2] for a in assignment.split(","))
+                    variants.append((f"ingot {assignment}", pkg, dict(base_env, **extra)))
                 for kind, path, env in variants:
                     precision = ["--precision", args.precision] if args.precision and kind == "onnx" else []
                     cmd = [args.ingot, "run", path, "--threads", str(args.threads), "--device", args.device] + inputs

@@ -34,7 +34,7 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
     const bool all = options.target == DeviceType::CUDA && (half || flags::enabled("INGOT_CHANNELS_LAST"));
     const ChannelsLastScope scope = all ? ChannelsLastScope::AllConvolutions : ChannelsLastScope::Int8Convolutions;
     // Pools follow where the target has a kernel for ai.ingot.MaxPool (NHWC), at the dtypes it takes
-    // (on CUDA only with INGOT_CUDA_NHWC_POOL=1 until its kernel has run on a GPU for every dtype).
+    // (INGOT_CUDA_NHWC_POOL=0 keeps CUDA's NCHW pools with transposes around them, for A/B runs).
     std::vector<DType> pool_dtypes;
     const KernelDef* k = KernelRegistry::instance().find(kIngotDomain, "MaxPool", options.target, 1);
     if (k && (options.target != DeviceType::CUDA || flags::enabled("INGOT_CUDA_NHWC_POOL"))) pool_dtypes = k->dtypes;

@@ -56,6 +56,8 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
      "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
+    {"INGOT_CONV_DIRECT", Kind::Bool, "0",
+     "Experiment: every CUDA convolution on Ingot's direct loops, never cuDNN (cold-start measurements)."},
     {"INGOT_DEPTHWISE_VEC", Kind::Bool, "1",
      "Vectorized channels-last depthwise convolution kernel (0: the scalar one)."},
     {"INGOT_CONV_WGRAD_16BIT", Kind::Int, "1",
@@ -65,10 +67,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CPU_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 depthwise 3x3 stride-1 channels-last convolutions on Ingot's AVX-512 VNNI+VBMI kernel where the CPU has "
      "them (0: oneDNN's; an A/B switch)."},
-    {"INGOT_CUDA_NHWC_POOL", Kind::Bool, "0",
+    {"INGOT_CUDA_NHWC_POOL", Kind::Bool, "1",
      "Let the channels-last pass keep 2-D max pools of 16-bit and int8 CUDA graphs channels last (the "
-     "ai.ingot.MaxPool NHWC kernel) instead of transposing around them. Off until CudaPool.MaxPoolChannelsLast has "
-     "run on a GPU for every dtype (written 2026-12-05; float32 passed there)."},
+     "ai.ingot.MaxPool NHWC kernel) instead of transposing around them (0: transposes around the NCHW pool; an A/B "
+     "switch, docs/PERFORMANCE.md has the measurement)."},
     {"INGOT_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 channels-last depthwise convolutions on the GPU on Ingot's vectorized kernel (0: the direct kernel; an "
      "A/B switch, the CUDA tests run both).",

@@ -990,6 +990,16 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y)) return;
+  static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");
+  if (direct_only) {
+    if (g.channels_last) {
+      sem::fused_conv_by_transposes(ctx, y);
+    } else {
+      run_direct(g, x, w, y);
+      apply_epilogue(y, b, residual, act, g.out_channels);
+    }
+    return;
+  }
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (run_graph_conv(p, g, x, w, b, residual, act, y)) return;
   if (g.channels_last && !p.use_cudnn) {
