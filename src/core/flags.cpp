@@ -56,6 +56,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
      "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
+    {"INGOT_CUDA_COLD_KERNELS", Kind::Int, "0",
+     "CUDA convolutions and matrix products whose cuDNN plan or cuBLASLt kernel is still being prepared in the "
+     "background run on Ingot's own tiled kernel instead of waiting (a package's first run): 0 never, 1 while "
+     "preparing, 2 always (tests, A/B runs). 0 until the kernel has run on a GPU (written 2026-12-05)."},
     {"INGOT_CONV_DIRECT", Kind::Bool, "0",
      "Experiment: every CUDA convolution on Ingot's direct loops, never cuDNN (cold-start measurements)."},
     {"INGOT_DEPTHWISE_VEC", Kind::Bool, "1",

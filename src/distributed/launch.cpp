@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +99,70 @@ std::vector<std::string> rank_environment(int r, int nproc, const std::string& f
   return env;
 }
 
+// Starts rank r of `options.nproc`: forks, and execs `args` in the child with the rank's environment,
+// its own process group and CPU share, its output on pipes when prefixed. Throws (with nothing left
+// open) when a pipe or the fork fails.
+void start_rank(Child& c, int r, const LaunchOptions& options, const std::string& folder, const std::vector<char*>& args) {
+  int pipes[2][2] = {{-1, -1}, {-1, -1}};
+  auto close_pipes = [&] {
+    for (auto& p : pipes) {
+      for (int fd : p) {
+        if (fd >= 0) close(fd);
+      }
+    }
+  };
+  if (options.prefix_output) {
+    for (auto& p : pipes) {
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        const int err = errno;
+        close_pipes();
+        fail("launch: pipe ({})", std::strerror(err));
+      }
+    }
+  }
+  std::vector<std::string> env = rank_environment(r, options.nproc, folder);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::optional<cpu_set_t> share = options.bind_cpus ? cpu_share(r, options.nproc) : std::nullopt;
+  const std::string cannot_run = fmt::format("ingot launch: cannot run '{}': ", args[0]);
+  const pid_t launcher = getpid();
+  c.pid = fork();
+  if (c.pid < 0) {
+    const int err = errno;
+    close_pipes();
+    fail("launch: fork ({})", std::strerror(err));
+  }
+  if (c.pid == 0) {  // async-signal-safe calls only, until exec
+    setpgid(0, 0);   // a process group per rank: stopping a rank stops what it started too
+    // A launcher that dies without stopping the ranks (SIGKILL, a crash) still stops them: the
+    // kernel sends SIGTERM when the forking thread exits (kept across exec); a launcher gone
+    // before this line is caught by the check after it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(1);
+    if (share) sched_setaffinity(0, sizeof(*share), &*share);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (options.prefix_output) {
+      dup2(pipes[0][1], STDOUT_FILENO);
+      dup2(pipes[1][1], STDERR_FILENO);
+    }
+    execvpe(args[0], args.data(), envp.data());
+    const char* why = strerror(errno);
+    (void)!::write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
+    (void)!::write(STDERR_FILENO, why, strlen(why));
+    (void)!::write(STDERR_FILENO, "\n", 1);
+    _exit(127);
+  }
+  setpgid(c.pid, c.pid);  // (also in the child: whichever runs first)
+  if (options.prefix_output) {
+    close(pipes[0][1]);
+    close(pipes[1][1]);
+    c.fds[0] = pipes[0][0];
+    c.fds[1] = pipes[1][0];
+  }
+}
+
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -124,45 +189,26 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  for (int r = 0; r < options.nproc; ++r) {
-    Child& c = children[size_t(r)];
-    int pipes[2][2];
-    if (options.prefix_output) {
-      for (auto& p : pipes) {
-        if (pipe2(p, O_CLOEXEC) != 0) fail("launch: pipe ({})", std::strerror(errno));
+  // Restores the signal handlers and removes the rendezvous folder (at the end, or on a throw).
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    std::error_code ec;
+    std::filesystem::remove_all(folder, ec);
+  };
+  try {
+    for (int r = 0; r < options.nproc; ++r) start_rank(children[size_t(r)], r, options, folder, args);
+  } catch (...) {  // part-way: the ranks already started are stopped, not left running
+    for (Child& c : children) {
+      if (c.pid <= 0) continue;
+      kill(-c.pid, SIGKILL);
+      waitpid(c.pid, &c.status, 0);
+      for (int fd : c.fds) {
+        if (fd >= 0) close(fd);
       }
     }
-    std::vector<std::string> env = rank_environment(r, options.nproc, folder);
-    std::vector<char*> envp;
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::optional<cpu_set_t> share = options.bind_cpus ? cpu_share(r, options.nproc) : std::nullopt;
-    const std::string cannot_run = fmt::format("ingot launch: cannot run '{}': ", argv[0]);
-    c.pid = fork();
-    if (c.pid < 0) fail("launch: fork ({})", std::strerror(errno));
-    if (c.pid == 0) {  // async-signal-safe calls only, until exec
-      setpgid(0, 0);   // a process group per rank: stopping a rank stops what it started too
-      if (share) sched_setaffinity(0, sizeof(*share), &*share);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      if (options.prefix_output) {
-        dup2(pipes[0][1], STDOUT_FILENO);
-        dup2(pipes[1][1], STDERR_FILENO);
-      }
-      execvpe(args[0], args.data(), envp.data());
-      const char* why = strerror(errno);
-      (void)!::write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
-      (void)!::write(STDERR_FILENO, why, strlen(why));
-      (void)!::write(STDERR_FILENO, "\n", 1);
-      _exit(127);
-    }
-    setpgid(c.pid, c.pid);  // (also in the child: whichever runs first)
-    if (options.prefix_output) {
-      close(pipes[0][1]);
-      close(pipes[1][1]);
-      c.fds[0] = pipes[0][0];
-      c.fds[1] = pipes[1][0];
-    }
+    restore();
+    throw;
   }
 
   int result = 0;
@@ -251,10 +297,7 @@ int launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
     }
     if (all_exited && all_closed) break;
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  std::error_code ec;
-  std::filesystem::remove_all(folder, ec);
+  restore();
   return result;
 }
 

@@ -88,8 +88,8 @@ void init_process_group(const InitOptions& options) {
   if (!missing.empty()) {
     std::string names;
     for (const std::string& k : missing) names += (names.empty() ? "" : ", ") + k.substr(k.find("rank") + 4);
-    fail("init_process_group: rank {}: rank(s) {} of {} did not join within {:.0f} s (rendezvous folder {})", g->rank,
-         names, g->world_size, options.timeout.count() / 1000.0, g->store->folder());
+    fail("init_process_group: rank {}: rank(s) {} of {} did not join within {:g} s (rendezvous folder {})", g->rank,
+         names, g->world_size, double(options.timeout.count()) / 1000.0, g->store->folder());
   }
   ConnectOptions connect;
   connect.store = g->store.get();
@@ -110,8 +110,10 @@ void init_process_group(const InitOptions& options) {
 
 void destroy_process_group() {
   std::lock_guard lock(g_mutex);
-  if (g_group && g_group->comm) g_group->comm->join();
-  g_group.reset();
+  // The group goes even when its last collectives fail (their error is still thrown): a process
+  // can start a new one afterwards.
+  std::unique_ptr<Group> g = std::move(g_group);
+  if (g && g->comm) g->comm->join();
 }
 
 bool is_initialized() { return g_group != nullptr; }

@@ -548,6 +548,40 @@ TEST(CudaFusedConv, StoredPlansAreBuiltAheadAndTaken) {
   tuning::algorithms().clear();
 }
 
+// The cold tier (cuda_runtime.h, INGOT_CUDA_COLD_KERNELS=1): a convolution whose stored plan a
+// worker has queued or is building does not wait for it but runs on Ingot's tiled kernel (the result
+// still the CPU's); once the plan is built, the next call takes it.
+TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
+  INGOT_REQUIRE_GPU();
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  if (cuda::cold_kernels() != cuda::ColdKernels::WhilePreparing) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS is not 1";
+  for (DType dt : kConvTypes) {
+    for (const char* layout : {"NCHW", "NHWC"}) {
+      SCOPED_TRACE(fmt::format("{} {}", dtype_name(dt), layout));
+      const bool last = std::string(layout) == "NHWC";
+      // Odd sizes (tiles cut at every edge), stride 2, a residual and Relu.
+      const Shape xs = last ? Shape{2, 19, 23, 24} : Shape{2, 24, 19, 23};
+      const Shape ws = last ? Shape{40, 3, 3, 24} : Shape{40, 24, 3, 3};
+      const Shape rs = last ? Shape{2, 10, 12, 40} : Shape{2, 40, 10, 12};
+      const std::vector<Tensor> in = {rnd(dt, xs, 81), rnd(dt, ws, 82), rnd(dt, {40}, 83), rnd(dt, rs, 84)};
+      const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}},
+                             {"layout", std::string(layout)}};
+      tuning::algorithms().clear();
+      check("FusedConv", in, attrs, "ai.ingot");  // searched: the choice and its spec stored
+      ASSERT_EQ(cuda::ConvGraph::queue_stored_plans(), 1);
+      const int64_t cold = cuda::cold_kernel_calls(), taken = cuda::ConvGraph::prebuilt_taken();
+      check("FusedConv", in, attrs, "ai.ingot");
+      EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1) << "the queued plan is not waited for";
+      EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken);
+      EXPECT_EQ(cuda::ConvGraph::build_queued_plans(0), 1);
+      check("FusedConv", in, attrs, "ai.ingot");
+      EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken + 1) << "the plan built meanwhile is taken";
+      EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1);
+    }
+  }
+  tuning::algorithms().clear();
+}
+
 // A plan cuDNN serializes (runtime-compiled engines: those of ResNet-50's float16 channels-last
 // convolutions on the H200) is stored beside its choice and loaded by a later process instead of
 // compiled again; a serialized plan stored for another choice is not used.

@@ -8,12 +8,15 @@
 #include <ingot/nn.h>
 #include <ingot/ops.h>
 #include <ingot/profiler.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "distributed/store.h"
 #include "test_util.h"
@@ -119,6 +122,61 @@ TEST(Distributed, LaunchStopsTheOtherRanksWhenOneFails) {
   EXPECT_EQ(distributed::launch({"/nonexistent/ingot-no-such-program"}, {.nproc = 1, .prefix_output = false}), 127);
 }
 
+// Run by RanksStopWhenTheLauncherIsKilled in a process of its own (this test binary again): a
+// launcher of two ranks that each write their pid and sleep.
+TEST(Distributed, LauncherForTheKillTest) {
+  const char* dir = std::getenv("INGOT_TEST_KILLED_LAUNCHER");
+  if (!dir) GTEST_SKIP() << "run by Distributed.RanksStopWhenTheLauncherIsKilled";
+  distributed::launch({"sh", "-c", std::string("echo $$ > ") + dir + "/$RANK.tmp && mv " + dir + "/$RANK.tmp " + dir +
+                                       "/$RANK.pid && exec sleep 60"},
+                      {.nproc = 2, .prefix_output = false});
+}
+
+// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs no more).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+TEST(Distributed, RanksStopWhenTheLauncherIsKilled) {
+  std::string dir = fresh_folder("killed");
+  fs::create_directories(dir);
+  pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    setenv("INGOT_TEST_KILLED_LAUNCHER", dir.c_str(), 1);
+    execl("/proc/self/exe", "ingot-tests", "--gtest_filter=Distributed.LauncherForTheKillTest", nullptr);
+    _exit(127);
+  }
+  std::vector<pid_t> ranks;
+  for (auto start = std::chrono::steady_clock::now(); ranks.size() < 2;) {
+    ranks.clear();
+    for (int r = 0; r < 2; ++r) {
+      std::ifstream in(dir + "/" + std::to_string(r) + ".pid");
+      pid_t pid = 0;
+      if (in >> pid) ranks.push_back(pid);
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(30)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(ranks.size(), 2u) << "the ranks did not start";
+  EXPECT_FALSE(gone(ranks[0]) || gone(ranks[1]));
+  kill(launcher, SIGKILL);  // no chance to stop them itself
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  auto start = std::chrono::steady_clock::now();
+  while (!(gone(ranks[0]) && gone(ranks[1])) && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (pid_t pid : ranks) {
+    EXPECT_TRUE(gone(pid)) << "rank process " << pid << " outlived its launcher";
+    if (!gone(pid)) kill(pid, SIGKILL);
+  }
+  fs::remove_all(dir);
+}
+
 distributed::InitOptions options(std::string backend, std::string method = "", int rank = -1, int world_size = -1) {
   distributed::InitOptions o;
   o.backend = std::move(backend);
@@ -140,7 +198,7 @@ TEST(Distributed, InitNamesWhatIsMissing) {
   distributed::InitOptions alone = options("gloo", "file://" + fresh_folder("alone"), 0, 3);
   alone.timeout = std::chrono::milliseconds(200);
   std::string e = init(alone);
-  EXPECT_NE(e.find("rank(s) 1, 2 of 3 did not join"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank(s) 1, 2 of 3 did not join within 0.2 s"), std::string::npos) << e;
   EXPECT_FALSE(distributed::is_initialized());
   EXPECT_EQ(distributed::get_world_size(), 1);
 }

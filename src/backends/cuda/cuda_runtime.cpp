@@ -662,10 +662,25 @@ cudnnHandle_t cudnn() {
   return s.dnn;
 }
 
-std::optional<size_t> fastest_of(size_t n, const std::function<bool(size_t)>& run) {
+bool capturing() {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   INGOT_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capture));
-  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
+  return capture != cudaStreamCaptureStatusNone;
+}
+
+ColdKernels cold_kernels() {
+  static const ColdKernels mode = ColdKernels(std::clamp<int64_t>(flags::integer("INGOT_CUDA_COLD_KERNELS"), 0, 2));
+  return mode;
+}
+
+namespace {
+std::atomic<int64_t> g_cold_calls{0};
+}  // namespace
+void count_cold_kernel_call() { g_cold_calls.fetch_add(1, std::memory_order_relaxed); }
+int64_t cold_kernel_calls() { return g_cold_calls.load(std::memory_order_relaxed); }
+
+std::optional<size_t> fastest_of(size_t n, const std::function<bool(size_t)>& run) {
+  if (capturing()) return std::nullopt;
   cudaEvent_t start = nullptr, stop = nullptr;
   INGOT_CUDA_CHECK(cudaEventCreate(&start));
   INGOT_CUDA_CHECK(cudaEventCreate(&stop));

@@ -71,6 +71,20 @@ void* workspace(size_t nbytes);
 // keeps the library's own preference and stores no measurement).
 std::optional<size_t> fastest_of(size_t n, const std::function<bool(size_t)>& run);
 
+// Whether the current stream is being captured into a CUDA graph.
+bool capturing();
+
+// The cold tier (kernels/tiled_product.cuh): a package's first run does not wait for the cuDNN plans
+// and cuBLASLt kernels that background threads are still preparing (their first build or load in a
+// fresh process costs milliseconds each); convolutions and matrix products whose plan is not ready
+// yet run on Ingot's own tiled kernel instead, never while a CUDA graph is captured (the capture
+// waits, so a replayed graph always has the libraries' kernels). INGOT_CUDA_COLD_KERNELS: 0 never,
+// 1 while preparing, 2 always (tests and A/B runs); 0 by default until it has run on a GPU.
+enum class ColdKernels { Never, WhilePreparing, Always };
+ColdKernels cold_kernels();
+void count_cold_kernel_call();  // by the cold tier's callers
+int64_t cold_kernel_calls();    // how many ran in this process (tests)
+
 // TF32 for float32 matrix products and convolutions: ingot::allow_tf32() (core/math_mode.h),
 // off by default (exact float32); SessionOptions::allow_tf32 turns it on.
 using ingot::allow_tf32;

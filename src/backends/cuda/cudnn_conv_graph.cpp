@@ -577,6 +577,12 @@ std::unique_ptr<ConvGraph> ConvGraph::take_prebuilt(const std::string& tuning_ke
   return g;
 }
 
+bool ConvGraph::being_built(const std::string& tuning_key) {
+  Prebuilt& p = prebuilt();
+  std::lock_guard lock(p.mu);
+  return p.queued.count(tuning_key) || p.building.count(tuning_key);
+}
+
 int64_t ConvGraph::prebuilt_taken() {
   std::lock_guard lock(prebuilt().mu);
   return prebuilt().taken;

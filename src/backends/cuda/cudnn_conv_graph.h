@@ -72,6 +72,8 @@ class ConvGraph {
   static int build_queued_plans(int device);
   static int prebuild_stored_plans(int device);
   static bool has_stored_plans();  // whether the store holds a choice with its spec
+  // Whether a worker has the plan for `tuning_key` queued or is building it (the cold tier's test).
+  static bool being_built(const std::string& tuning_key);
   static int64_t prebuilt_taken();  // how many plans build() took from prebuild_stored_plans (tests)
   static int64_t plans_loaded();    // how many plans were loaded from their serialized form (tests)
   ~ConvGraph();

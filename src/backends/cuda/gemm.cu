@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,7 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 
@@ -126,6 +128,78 @@ void apply_bias_act(const GemmArgs& g, bool bias, bool act) {
   });
 }
 
+// ---- the cold tier: the product on Ingot's tiled kernel (cuda_runtime.h, cold_kernels()) ----
+
+template <class T, bool Trans>  // op(A): m x k; stored k x m when transposed
+struct MatrixA {
+  static constexpr bool k_inner = !Trans;
+  const T* p;
+  int64_t ld, stride;
+  __device__ float operator()(int64_t z, int64_t i, int64_t kk) const {
+    return float(load(p[z * stride + (Trans ? kk * ld + i : i * ld + kk)]));
+  }
+};
+
+template <class T, bool Trans>  // op(B): k x n; stored n x k when transposed
+struct MatrixB {
+  static constexpr bool k_inner = Trans;
+  const T* p;
+  int64_t ld, stride;
+  __device__ float operator()(int64_t z, int64_t kk, int64_t j) const {
+    return float(load(p[z * stride + (Trans ? j * ld + kk : kk * ld + j)]));
+  }
+};
+
+// c = act(alpha * acc + beta * c_in + bias), rounded once (as cuBLASLt's fused epilogue).
+template <class T>
+struct ProductStore {
+  T* c;
+  const T *c_in, *bias;
+  int64_t ldc, stride_c;
+  float alpha, beta;
+  Epilogue act;
+  __device__ void operator()(int64_t z, int64_t i, int64_t j, float acc) const {
+    const int64_t at = z * stride_c + i * ldc + j;
+    float v = alpha * acc;
+    if (beta != 0.0f) v += beta * float(load(c_in[at]));
+    if (bias) v += float(load(bias[j]));
+    if (act == Epilogue::Relu) v = v > 0.0f ? v : 0.0f;  // NaN -> 0, like the epilogue kernel
+    if (act == Epilogue::Gelu) v = gelu_tanh(v);
+    c[at] = store<T>(v);
+  }
+};
+
+void run_cold_product(const GemmArgs& g) {
+  profiler::detail::PhaseScope phase("matrix product on the cold tier");
+  count_cold_kernel_call();
+  dispatch_device<DType::Float32, DType::Float16, DType::BFloat16>(g.dtype, [&]<class T>() {
+    const ProductStore<T> out{static_cast<T*>(g.c),
+                              static_cast<const T*>(g.c_in ? g.c_in : g.c),
+                              static_cast<const T*>(g.bias),
+                              g.ldc,
+                              g.stride_c,
+                              g.alpha,
+                              g.beta,
+                              g.epilogue};
+    const auto* a = static_cast<const T*>(g.a);
+    const auto* b = static_cast<const T*>(g.b);
+    auto launch = [&](auto ma, auto mb) { launch_tiled_product(g.m, g.n, g.k, g.batch, ma, mb, out, stream()); };
+    auto with_b = [&](auto ma) {
+      if (g.trans_b) {
+        launch(ma, MatrixB<T, true>{b, g.ldb, g.stride_b});
+      } else {
+        launch(ma, MatrixB<T, false>{b, g.ldb, g.stride_b});
+      }
+    };
+    if (g.trans_a) {
+      with_b(MatrixA<T, true>{a, g.lda, g.stride_a});
+    } else {
+      with_b(MatrixA<T, false>{a, g.lda, g.stride_a});
+    }
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+}
+
 // ---- plans ----
 
 struct Key {
@@ -172,6 +246,7 @@ struct Plan {
 };
 
 std::mutex g_mutex;
+std::atomic<int> g_warming{0};  // warm_stored_products calls running: the cold tier's window
 std::map<Key, std::unique_ptr<Plan>>& plans() {
   static auto* m = new std::map<Key, std::unique_ptr<Plan>>();  // leaked: outlives static destruction order
   return *m;
@@ -421,6 +496,24 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
   tuning::algorithms().put(key, encode(p.candidates[*best]));
 }
 
+// Whether this product runs on the cold tier: its plan is not made yet while the warm-up is
+// still loading the package's (the warm-up holds the plans' lock while CUDA loads a kernel).
+bool cold_product(const GemmArgs& g, const Key& key) {
+  if (g.dtype != DType::Float32 && g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return false;
+  if (!tiled_product_fits(g.m, g.n, g.batch)) return false;
+  switch (cold_kernels()) {
+    case ColdKernels::Never:
+      return false;
+    case ColdKernels::Always:
+      return true;
+    case ColdKernels::WhilePreparing:
+      break;
+  }
+  if (g_warming.load(std::memory_order_acquire) == 0 || capturing()) return false;
+  std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+  return !lock.owns_lock() || !plans().count(key);
+}
+
 }  // namespace
 
 void gemm(const GemmArgs& g) {
@@ -455,6 +548,10 @@ void gemm(const GemmArgs& g) {
   }
 
   const Key key = key_of(g);
+  if (cold_product(g, key)) {
+    run_cold_product(g);
+    return;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& cache = plans();
   auto it = cache.find(key);
@@ -548,6 +645,10 @@ int warm_stored_products() {
   const auto stored = tuning::algorithms().with_prefix(prefix);
   if (stored.empty()) return 0;
   profiler::detail::PhaseScope phase("cuBLASLt products warmed ahead");
+  g_warming.fetch_add(1, std::memory_order_acq_rel);
+  struct Warming {
+    ~Warming() { g_warming.fetch_sub(1, std::memory_order_acq_rel); }
+  } warming;
   cudaStream_t s = nullptr;
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void* ws = nullptr;

@@ -27,6 +27,7 @@
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "core/flags.h"
+#include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 #include "ops/semantics/conv_geometry.h"
@@ -139,6 +140,100 @@ __device__ __forceinline__ void depthwise_epilogue(float acc, const T* bias, con
     v = v * h;
   }
   out = store<T>(v);
+}
+
+#define INGOT_CUDA_CONV_TYPES DType::Float32, DType::Float16, DType::BFloat16
+
+// ---- the cold tier: a convolution as an implicit GEMM on the tiled kernel (tiled_product.cuh) ----
+// M = batch x output pixels, N = output channels, K = input channels x window (group 1), ordered
+// as the weights are laid out: KCRS (channels first) or KRSC (channels last).
+struct ColdConvGeometry {
+  int64_t n, c, h, w, k, r, s, oh, ow, ph, pw, sh, sw, dh, dw;
+};
+
+template <class T, bool NHWC>
+struct ConvInput {
+  static constexpr bool k_inner = NHWC;  // channels last: neighbouring k, neighbouring channels
+  const T* x;
+  ColdConvGeometry g;
+  __device__ float operator()(int64_t, int64_t m, int64_t kk) const {
+    const int64_t ow = m % g.ow, t = m / g.ow, oh = t % g.oh, nb = t / g.oh;
+    int64_t c, r, s;
+    if (NHWC) {
+      c = kk % g.c;
+      s = (kk / g.c) % g.s;
+      r = kk / (g.c * g.s);
+    } else {
+      s = kk % g.s;
+      r = (kk / g.s) % g.r;
+      c = kk / (g.s * g.r);
+    }
+    const int64_t ih = oh * g.sh - g.ph + r * g.dh, iw = ow * g.sw - g.pw + s * g.dw;
+    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return 0.0f;
+    return float(load(x[NHWC ? ((nb * g.h + ih) * g.w + iw) * g.c + c : ((nb * g.c + c) * g.h + ih) * g.w + iw]));
+  }
+};
+
+template <class T>
+struct ConvWeights {  // W as [K][C x window]
+  static constexpr bool k_inner = true;
+  const T* w;
+  int64_t kdim;
+  __device__ float operator()(int64_t, int64_t kk, int64_t oc) const { return float(load(w[oc * kdim + kk])); }
+};
+
+template <class T, bool NHWC>
+struct ConvOutput {  // the epilogue kernel's steps and rounding
+  T* y;
+  const T *bias, *residual;
+  int64_t k, plane;  // output channels, output pixels per image
+  FusedActivation act;
+  __device__ void operator()(int64_t, int64_t m, int64_t oc, float acc) const {
+    const int64_t at = NHWC ? m * k + oc : (m / plane * k + oc) * plane + m % plane;
+    depthwise_epilogue<T>(acc, bias ? bias + oc : nullptr, residual ? residual + at : nullptr, act, y[at]);
+  }
+};
+
+// The convolution with its epilogue on the cold tier; false for what it does not take (transposed,
+// grouped, 3-D, sizes past the kernel's grid).
+bool run_cold_conv(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* residual,
+                   FusedActivation act, Tensor& y) {
+  const size_t rank = g.win.in.size();
+  if (g.transposed || g.group != 1 || (rank != 1 && rank != 2)) return false;
+  auto axis = [&](const Ints& v, int i, int64_t unit) { return rank == 2 ? v[size_t(i)] : i == 0 ? unit : v[0]; };
+  const ColdConvGeometry cg{g.batch,
+                            g.in_channels,
+                            axis(g.win.in, 0, 1),
+                            axis(g.win.in, 1, 1),
+                            g.out_channels,
+                            axis(g.win.kernel, 0, 1),
+                            axis(g.win.kernel, 1, 1),
+                            axis(g.win.out, 0, 1),
+                            axis(g.win.out, 1, 1),
+                            axis(g.win.pad_begin, 0, 0),
+                            axis(g.win.pad_begin, 1, 0),
+                            axis(g.win.strides, 0, 1),
+                            axis(g.win.strides, 1, 1),
+                            axis(g.win.dilations, 0, 1),
+                            axis(g.win.dilations, 1, 1)};
+  const int64_t plane = cg.oh * cg.ow, m = cg.n * plane, kdim = cg.c * cg.r * cg.s;
+  if (!cuda::tiled_product_fits(m, cg.k, 1)) return false;
+  profiler::detail::PhaseScope phase("convolution on the cold tier");
+  cuda::count_cold_kernel_call();
+  cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
+    const T* bias = b ? cuda::ptr<const T>(*b) : nullptr;
+    const T* res = residual ? cuda::ptr<const T>(*residual) : nullptr;
+    const ConvWeights<T> wl{cuda::ptr<const T>(w), kdim};
+    if (g.channels_last) {
+      cuda::launch_tiled_product(m, cg.k, kdim, 1, ConvInput<T, true>{cuda::ptr<const T>(x), cg}, wl,
+                                 ConvOutput<T, true>{cuda::ptr<T>(y), bias, res, cg.k, plane, act}, cuda::stream());
+    } else {
+      cuda::launch_tiled_product(m, cg.k, kdim, 1, ConvInput<T, false>{cuda::ptr<const T>(x), cg}, wl,
+                                 ConvOutput<T, false>{cuda::ptr<T>(y), bias, res, cg.k, plane, act}, cuda::stream());
+    }
+    INGOT_CUDA_LAUNCH_CHECK();
+  });
+  return true;
 }
 
 template <class T>
@@ -390,8 +485,6 @@ __global__ void conv_transpose_direct_kernel(const T* x, const T* w, T* y, Direc
     y[i] = store<T>(acc);
   }
 }
-
-#define INGOT_CUDA_CONV_TYPES DType::Float32, DType::Float16, DType::BFloat16
 
 DirectParams direct_params(const ConvGeometry& g) {
   DirectParams p;
@@ -965,6 +1058,12 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
         shape_str(Ints{s.pad_begin[0], s.pad_begin[1], s.pad_end[0], s.pad_end[1]}), shape_str(g.win.strides),
         shape_str(g.win.dilations), g.group, g.channels_last ? "nhwc" : "nchw", int(s.bias), int(s.residual),
         int(relu));
+    // A plan a background worker is still building: this call on the cold tier, the plan next time.
+    if (cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing && cuda::ConvGraph::being_built(key) &&
+        !cuda::capturing() && run_cold_conv(g, x, w, b, residual, act, y)) {
+      p.graph_tried = false;
+      return true;
+    }
     p.graph = cuda::ConvGraph::build(s, args, key);
   }
   if (!p.graph) return false;
@@ -990,6 +1089,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y)) return;
+  if (cuda::cold_kernels() == cuda::ColdKernels::Always && run_cold_conv(g, x, w, b, residual, act, y)) return;
   static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");
   if (direct_only) {
     if (g.channels_last) {
