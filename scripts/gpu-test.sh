@@ -173,12 +173,13 @@ run() {
       >"$out/gpu-unit-attention-materialized.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-attention-materialized.log"
     summary+=("unit, attention without the flash kernel: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-attention-materialized.log" | tr '\n' ' ') (exit $rc)")
-    # Convolutions and matrix products on the cold tier's tiled kernel only (the libraries' once
-    # their plans are ready is the default).
+    # The cold tier (INGOT_CUDA_COLD_KERNELS, cuda_runtime.h): its own test with the switch at 1, then
+    # the convolution and product tests with every call on its tiled kernel (2).
     rc=0
-    INGOT_CUDA_COLD_KERNELS=2 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
-      --gtest_filter='*Conv*:*MatMul*:*Gemm*:CudaChannelsLast*:-*Stored*:*Serialized*:*RepeatedCalls*:*ColdTier*:CudaTuning*' \
-      >"$out/gpu-unit-cold-tier.log" 2>&1 || rc=$?
+    { INGOT_CUDA_COLD_KERNELS=1 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 --gtest_filter='*ColdTier*' &&
+      INGOT_CUDA_COLD_KERNELS=2 "$dir/bin/ingot-gpu-tests" --gtest_brief=1 \
+        --gtest_filter='*Conv*:*MatMul*:*Gemm*:CudaChannelsLast*:-*Stored*:*Serialized*:*RepeatedCalls*:*ColdTier*:CudaTuning*'
+    } >"$out/gpu-unit-cold-tier.log" 2>&1 || rc=$?
     tail -n 8 "$out/gpu-unit-cold-tier.log"
     summary+=("unit, convolutions and products on the cold tier: $(grep -E '^\[  PASSED  \]|FAILED TEST' "$out/gpu-unit-cold-tier.log" | tr '\n' ' ') (exit $rc)")
     # Depthwise convolutions on the scalar kernel only (the vectorized one is the default).
