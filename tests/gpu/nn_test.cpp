@@ -555,30 +555,42 @@ TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
   INGOT_REQUIRE_GPU();
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   if (cuda::cold_kernels() != cuda::ColdKernels::WhilePreparing) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS is not 1";
+  int ran = 0;
   for (DType dt : kConvTypes) {
     for (const char* layout : {"NCHW", "NHWC"}) {
-      SCOPED_TRACE(fmt::format("{} {}", dtype_name(dt), layout));
-      const bool last = std::string(layout) == "NHWC";
-      // Odd sizes (tiles cut at every edge), stride 2, a residual and Relu.
-      const Shape xs = last ? Shape{2, 19, 23, 24} : Shape{2, 24, 19, 23};
-      const Shape ws = last ? Shape{40, 3, 3, 24} : Shape{40, 24, 3, 3};
-      const Shape rs = last ? Shape{2, 10, 12, 40} : Shape{2, 40, 10, 12};
-      const std::vector<Tensor> in = {rnd(dt, xs, 81), rnd(dt, ws, 82), rnd(dt, {40}, 83), rnd(dt, rs, 84)};
-      const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}},
-                             {"layout", std::string(layout)}};
-      tuning::algorithms().clear();
-      check("FusedConv", in, attrs, "ai.ingot");  // searched: the choice and its spec stored
-      ASSERT_EQ(cuda::ConvGraph::queue_stored_plans(), 1);
-      const int64_t cold = cuda::cold_kernel_calls(), taken = cuda::ConvGraph::prebuilt_taken();
-      check("FusedConv", in, attrs, "ai.ingot");
-      EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1) << "the queued plan is not waited for";
-      EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken);
-      EXPECT_EQ(cuda::ConvGraph::build_queued_plans(0), 1);
-      check("FusedConv", in, attrs, "ai.ingot");
-      EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken + 1) << "the plan built meanwhile is taken";
-      EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1);
+      for (bool with_residual : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} {}{}", dtype_name(dt), layout, with_residual ? " residual" : ""));
+        const bool last = std::string(layout) == "NHWC";
+        // Odd sizes (tiles cut at every edge), stride 2, Relu, with and without a residual.
+        const Shape xs = last ? Shape{2, 19, 23, 24} : Shape{2, 24, 19, 23};
+        const Shape ws = last ? Shape{40, 3, 3, 24} : Shape{40, 24, 3, 3};
+        const Shape rs = last ? Shape{2, 10, 12, 40} : Shape{2, 40, 10, 12};
+        std::vector<Tensor> in = {rnd(dt, xs, 81), rnd(dt, ws, 82), rnd(dt, {40}, 83)};
+        if (with_residual) in.push_back(rnd(dt, rs, 84));
+        const Attributes attrs{{"activation", "Relu"},
+                               {"pads", Ints{1, 1, 1, 1}},
+                               {"strides", Ints{2, 2}},
+                               {"layout", std::string(layout)}};
+        tuning::algorithms().clear();
+        check("FusedConv", in, attrs, "ai.ingot");  // searched: the choice and its spec stored
+        // No graph engine for some problems (exact float32 with a residual: the legacy API runs them,
+        // and nothing is queued): nothing for the cold tier to stand in for.
+        const int queued = cuda::ConvGraph::queue_stored_plans();
+        if (queued == 0) continue;
+        ASSERT_EQ(queued, 1);
+        ++ran;
+        const int64_t cold = cuda::cold_kernel_calls(), taken = cuda::ConvGraph::prebuilt_taken();
+        check("FusedConv", in, attrs, "ai.ingot");
+        EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1) << "the queued plan is not waited for";
+        EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken);
+        EXPECT_EQ(cuda::ConvGraph::build_queued_plans(0), 1);
+        check("FusedConv", in, attrs, "ai.ingot");
+        EXPECT_EQ(cuda::ConvGraph::prebuilt_taken(), taken + 1) << "the plan built meanwhile is taken";
+        EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1);
+      }
     }
   }
+  EXPECT_GE(ran, 2) << "the 16-bit channels-last cases, at least, have a graph engine";
   tuning::algorithms().clear();
 }
 

@@ -77,9 +77,10 @@ bool capturing();
 // The cold tier (kernels/tiled_product.cuh): a package's first run does not wait for the cuDNN plans
 // and cuBLASLt kernels that background threads are still preparing (their first build or load in a
 // fresh process costs milliseconds each); convolutions and matrix products whose plan is not ready
-// yet run on Ingot's own tiled kernel instead, never while a CUDA graph is captured (the capture
-// waits, so a replayed graph always has the libraries' kernels). INGOT_CUDA_COLD_KERNELS: 0 never,
-// 1 while preparing, 2 always (tests and A/B runs); 0 by default until it has run on a GPU.
+// yet run on Ingot's own tiled kernel instead; in that mode never while a CUDA graph is captured
+// (the capture waits, so a replayed graph always has the libraries' kernels).
+// INGOT_CUDA_COLD_KERNELS: 0 never, 1 while preparing, 2 always (tests and A/B runs, captures
+// included); 0 by default until it has run on a GPU.
 enum class ColdKernels { Never, WhilePreparing, Always };
 ColdKernels cold_kernels();
 void count_cold_kernel_call();  // by the cold tier's callers

@@ -66,7 +66,9 @@ class ConvGraph {
   // it queued); build_queued_plans() builds queued plans on the calling thread, with a cuDNN handle
   // of its own, until none is left (several threads may run it; returns how many it built);
   // build() takes a plan built ahead instead of building it, waits for one being built, or takes a
-  // queued one off the queue and builds it itself. prebuild_stored_plans() is both on one thread.
+  // queued one off the queue and builds it itself (with INGOT_CUDA_COLD_KERNELS=1 the convolution
+  // first runs a call or two on the cold tier instead while being_built() says a worker has it);
+  // prebuild_stored_plans() is both on one thread.
   // The CUDA backend runs workers when a session loads (Backend::prepare_async, INGOT_CUDNN_PREBUILD).
   static int queue_stored_plans();
   static int build_queued_plans(int device);

@@ -496,8 +496,9 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
   tuning::algorithms().put(key, encode(p.candidates[*best]));
 }
 
-// Whether this product runs on the cold tier: its plan is not made yet while the warm-up is
-// still loading the package's (the warm-up holds the plans' lock while CUDA loads a kernel).
+// Whether this product runs on the cold tier: while the warm-up is loading the package's products
+// (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
+// whose plan cannot be looked at because the lock is held.
 bool cold_product(const GemmArgs& g, const Key& key) {
   if (g.dtype != DType::Float32 && g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return false;
   if (!tiled_product_fits(g.m, g.n, g.batch)) return false;
@@ -641,14 +642,16 @@ size_t span_bytes(int64_t rows, int64_t ld, int64_t batch, int64_t stride, size_
 }  // namespace
 
 int warm_stored_products() {
-  const std::string prefix = fmt::format("cublaslt{}.matmul.{}|", lt().get_version(), arch_name());
-  const auto stored = tuning::algorithms().with_prefix(prefix);
-  if (stored.empty()) return 0;
-  profiler::detail::PhaseScope phase("cuBLASLt products warmed ahead");
+  // The cold tier's window opens before cuBLASLt is needed here: lt() may still be waiting for the
+  // library's static initializers, and a product of the first run should not wait with it.
   g_warming.fetch_add(1, std::memory_order_acq_rel);
   struct Warming {
     ~Warming() { g_warming.fetch_sub(1, std::memory_order_acq_rel); }
   } warming;
+  const std::string prefix = fmt::format("cublaslt{}.matmul.{}|", lt().get_version(), arch_name());
+  const auto stored = tuning::algorithms().with_prefix(prefix);
+  if (stored.empty()) return 0;
+  profiler::detail::PhaseScope phase("cuBLASLt products warmed ahead");
   cudaStream_t s = nullptr;
   INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void* ws = nullptr;

@@ -558,6 +558,7 @@ struct ConvPlan {
   // 1-D and 2-D forward convolutions: the graph API with bias, residual and Relu in it.
   std::unique_ptr<cuda::ConvGraph> graph;
   bool graph_tried = false;
+  int cold_calls = 0;  // calls that ran on the cold tier while a worker prepared the graph's plan
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
@@ -1058,9 +1059,13 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
         shape_str(Ints{s.pad_begin[0], s.pad_begin[1], s.pad_end[0], s.pad_end[1]}), shape_str(g.win.strides),
         shape_str(g.win.dilations), g.group, g.channels_last ? "nhwc" : "nchw", int(s.bias), int(s.residual),
         int(relu));
-    // A plan a background worker is still building: this call on the cold tier, the plan next time.
-    if (cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing && cuda::ConvGraph::being_built(key) &&
-        !cuda::capturing() && run_cold_conv(g, x, w, b, residual, act, y)) {
+    // A plan a background worker has queued or is building: this call on the cold tier, the plan
+    // next time. A few calls at most: a queue no worker drains (one that failed to start) is then
+    // taken over by build(), as without the cold tier.
+    constexpr int kMaxColdCalls = 2;
+    if (cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing && p.cold_calls < kMaxColdCalls &&
+        cuda::ConvGraph::being_built(key) && !cuda::capturing() && run_cold_conv(g, x, w, b, residual, act, y)) {
+      ++p.cold_calls;
       p.graph_tried = false;
       return true;
     }
