@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "distributed/store.h"
@@ -144,11 +145,22 @@ bool gone(pid_t pid) {
 TEST(Distributed, RanksStopWhenTheLauncherIsKilled) {
   std::string dir = fresh_folder("killed");
   fs::create_directories(dir);
+  // The launcher's environment, built before fork: this one's, less gtest's sharding (a shard of
+  // the run would select no test in the child), plus the folder.
+  std::vector<std::string> env{"INGOT_TEST_KILLED_LAUNCHER=" + dir};
+  for (char** e = environ; *e; ++e) {
+    if (std::string_view(*e).substr(0, 12) != "GTEST_SHARD_" && std::string_view(*e).substr(0, 12) != "GTEST_TOTAL_")
+      env.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char arg0[] = "ingot-tests", arg1[] = "--gtest_filter=Distributed.LauncherForTheKillTest";
+  char* argv[] = {arg0, arg1, nullptr};
   pid_t launcher = fork();
   ASSERT_GE(launcher, 0);
   if (launcher == 0) {
-    setenv("INGOT_TEST_KILLED_LAUNCHER", dir.c_str(), 1);
-    execl("/proc/self/exe", "ingot-tests", "--gtest_filter=Distributed.LauncherForTheKillTest", nullptr);
+    execve("/proc/self/exe", argv, envp.data());
     _exit(127);
   }
   std::vector<pid_t> ranks;
