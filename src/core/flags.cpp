@@ -79,6 +79,11 @@ constexpr Flag kFlags[] = {
      "Int8 channels-last depthwise convolutions on the GPU on Ingot's vectorized kernel (0: the direct kernel; an "
      "A/B switch, the CUDA tests run both).",
      true},
+    {"INGOT_INT8_IMMA", Kind::Bool, "0",
+     "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
+     "cuDNN's int8 engines. 0 until it has run on a GPU (written 2026-12-05); an A/B switch, the CUDA tests run "
+     "both.",
+     true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
     {"INGOT_CONV_RETIME", Kind::Int, "1",

@@ -2,7 +2,8 @@
 // tests/unit/quantized_products_test.cpp checks against a float64 reference of the quantized math.
 // The int32 accumulation is exact on both; an 8-bit output may differ by one step where float32
 // requantization lands on the other side of a rounding tie. The cases cover each of the CUDA
-// kernel's ways: cuDNN's int8 graph with the whole epilogue (symmetric int8, channels last), cuDNN
+// kernel's ways: Ingot's implicit GEMM and cuDNN's int8 graph with the whole epilogue (symmetric int8,
+// channels last), cuDNN
 // then the epilogue kernel (a zero point on Y, HardSwish), the depthwise kernel, the direct kernel
 // (uint8 activations, channels first, depthwise), cuBLASLt's int8 GEMM (uint8 X shifted, int8 X) and
 // the direct product.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "../unit/test_util.h"
+#include "backends/cuda/kernels/quantized_products.h"
 #include "core/npy.h"
 #include "gpu_test_util.h"
 
@@ -219,6 +221,79 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
     for (const ConvCase& c : cases) check_conv(c, seed++);
   }
   ::unsetenv("INGOT_INT8_DEPTHWISE");
+}
+
+// Symmetric int8 convolutions channels last on Ingot's implicit GEMM (INGOT_INT8_IMMA=1), then
+// the same cases on cuDNN's int8 engines: each tile shape (64 x 64 for small problems, 128 x 64
+// where K <= 64, 128 x 128), M and K that end part-way through a tile, an odd K (unpaired stores),
+// channels padded to 16 (3) and channel counts whose 64-byte K blocks straddle taps (48, 80), 1x1,
+// 3x3, 5x5 and 7x7 windows with strides, and each form of the epilogue.
+TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) { cases.push_back(conv_case(std::move(name), edit)); };
+  add("3x3, Relu (64 x 64 tiles)", [](ConvCase& c) { c.act = "Relu"; });
+  add("3x3, 64 -> 256, batch 16, 28x28 (128 x 128 tiles)", [](ConvCase& c) {
+    c.n = 16;
+    c.c = 64;
+    c.h = c.w = 28;
+    c.m = 256;
+    c.act = "Relu";
+  });
+  add("1x1, 64 -> 64, batch 8, 56x56 (128 x 64 tiles), int8 residual", [](ConvCase& c) {
+    c.n = 8;
+    c.c = c.m = 64;
+    c.h = c.w = 56;
+    c.kernel = 1;
+    c.pad = 0;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 3;
+  });
+  add("1x1 stride 2, 80 -> 37 (odd K), 15x15", [](ConvCase& c) {
+    c.c = 80;
+    c.m = 37;
+    c.h = c.w = 15;
+    c.kernel = 1;
+    c.pad = 0;
+    c.stride = 2;
+  });
+  add("5x5 stride 2, 48 channels, float residual, float output", [](ConvCase& c) {
+    c.c = 48;
+    c.h = c.w = 17;
+    c.kernel = 5;
+    c.pad = 2;
+    c.stride = 2;
+    c.r_dtype = DType::Float32;
+    c.y_dtype = DType::Float32;
+  });
+  add("7x7 stride 2, 3 channels (padded to 16), 33x33", [](ConvCase& c) {
+    c.c = 3;
+    c.h = c.w = 33;
+    c.kernel = 7;
+    c.pad = 3;
+    c.stride = 2;
+    c.act = "Relu";
+  });
+  add("uint8 output at zero point 100, HardSwish", [](ConvCase& c) {
+    c.y_dtype = DType::UInt8;
+    c.y_zp = 100;
+    c.act = "HardSwish";
+  });
+  add("Relu6 as a clip, uint8 residual", [](ConvCase& c) {
+    c.epilogue = "Max(x0, 0); Min(t0, 6)";
+    c.r_dtype = DType::UInt8;
+    c.r_zp = 121;
+  });
+  uint32_t seed = 70;
+  for (const char* kernel : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_INT8_IMMA=") + kernel);
+    ::setenv("INGOT_INT8_IMMA", kernel, 1);
+    const int64_t before = cuda::int8_implicit_gemm_calls();
+    for (const ConvCase& c : cases) check_conv(c, seed++);
+    EXPECT_EQ(cuda::int8_implicit_gemm_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)
+        << "each case runs on the implicit GEMM exactly when it is on";
+  }
+  ::unsetenv("INGOT_INT8_IMMA");
 }
 
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,

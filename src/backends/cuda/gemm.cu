@@ -500,16 +500,11 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
 // (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
 // whose plan cannot be looked at because the lock is held.
 bool cold_product(const GemmArgs& g, const Key& key) {
+  const ColdKernels mode = cold_kernels();
+  if (mode == ColdKernels::Never) return false;
   if (g.dtype != DType::Float32 && g.dtype != DType::Float16 && g.dtype != DType::BFloat16) return false;
   if (!tiled_product_fits(g.m, g.n, g.batch)) return false;
-  switch (cold_kernels()) {
-    case ColdKernels::Never:
-      return false;
-    case ColdKernels::Always:
-      return true;
-    case ColdKernels::WhilePreparing:
-      break;
-  }
+  if (mode == ColdKernels::Always) return true;
   if (g_warming.load(std::memory_order_acquire) == 0 || capturing()) return false;
   std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
   return !lock.owns_lock() || !plans().count(key);

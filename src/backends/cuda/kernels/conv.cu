@@ -1077,6 +1077,18 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
   return true;
 }
 
+// A convolution cuDNN does not run: channels last as the fused channels-first op between transposes,
+// channels first on the direct loops plus the epilogue.
+void run_without_cudnn(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual, FusedActivation act,
+                       Tensor& y) {
+  if (g.channels_last) {
+    sem::fused_conv_by_transposes(ctx, y);
+    return;
+  }
+  run_direct(g, ctx.input(0), ctx.input(1), y);
+  apply_epilogue(y, ctx.has_input(2) ? &ctx.input(2) : nullptr, residual, act, g.out_channels);
+}
+
 void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual = nullptr,
               FusedActivation act = FusedActivation::None) {
   const Tensor& x = ctx.input(0);
@@ -1095,16 +1107,8 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y)) return;
   if (cuda::cold_kernels() == cuda::ColdKernels::Always && run_cold_conv(g, x, w, b, residual, act, y)) return;
-  static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");
-  if (direct_only) {
-    if (g.channels_last) {
-      sem::fused_conv_by_transposes(ctx, y);
-    } else {
-      run_direct(g, x, w, y);
-      apply_epilogue(y, b, residual, act, g.out_channels);
-    }
-    return;
-  }
+  static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");  // an experiment: docs/PERFORMANCE.md
+  if (direct_only) return run_without_cudnn(ctx, g, residual, act, y);
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (run_graph_conv(p, g, x, w, b, residual, act, y)) return;
   if (g.channels_last && !p.use_cudnn) {
@@ -1155,12 +1159,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
       return;
     }
   }
-  if (g.channels_last) {
-    sem::fused_conv_by_transposes(ctx, y);  // cuDNN found no algorithm
-    return;
-  }
-  run_direct(g, x, w, y);
-  apply_epilogue(y, b, residual, act, g.out_channels);
+  run_without_cudnn(ctx, g, residual, act, y);  // cuDNN found no algorithm
 }
 
 // ---- ConvWeightGrad: cuDNN's backward-filter (legacy API), the direct kernel where cuDNN declines ----

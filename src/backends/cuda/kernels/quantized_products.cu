@@ -1,21 +1,23 @@
 // Int8 convolutions and matrix products on the GPU: ai.ingot.QuantizedConv / QuantizedMatMul (what
 // fuse-qdq makes of a QDQ model) and ONNX's QLinearConv / QLinearMatMul, computing the math of
-// ops/semantics/quantized_args.h. Three ways, fastest first:
+// ops/semantics/quantized_args.h. Five ways, fastest first:
 //
 //   1. Convolutions channels last with int8 X at zero point 0 and int8 W at zero points 0 (the
-//      symmetric quantization TensorRT also requires: `ingot quantize --symmetric`): cuDNN's int8
-//      convolution with the requantization as pointwise steps of one operation graph
-//      (cudnn_conv_graph.h), when the epilogue is what those steps express (bias, residual, Relu or
-//      a [0, hi] clip; the output int8 at zero point 0, or float32). Otherwise cuDNN writes the real
-//      value (float32) and the epilogue kernel here finishes it (residual, the activation and
-//      epilogue chain, requantization).
-//   2. Matrix products with int8 W at zero point 0: cuBLASLt's int8 GEMM into int32 (X shifted to
+//      symmetric quantization TensorRT also requires: `ingot quantize --symmetric`), group 1:
+//      an implicit GEMM of Ingot's own on the int8 tensor cores (mma.sync m16n8k32), the whole
+//      epilogue in the kernel (INGOT_INT8_IMMA; below).
+//   2. The same convolutions through cuDNN's int8 convolution, with the requantization as
+//      pointwise steps of one operation graph (cudnn_conv_graph.h), when the epilogue is what those
+//      steps express (bias, residual, Relu or a [0, hi] clip; the output int8 at zero point 0, or
+//      float32). Otherwise cuDNN writes the real value (float32) and the epilogue kernel here
+//      finishes it (residual, the activation and epilogue chain, requantization).
+//   3. Matrix products with int8 W at zero point 0: cuBLASLt's int8 GEMM into int32 (X shifted to
 //      int8 when it is uint8; X's zero point subtracted per column through W's column sums:
 //      sum (x - zx) w = sum x w - zx * sum w), then the epilogue kernel.
-//   3. Depthwise convolutions channels last (3x3 or 5x5, stride 1 or 2 along W, channels a multiple
+//   4. Depthwise convolutions channels last (3x3 or 5x5, stride 1 or 2 along W, channels a multiple
 //      of 8, int8 W; any zero points): a vectorized kernel of Ingot's own, like the fp16 one in conv.cu
 //      (INGOT_INT8_DEPTHWISE=0: the direct kernel instead).
-//   4. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
+//   5. Everything else (asymmetric weights, uint8 activations of convolutions, groups, channels
 //      first, what cuDNN refuses): a direct kernel, one thread per output, int32 accumulation, the
 //      whole epilogue. Correct for every case the CPU takes; not fast.
 //
@@ -27,6 +29,7 @@
 #include <climits>
 #include <cmath>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -39,6 +42,8 @@
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/quantized_products.h"
+#include "backends/cuda/kernels/tensor_core.cuh"
 #include "core/flags.h"
 #include "ops/kernel.h"
 #include "ops/semantics/quantized_args.h"
@@ -183,7 +188,7 @@ __global__ void direct_conv_kernel(const X* __restrict__ x, const W* __restrict_
   }
 }
 
-// Path 3: a depthwise 2-D convolution channels last (one filter per channel). A thread computes OX
+// Path 4: a depthwise 2-D convolution channels last (one filter per channel). A thread computes OX
 // neighbouring output columns of V = 16 channels: the (OX - 1) * SW + KW input vectors of a row are
 // 16-byte loads, each used for every output and tap that reads it (the fp16 kernel's scheme,
 // conv.cu); columns outside the input read as X's zero point, so they add nothing. The block's
@@ -268,6 +273,165 @@ __global__ void __launch_bounds__(256)
     Store* dst = reinterpret_cast<Store*>(y + out);
 #pragma unroll
     for (int j = 0; j < kStores; ++j) dst[j] = packed[j];
+  }
+}
+
+// Path 1 (INGOT_INT8_IMMA): a convolution channels last as an implicit GEMM on the int8 tensor
+// cores, of Ingot's own. C[m][k] = sum over (r, s, c) of X[pixel m shifted by (r, s)][c] W[k][r][s][c]:
+// the rows of A are output pixels gathered from X on the fly, B is W as stored ([K][R S C], each
+// output channel's weights contiguous), so both operands are K-contiguous, as mma.sync's
+// row.col int8 product wants them. A block owns a BM x BN tile of C; the R S C dimension streams
+// through shared memory 64 bytes at a time in kStages buffers (cp.async: the next tiles load while
+// this one multiplies; taps in the padding zero-filled, which X's zero point 0 makes exact); each
+// warp computes a WM x WN sub-tile with m16n8k32 products into int32 accumulators, fed by
+// ldmatrix from rows XOR-swizzled so that eight rows of one 16-byte column hit distinct banks.
+// The epilogue is the other paths' (real_of, finished) on each accumulator. Needs channels a
+// multiple of 16 (a 16-byte copy never straddles two taps), X int8 at zero point 0, W int8 at zero
+// points 0: the symmetric quantization cuDNN's int8 path also requires.
+struct ImplicitGemmDims {
+  int h, w, c, k, s, oh, ow, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+  int m, kdim;  // batch * oh * ow output pixels; r * s * c
+};
+
+constexpr int kImmaBK = 64, kImmaStages = 3;
+
+// Byte offset of 16-byte column `chunk` (0..3) of row `row` in a tile of 64-byte rows.
+__device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImmaBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+template <class Y, int BM, int BN, int WARPS_M, int WARPS_N>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+    implicit_gemm_conv_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, Y* __restrict__ y,
+                              ImplicitGemmDims d, Epilogue e) {
+  constexpr int kThreads = WARPS_M * WARPS_N * 32, WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MT = WM / 16, NT = WN / 8;  // m16 and n8 tiles per warp
+  constexpr int kRowsPerPass = kThreads / 4;  // a tile row is four 16-byte chunks
+  constexpr int AR = BM / kRowsPerPass, BR = BN / kRowsPerPass;
+  static_assert(NT % 2 == 0 && AR >= 1 && BR >= 1, "tile shape");
+  __shared__ __align__(128) int8_t smem[kImmaStages][(BM + BN) * kImmaBK];
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+  const int m0 = int(blockIdx.x) * BM, n0 = int(blockIdx.y) * BN;
+  const int chunk = tid % 4;
+
+  // The rows this thread copies: output pixels of A (their first input position), channels of B.
+  const int8_t* a_img[AR];
+  int a_iy[AR], a_ix[AR];
+#pragma unroll
+  for (int i = 0; i < AR; ++i) {
+    const int m = m0 + tid / 4 + i * kRowsPerPass;
+    const int ox = m % d.ow, t = m / d.ow, oy = t % d.oh, img = t / d.oh;
+    a_img[i] = x + int64_t(img) * d.h * d.w * d.c;
+    a_iy[i] = m < d.m ? oy * d.stride_h - d.pad_h : INT_MIN / 2;  // a row past the end reads padding
+    a_ix[i] = ox * d.stride_w - d.pad_w;
+  }
+  const int8_t* b_row[BR];
+  bool b_ok[BR];
+#pragma unroll
+  for (int i = 0; i < BR; ++i) {
+    const int n = n0 + tid / 4 + i * kRowsPerPass;
+    b_ok[i] = n < d.k;
+    b_row[i] = w + int64_t(b_ok[i] ? n : 0) * d.kdim;
+  }
+
+  auto load = [&](int stage, int kb) {
+    const int kk = kb * kImmaBK + chunk * 16;
+    const bool k_ok = kk < d.kdim;
+    int c = 0, r = 0, s = 0;
+    if (k_ok) {
+      const int rs = kk / d.c;
+      c = kk - rs * d.c;
+      r = rs / d.s;
+      s = rs - r * d.s;
+    }
+    int8_t* as = smem[stage];
+    int8_t* bs = smem[stage] + BM * kImmaBK;
+#pragma unroll
+    for (int i = 0; i < AR; ++i) {
+      const int iy = a_iy[i] + r * d.dil_h, ix = a_ix[i] + s * d.dil_w;
+      const bool ok = k_ok && iy >= 0 && iy < d.h && ix >= 0 && ix < d.w;
+      const int8_t* src = ok ? a_img[i] + (int64_t(iy) * d.w + ix) * d.c + c : x;
+      cp_async16(as + swizzled(tid / 4 + i * kRowsPerPass, chunk), src, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < BR; ++i) {
+      const bool ok = k_ok && b_ok[i];
+      cp_async16(bs + swizzled(tid / 4 + i * kRowsPerPass, chunk), ok ? b_row[i] + kk : w, ok);
+    }
+  };
+
+  int32_t acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+  }
+  const int kblocks = (d.kdim + kImmaBK - 1) / kImmaBK;
+#pragma unroll
+  for (int st = 0; st < kImmaStages - 1; ++st) {
+    if (st < kblocks) load(st, st);
+    cp_async_commit();  // empty groups keep the count that cp_async_wait relies on
+  }
+  for (int kb = 0; kb < kblocks; ++kb) {
+    cp_async_wait<kImmaStages - 2>();  // block kb has landed (this thread's copies)...
+    __syncthreads();                   // ...everyone's, and everyone is done with block kb - 1's buffer
+    const int next = kb + kImmaStages - 1;
+    if (next < kblocks) load(next % kImmaStages, next);
+    cp_async_commit();
+    const int8_t* as = smem[kb % kImmaStages];
+    const int8_t* bs = smem[kb % kImmaStages] + BM * kImmaBK;
+#pragma unroll
+    for (int ks = 0; ks < kImmaBK / 32; ++ks) {
+      uint32_t a[MT][4], b[NT][2];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {  // matrices: rows 0-7 / 8-15 x bytes 0-15 / 16-31
+        const int row = warp_m * WM + i * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+        ldmatrix_x4(a[i], as + swizzled(row, ks * 2 + lane / 16));
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j += 2) {  // matrices: n-tile j bytes 0-15 / 16-31, then n-tile j + 1
+        const int row = warp_n * WN + j * 8 + lane % 8 + (lane / 16) * 8;
+        uint32_t t[4];
+        ldmatrix_x4(t, bs + swizzled(row, ks * 2 + (lane / 8) % 2));
+        b[j][0] = t[0];
+        b[j][1] = t[1];
+        b[j + 1][0] = t[2];
+        b[j + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma16832_s8(acc[i][j], a[i], b[j][0], b[j][1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // A lane holds C rows lane / 4 and lane / 4 + 8 of each m16 tile, columns 2 (lane % 4), + 1 of
+  // each n8 tile: two neighbouring channels of one pixel, stored together where aligned.
+  struct alignas(2 * sizeof(Y)) Pair {
+    Y v[2];
+  };
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + warp_m * WM + i * 16 + lane / 4 + half * 8;
+      if (m >= d.m) continue;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n0 + warp_n * WN + j * 8 + (lane % 4) * 2;
+        const int64_t out = int64_t(m) * d.k + n;
+        if (n + 1 < d.k && out % 2 == 0) {
+          Pair p;
+          p.v[0] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
+          p.v[1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
+          *reinterpret_cast<Pair*>(y + out) = p;
+        } else {
+          if (n < d.k) y[out] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
+          if (n + 1 < d.k) y[out + 1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
+        }
+      }
+    }
   }
 }
 
@@ -416,24 +580,91 @@ bool graph_takes_steps(const QuantizedProductArgs& a, float* relu_max, bool* rel
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Path 1: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
+// What the tensor-core paths (Ingot's implicit GEMM, cuDNN's int8 engines) take: channels last,
+// one group, int8 X at zero point 0 and int8 W at zero points 0.
+bool symmetric_int8(const sem::QConvGeometry& g, const QuantizedProductArgs& a) {
+  return g.nhwc && g.group == 1 && a.x->dtype() == DType::Int8 && a.w->dtype() == DType::Int8 && a.x_zp == 0 &&
+         all_zero(a.w_zp);
+}
+
+// X and W with their channels padded with zeros to a multiple of 16 (X per call, W once per node),
+// which add nothing to the sums: the tensor-core paths' int8 operands come in 16-byte pieces (a
+// first layer's 3 channels).
+struct ChannelsBy16 {
+  Tensor x_padded;  // undefined: X as it is
+  const Tensor* x_in;
+  const Tensor* w;
+  int64_t channels;
+  const Tensor& x() const { return x_padded.defined() ? x_padded : *x_in; }
+};
+ChannelsBy16 channels_by_16(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a) {
+  ChannelsBy16 p{Tensor(), a.x, a.w, (g.channels + 15) / 16 * 16};
+  if (p.channels != g.channels) {
+    if (!st.w_padded.defined()) st.w_padded = pad_channels(*a.w, p.channels);
+    p.x_padded = pad_channels(*a.x, p.channels);
+    p.w = &st.w_padded;
+  }
+  return p;
+}
+
+std::atomic<int64_t> g_implicit_gemm_calls{0};
+
+// Path 1's launch (INGOT_INT8_IMMA); false where the layer is not one the kernel takes.
+bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
+                            const Epilogue& e, Tensor& y) {
+  if (!flags::enabled("INGOT_INT8_IMMA") || !symmetric_int8(g, a) || g.win.in.size() > 2) return false;
+  const sem::Window& win = g.win;
+  const bool two_d = win.in.size() == 2;
+  const int64_t r = two_d ? win.kernel[0] : 1, oh = two_d ? win.out[0] : 1;
+  const int64_t m = g.batch * oh * win.out.back(), kdim = r * win.kernel.back() * ((g.channels + 15) / 16 * 16);
+  if (m > INT_MAX / 2 || kdim > INT_MAX / 2 || a.x->numel() / std::max<int64_t>(g.batch, 1) > INT_MAX) return false;
+  const ChannelsBy16 padded = channels_by_16(st, g, a);
+  const Tensor& x = padded.x();
+  if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data())) return false;
+  ImplicitGemmDims d{};
+  d.h = int(two_d ? win.in[0] : 1);
+  d.w = int(win.in.back());
+  d.c = int(padded.channels);
+  d.k = int(g.out_channels);
+  d.s = int(win.kernel.back());
+  d.oh = int(oh);
+  d.ow = int(win.out.back());
+  d.pad_h = int(two_d ? win.pad_begin[0] : 0);
+  d.pad_w = int(win.pad_begin.back());
+  d.stride_h = int(two_d ? win.strides[0] : 1);
+  d.stride_w = int(win.strides.back());
+  d.dil_h = int(two_d ? win.dilations[0] : 1);
+  d.dil_w = int(win.dilations.back());
+  d.m = int(m);
+  d.kdim = int(kdim);
+  // The largest tile that still gives every SM a block: 128 x 128, 128 x 64 (also where K <= 64),
+  // else 64 x 64 (batch 1's late layers).
+  const auto blocks = [&](int bm, int bn) { return ((m + bm - 1) / bm) * ((g.out_channels + bn - 1) / bn); };
+  const int64_t sms = sm_count();
+  const int tile = g.out_channels > 64 && blocks(128, 128) >= sms ? 0 : blocks(128, 64) >= sms ? 1 : 2;
+  dispatch_y(a.y_dtype, [&]<class Y>() {
+    auto launch = [&]<int BM, int BN, int WM, int WN>() {
+      const dim3 grid{unsigned((m + BM - 1) / BM), unsigned((g.out_channels + BN - 1) / BN)};
+      implicit_gemm_conv_kernel<Y, BM, BN, WM, WN><<<grid, WM * WN * 32, 0, stream()>>>(
+          ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<Y>(y), d, e);
+    };
+    if (tile == 0) launch.template operator()<128, 128, 2, 4>();
+    if (tile == 1) launch.template operator()<128, 64, 4, 2>();
+    if (tile == 2) launch.template operator()<64, 64, 2, 2>();
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+  g_implicit_gemm_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Path 2: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
 bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
                     const std::vector<float>& w_scale, Tensor& y) {
-  const Tensor& x_in = *a.x;
-  if (!ConvGraph::enabled() || !g.nhwc || x_in.rank() != 4 || g.group != 1 || x_in.dtype() != DType::Int8 ||
-      a.w->dtype() != DType::Int8 || a.x_zp != 0 || !all_zero(a.w_zp))
-    return false;
-  // cuDNN's int8 engines take channels in multiples of 4 (tensor cores: 16); a first layer's 3
-  // channels are padded with zeros (X per call, W once), which add nothing to the sums.
-  Tensor x_padded;
-  const Tensor* w = a.w;
-  const int64_t channels = g.channels % 16 == 0 ? g.channels : (g.channels + 15) / 16 * 16;
-  if (channels != g.channels) {
-    if (!st.w_padded.defined()) st.w_padded = pad_channels(*a.w, channels);
-    x_padded = pad_channels(x_in, channels);
-    w = &st.w_padded;
-  }
-  const Tensor& x = x_padded.defined() ? x_padded : x_in;
+  if (!ConvGraph::enabled() || a.x->rank() != 4 || !symmetric_int8(g, a)) return false;
+  const ChannelsBy16 padded = channels_by_16(st, g, a);
+  const Tensor& x = padded.x();
+  const Tensor* w = padded.w;
+  const int64_t channels = padded.channels;
   if (a.residual && a.residual_quantized && a.residual->dtype() != DType::Int8) return false;
   if (!aligned16(x.raw_data()) || !aligned16(w->raw_data()) || !aligned16(y.raw_data()) ||
       (a.residual && !aligned16(a.residual->raw_data())))
@@ -537,7 +768,7 @@ void prepare(KernelContext& ctx, QuantState& st, const QuantizedProductArgs& a, 
   });
 }
 
-// Path 3's launch; false where the layer is not one the kernel takes.
+// Path 4's launch; false where the layer is not one the kernel takes.
 bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, const QuantState& st,
                         const Epilogue& e, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_DEPTHWISE")) return false;
@@ -603,6 +834,7 @@ void quantized_conv(KernelContext& ctx) {
   if (g.win.in.size() > 2) fail("input 0 (X) {}: 1-D and 2-D convolutions only on CUDA", a.x->describe());
   QuantState& st = ctx.state<QuantState>();
   prepare(ctx, st, a, g.out_channels);
+  if (run_implicit_gemm_conv(st, g, a, make_epilogue(a, st, g.out_channels, 1), y)) return;
   if (run_cudnn_conv(ctx, st, g, a, per_channel(a.w_scale, g.out_channels), y)) return;
 
   const bool two_d = g.win.in.size() == 2;
@@ -656,7 +888,7 @@ void quantized_matmul(KernelContext& ctx) {
   prepare(ctx, st, a, n);
   Epilogue e = make_epilogue(a, st, n, 1);
 
-  // Path 2: cuBLASLt (int8 W at zero point 0; its IMMA kernels want K and N in multiples of 4).
+  // Path 3: cuBLASLt (int8 W at zero point 0; its IMMA kernels want K and N in multiples of 4).
   const bool gemm_ok = k > 0 && w.dtype() == DType::Int8 && all_zero(a.w_zp) && k % 4 == 0 && n % 4 == 0;
   if (gemm_ok) {
     if (!st.w_t.defined() || !ctx.input_is_constant(3)) {  // a computed W: transposed at every call
@@ -763,5 +995,7 @@ INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
     .host_inputs({1, 2, 4, 5, 6, 7})
     .accepts(matmul_accepts);
 #undef INGOT_INT8
+
+int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda
