@@ -84,6 +84,8 @@ constexpr Flag kFlags[] = {
      "cuDNN's int8 engines. 0 until it has run on a GPU (written 2026-12-05); an A/B switch, the CUDA tests run "
      "both.",
      true},
+    {"INGOT_INT8_IMMA_TILE", Kind::Int, "-1",
+     "The int8 implicit GEMM's tile: -1 chosen per layer, 0 128x128, 1 128x64, 2 64x64 (tests and A/B runs).", true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
     {"INGOT_CONV_RETIME", Kind::Int, "1",

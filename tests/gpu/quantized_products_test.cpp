@@ -227,7 +227,8 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
 // the same cases on cuDNN's int8 engines: each tile shape (64 x 64 for small problems, 128 x 64
 // where K <= 64, 128 x 128), M and K that end part-way through a tile, an odd K (unpaired stores),
 // channels padded to 16 (3) and channel counts whose 64-byte K blocks straddle taps (48, 80), 1x1,
-// 3x3, 5x5 and 7x7 windows with strides, and each form of the epilogue.
+// 3x3, 5x5 and 7x7 windows with strides, each form of the epilogue, 8-bit outputs staged through
+// shared memory (K a multiple of 16) and stored from registers (odd K, float32).
 TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
@@ -284,16 +285,20 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
     c.r_dtype = DType::UInt8;
     c.r_zp = 121;
   });
+  // The tile chosen per layer, then each tile forced on every case, then cuDNN.
+  const std::vector<std::pair<const char*, const char*>> runs = {{"1", "-1"}, {"1", "0"}, {"1", "1"}, {"1", "2"}, {"0", "-1"}};
   uint32_t seed = 70;
-  for (const char* kernel : {"1", "0"}) {
-    SCOPED_TRACE(std::string("INGOT_INT8_IMMA=") + kernel);
+  for (const auto& [kernel, tile] : runs) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={}", kernel, tile));
     ::setenv("INGOT_INT8_IMMA", kernel, 1);
+    ::setenv("INGOT_INT8_IMMA_TILE", tile, 1);
     const int64_t before = cuda::int8_implicit_gemm_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_implicit_gemm_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)
         << "each case runs on the implicit GEMM exactly when it is on";
   }
   ::unsetenv("INGOT_INT8_IMMA");
+  ::unsetenv("INGOT_INT8_IMMA_TILE");
 }
 
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,

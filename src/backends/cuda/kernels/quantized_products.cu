@@ -407,10 +407,46 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
   cp_async_wait<0>();
 
   // A lane holds C rows lane / 4 and lane / 4 + 8 of each m16 tile, columns 2 (lane % 4), + 1 of
-  // each n8 tile: two neighbouring channels of one pixel, stored together where aligned.
+  // each n8 tile: two neighbouring channels of one pixel.
   struct alignas(2 * sizeof(Y)) Pair {
     Y v[2];
   };
+  if constexpr (sizeof(Y) == 1) {
+    if (d.k % 16 == 0) {
+      // 8-bit outputs go through shared memory (the operand buffers, free now), so that each
+      // pixel's BN channels leave as 16-byte stores instead of 2-byte pieces 8 rows apart.
+      constexpr int LD = BN + 16;  // row stride of the staged tile (keeps rows 16-byte aligned)
+      static_assert(BM * LD <= kImmaStages * (BM + BN) * kImmaBK, "the staged tile fits the buffers");
+      Y* tile = reinterpret_cast<Y*>(&smem[0][0]);
+      __syncthreads();  // every warp is done reading the operands
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = warp_m * WM + i * 16 + lane / 4 + half * 8, m = m0 + row;
+          if (m >= d.m) continue;
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const int col = warp_n * WN + j * 8 + (lane % 4) * 2, n = n0 + col;
+            if (n >= d.k) continue;  // K % 16 == 0: n + 1 < K too
+            const int64_t out = int64_t(m) * d.k + n;
+            Pair p;
+            p.v[0] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
+            p.v[1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
+            *reinterpret_cast<Pair*>(tile + row * LD + col) = p;
+          }
+        }
+      }
+      __syncthreads();
+      constexpr int kChunks = BN / 16;  // per row; each wholly inside or outside K
+      for (int t = tid; t < BM * kChunks; t += kThreads) {
+        const int row = t / kChunks, col = (t % kChunks) * 16, m = m0 + row, n = n0 + col;
+        if (m < d.m && n < d.k)
+          *reinterpret_cast<uint4*>(y + int64_t(m) * d.k + n) = *reinterpret_cast<const uint4*>(tile + row * LD + col);
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -641,7 +677,11 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
   // else 64 x 64 (batch 1's late layers).
   const auto blocks = [&](int bm, int bn) { return ((m + bm - 1) / bm) * ((g.out_channels + bn - 1) / bn); };
   const int64_t sms = sm_count();
-  const int tile = g.out_channels > 64 && blocks(128, 128) >= sms ? 0 : blocks(128, 64) >= sms ? 1 : 2;
+  const int64_t forced = flags::integer("INGOT_INT8_IMMA_TILE");
+  const int tile = forced >= 0 && forced <= 2                             ? int(forced)
+                   : g.out_channels > 64 && blocks(128, 128) >= sms ? 0
+                   : blocks(128, 64) >= sms                           ? 1
+                                                                      : 2;
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
       const dim3 grid{unsigned((m + BM - 1) / BM), unsigned((g.out_channels + BN - 1) / BN)};
