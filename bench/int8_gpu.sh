@@ -14,6 +14,7 @@
 #   or `scripts/gpu-test.sh run int8` with the bundle's binary (results in $OUT/int8).
 # Environment: PYTHON [python3] MODELS [resnet50 mobilenet_v3_large] BATCHES ["1 32"]
 #   WARMUP [20] ITERATIONS [100] CALIB_SAMPLES [16] WORK [OUTDIR/work]
+#   REUSE_EXPORT [0] (1: keep WORK's models and inputs when every one is there)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -ne 2 ]; then
@@ -28,9 +29,15 @@ BATCHES="${BATCHES:-1 32}"
 WORK="${WORK:-$OUT/work}"
 mkdir -p "$OUT" "$WORK"
 
-# shellcheck disable=SC2086
-"$PY" "$ROOT/bench/torch_models.py" export --out "$WORK" --batches $BATCHES --only $MODELS >"$OUT/export.log" 2>&1 ||
-  { echo "int8_gpu: export failed (export.log)"; tail -5 "$OUT/export.log"; exit 1; }
+exported=1
+for m in $MODELS; do for b in $BATCHES; do [ -f "$WORK/$m.onnx" ] && [ -f "$WORK/$m.b$b.input.npy" ] || exported=0; done; done
+if [ "${REUSE_EXPORT:-0}" = 1 ] && [ $exported = 1 ]; then
+  echo "int8_gpu: reusing the export in $WORK" >"$OUT/export.log"
+else
+  # shellcheck disable=SC2086
+  "$PY" "$ROOT/bench/torch_models.py" export --out "$WORK" --batches $BATCHES --only $MODELS >"$OUT/export.log" 2>&1 ||
+    { echo "int8_gpu: export failed (export.log)"; tail -5 "$OUT/export.log"; exit 1; }
+fi
 "$PY" - "$WORK/calib" "${CALIB_SAMPLES:-16}" <<'EOF'
 import os, sys
 import numpy as np
