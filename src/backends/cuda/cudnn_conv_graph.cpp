@@ -670,7 +670,11 @@ int ConvGraph::build_queued_plans(int device) {
       ok = g->plan_ != nullptr;
       if (ok && warmer) {
         profiler::detail::PhaseScope warm_phase("cuDNN plan run ahead");
-        warmer->run(g->plan_, g->workspace_, g->spec_);
+        try {
+          warmer->run(g->plan_, g->workspace_, g->spec_);
+        } catch (...) {  // running ahead is best effort: the plan stands, no more warming on this worker
+          warmer.reset();
+        }
       }
     } catch (...) {  // Unsupported, or anything else: the convolution builds its own (and reports)
       ok = false;
