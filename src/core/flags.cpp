@@ -56,10 +56,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
      "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
-    {"INGOT_CUDA_COLD_KERNELS", Kind::Int, "0",
+    {"INGOT_CUDA_COLD_KERNELS", Kind::Int, "1",
      "CUDA convolutions and matrix products whose cuDNN plan or cuBLASLt kernel is still being prepared in the "
      "background run on Ingot's own tiled kernel instead of waiting (a package's first run): 0 never, 1 while "
-     "preparing, 2 always (tests, A/B runs). 0 until the kernel has run on a GPU (written 2026-12-05)."},
+     "preparing (default), 2 always (tests, A/B runs)."},
     {"INGOT_CONV_DIRECT", Kind::Bool, "0",
      "Experiment: every CUDA convolution on Ingot's direct loops, never cuDNN (cold-start measurements)."},
     {"INGOT_DEPTHWISE_VEC", Kind::Bool, "1",
@@ -81,8 +81,8 @@ constexpr Flag kFlags[] = {
      true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
-     "cuDNN's int8 engines. 0 until it has run on a GPU (written 2026-12-05); an A/B switch, the CUDA tests run "
-     "both.",
+     "cuDNN's int8 engines. 0: its first version passed the tests on an H100 but ran slower than cuDNN's "
+     "(docs/QUANTIZATION.md); the rewritten epilogue has not run on a GPU yet. The CUDA tests run both.",
      true},
     {"INGOT_INT8_IMMA_TILE", Kind::Int, "-1",
      "The int8 implicit GEMM's tile: -1 chosen per layer, 0 128x128, 1 128x64, 2 64x64 (tests and A/B runs).", true},

@@ -227,8 +227,8 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
 // the same cases on cuDNN's int8 engines: each tile shape (64 x 64 for small problems, 128 x 64
 // where K <= 64, 128 x 128), M and K that end part-way through a tile, an odd K (unpaired stores),
 // channels padded to 16 (3) and channel counts whose 64-byte K blocks straddle taps (48, 80), 1x1,
-// 3x3, 5x5 and 7x7 windows with strides, each form of the epilogue, 8-bit outputs staged through
-// shared memory (K a multiple of 16) and stored from registers (odd K, float32).
+// 3x3, 5x5 and 7x7 windows with strides, each form of the epilogue, outputs stored four channels
+// at a time (K a multiple of 4) and one at a time (odd K).
 TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;

@@ -79,8 +79,9 @@ bool capturing();
 // fresh process costs milliseconds each); convolutions and matrix products whose plan is not ready
 // yet run on Ingot's own tiled kernel instead; in that mode never while a CUDA graph is captured
 // (the capture waits, so a replayed graph always has the libraries' kernels).
-// INGOT_CUDA_COLD_KERNELS: 0 never, 1 while preparing, 2 always (tests and A/B runs, captures
-// included); 0 by default until it has run on a GPU.
+// INGOT_CUDA_COLD_KERNELS: 0 never, 1 while preparing (the default: ResNet-50's first output 64-96
+// ms sooner in fp32 and ~190 in fp16 on an H100, docs/PERFORMANCE.md), 2 always (tests and A/B runs,
+// captures included).
 enum class ColdKernels { Never, WhilePreparing, Always };
 ColdKernels cold_kernels();
 void count_cold_kernel_call();  // by the cold tier's callers

@@ -295,6 +295,14 @@ struct ImplicitGemmDims {
 
 constexpr int kImmaBK = 64, kImmaStages = 3;
 
+// Rows of C the epilogue stages per pass: all BM if they fit the operand buffers, else fewer,
+// whole warps' rows (wm) at a time.
+constexpr int epilogue_pass_rows(int bm, int wm, int row_bytes, int buffer_bytes) {
+  int rows = bm;
+  while (rows > wm && (rows * row_bytes > buffer_bytes || bm % rows != 0)) rows -= wm;
+  return rows;
+}
+
 // Byte offset of 16-byte column `chunk` (0..3) of row `row` in a tile of 64-byte rows.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImmaBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
@@ -406,65 +414,55 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
   }
   cp_async_wait<0>();
 
-  // A lane holds C rows lane / 4 and lane / 4 + 8 of each m16 tile, columns 2 (lane % 4), + 1 of
-  // each n8 tile: two neighbouring channels of one pixel.
-  struct alignas(2 * sizeof(Y)) Pair {
-    Y v[2];
+  // The epilogue. A lane holds C rows lane / 4 and lane / 4 + 8 of each m16 tile, columns
+  // 2 (lane % 4), + 1 of each n8 tile; the accumulators go through shared memory (the operand
+  // buffers, free now), kPassRows rows at a time, and each thread then finishes four neighbouring
+  // channels of a pixel per step. So the epilogue's code is there once (unrolled over every
+  // fragment, as it first was, it was tens of KB of instructions and the kernel ran 3-5x slower
+  // than cuDNN's int8 engines on an H100), and the residual's loads and Y's stores are coalesced.
+  constexpr int LD = BN + 8;  // int32 row stride: a half-warp's 8-byte stores hit distinct banks
+  constexpr int kPassRows = epilogue_pass_rows(BM, WM, LD * 4, kImmaStages * (BM + BN) * kImmaBK);
+  static_assert(kPassRows >= WM && BM % kPassRows == 0, "whole warps' rows per pass");
+  int32_t* tile = reinterpret_cast<int32_t*>(&smem[0][0]);
+  struct alignas(4 * sizeof(Y)) Quad {
+    Y v[4];
   };
-  if constexpr (sizeof(Y) == 1) {
-    if (d.k % 16 == 0) {
-      // 8-bit outputs go through shared memory (the operand buffers, free now), so that each
-      // pixel's BN channels leave as 16-byte stores instead of 2-byte pieces 8 rows apart.
-      constexpr int LD = BN + 16;  // row stride of the staged tile (keeps rows 16-byte aligned)
-      static_assert(BM * LD <= kImmaStages * (BM + BN) * kImmaBK, "the staged tile fits the buffers");
-      Y* tile = reinterpret_cast<Y*>(&smem[0][0]);
-      __syncthreads();  // every warp is done reading the operands
+  for (int row0 = 0; row0 < BM; row0 += kPassRows) {
+    __syncthreads();  // the operands (first pass), or the previous pass, are done with
+    if (warp_m * WM >= row0 && warp_m * WM < row0 + kPassRows) {
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int row = warp_m * WM + i * 16 + lane / 4 + half * 8, m = m0 + row;
-          if (m >= d.m) continue;
+          const int row = warp_m * WM - row0 + i * 16 + lane / 4 + half * 8;
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
-            const int col = warp_n * WN + j * 8 + (lane % 4) * 2, n = n0 + col;
-            if (n >= d.k) continue;  // K % 16 == 0: n + 1 < K too
-            const int64_t out = int64_t(m) * d.k + n;
-            Pair p;
-            p.v[0] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
-            p.v[1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
-            *reinterpret_cast<Pair*>(tile + row * LD + col) = p;
+            const int col = warp_n * WN + j * 8 + (lane % 4) * 2;
+            *reinterpret_cast<int2*>(tile + row * LD + col) = make_int2(acc[i][j][half * 2], acc[i][j][half * 2 + 1]);
           }
         }
       }
-      __syncthreads();
-      constexpr int kChunks = BN / 16;  // per row; each wholly inside or outside K
-      for (int t = tid; t < BM * kChunks; t += kThreads) {
-        const int row = t / kChunks, col = (t % kChunks) * 16, m = m0 + row, n = n0 + col;
-        if (m < d.m && n < d.k)
-          *reinterpret_cast<uint4*>(y + int64_t(m) * d.k + n) = *reinterpret_cast<const uint4*>(tile + row * LD + col);
-      }
-      return;
     }
-  }
-#pragma unroll
-  for (int i = 0; i < MT; ++i) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + warp_m * WM + i * 16 + lane / 4 + half * 8;
-      if (m >= d.m) continue;
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int n = n0 + warp_n * WN + j * 8 + (lane % 4) * 2;
-        const int64_t out = int64_t(m) * d.k + n;
-        if (n + 1 < d.k && out % 2 == 0) {
-          Pair p;
-          p.v[0] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
-          p.v[1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
-          *reinterpret_cast<Pair*>(y + out) = p;
-        } else {
-          if (n < d.k) y[out] = finished<Y>(e, real_of(e, n, acc[i][j][half * 2]), out);
-          if (n + 1 < d.k) y[out + 1] = finished<Y>(e, real_of(e, n + 1, acc[i][j][half * 2 + 1]), out + 1);
+    __syncthreads();
+#pragma unroll 1
+    for (int t = tid; t < kPassRows * (BN / 4); t += kThreads) {
+      const int row = t / (BN / 4), col = (t % (BN / 4)) * 4;
+      const int m = m0 + row0 + row, n = n0 + col;
+      if (m >= d.m || n >= d.k) continue;
+      const int4 v = *reinterpret_cast<const int4*>(tile + row * LD + col);
+      const int64_t out = int64_t(m) * d.k + n;
+      if (n + 4 <= d.k && out % 4 == 0) {
+        Quad q;
+        q.v[0] = finished<Y>(e, real_of(e, n, v.x), out);
+        q.v[1] = finished<Y>(e, real_of(e, n + 1, v.y), out + 1);
+        q.v[2] = finished<Y>(e, real_of(e, n + 2, v.z), out + 2);
+        q.v[3] = finished<Y>(e, real_of(e, n + 3, v.w), out + 3);
+        *reinterpret_cast<Quad*>(y + out) = q;
+      } else {
+#pragma unroll 1
+        for (int c = 0; c < 4 && n + c < d.k; ++c) {
+          const int32_t a = c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+          y[out + c] = finished<Y>(e, real_of(e, n + c, a), out + c);
         }
       }
     }
