@@ -84,6 +84,10 @@ constexpr Flag kFlags[] = {
      "cuDNN's int8 engines. 0: its first version passed the tests on an H100 but ran slower than cuDNN's "
      "(docs/QUANTIZATION.md); the rewritten epilogue has not run on a GPU yet. The CUDA tests run both.",
      true},
+    {"INGOT_INT8_IMMA_LEAN", Kind::Bool, "1",
+     "The int8 implicit GEMM's lean epilogue where the node's epilogue is one it computes (0: always the generic one; "
+     "tests and A/B runs).",
+     true},
     {"INGOT_INT8_IMMA_TILE", Kind::Int, "-1",
      "The int8 implicit GEMM's tile: -1 chosen per layer, 0 128x128, 1 128x64, 2 64x64 (tests and A/B runs).", true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",

@@ -285,13 +285,19 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
     c.r_dtype = DType::UInt8;
     c.r_zp = 121;
   });
-  // The tile chosen per layer, then each tile forced on every case, then cuDNN.
-  const std::vector<std::pair<const char*, const char*>> runs = {{"1", "-1"}, {"1", "0"}, {"1", "1"}, {"1", "2"}, {"0", "-1"}};
+  // The tile chosen per layer, then each tile forced on every case, the generic epilogue where the
+  // lean one would run, then cuDNN.
+  struct Run {
+    const char *kernel, *tile, *lean;
+  };
+  const std::vector<Run> runs = {{"1", "-1", "1"}, {"1", "0", "1"}, {"1", "1", "1"},
+                                 {"1", "2", "1"},  {"1", "-1", "0"}, {"0", "-1", "1"}};
   uint32_t seed = 70;
-  for (const auto& [kernel, tile] : runs) {
-    SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={}", kernel, tile));
+  for (const auto& [kernel, tile, lean] : runs) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={} INGOT_INT8_IMMA_LEAN={}", kernel, tile, lean));
     ::setenv("INGOT_INT8_IMMA", kernel, 1);
     ::setenv("INGOT_INT8_IMMA_TILE", tile, 1);
+    ::setenv("INGOT_INT8_IMMA_LEAN", lean, 1);
     const int64_t before = cuda::int8_implicit_gemm_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_implicit_gemm_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)
@@ -299,6 +305,7 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   }
   ::unsetenv("INGOT_INT8_IMMA");
   ::unsetenv("INGOT_INT8_IMMA_TILE");
+  ::unsetenv("INGOT_INT8_IMMA_LEAN");
 }
 
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,

@@ -295,6 +295,18 @@ struct ImplicitGemmDims {
 
 constexpr int kImmaBK = 64, kImmaStages = 3;
 
+// The lean epilogue (an int8 Y at zero point 0; bias, an int8 residual, Relu or a [0, hi] clip:
+// what path 2's fused cuDNN graph also takes), in output units: y = sat(rint(clamp(acc * scale[c] +
+// bias[c] + rq * R))). A few instructions per output where the generic one (real_of + finished)
+// costs ~150, most of the first kernel's time (docs/QUANTIZATION.md).
+struct LeanEpilogue {
+  const float* scale = nullptr;  // [K]: x_scale w_scale[c] / y_scale
+  const float* bias = nullptr;   // [K]: bias[c] x_scale w_scale[c] / y_scale - rq r_zp
+  const int8_t* residual = nullptr;
+  float rq = 0;                  // r_scale / y_scale
+  float lo = -128, hi = 127;     // the activation's clamp in output units, within int8's range
+};
+
 // Rows of C the epilogue stages per pass: all BM if they fit the operand buffers, else fewer,
 // whole warps' rows (wm) at a time.
 constexpr int epilogue_pass_rows(int bm, int wm, int row_bytes, int buffer_bytes) {
@@ -306,10 +318,11 @@ constexpr int epilogue_pass_rows(int bm, int wm, int row_bytes, int buffer_bytes
 // Byte offset of 16-byte column `chunk` (0..3) of row `row` in a tile of 64-byte rows.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImmaBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
-template <class Y, int BM, int BN, int WARPS_M, int WARPS_N>
+template <class Y, int BM, int BN, int WARPS_M, int WARPS_N, bool kLean>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     implicit_gemm_conv_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, Y* __restrict__ y,
-                              ImplicitGemmDims d, Epilogue e) {
+                              ImplicitGemmDims d, Epilogue e, LeanEpilogue lean) {
+  static_assert(!kLean || std::is_same_v<Y, int8_t>, "the lean epilogue writes int8");
   constexpr int kThreads = WARPS_M * WARPS_N * 32, WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MT = WM / 16, NT = WN / 8;  // m16 and n8 tiles per warp
   constexpr int kRowsPerPass = kThreads / 4;  // a tile row is four 16-byte chunks
@@ -451,6 +464,36 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
       if (m >= d.m || n >= d.k) continue;
       const int4 v = *reinterpret_cast<const int4*>(tile + row * LD + col);
       const int64_t out = int64_t(m) * d.k + n;
+      if constexpr (kLean) {
+        if (n + 4 <= d.k && out % 4 == 0) {
+          const float4 sc = *reinterpret_cast<const float4*>(lean.scale + n);
+          const float4 bi = *reinterpret_cast<const float4*>(lean.bias + n);
+          float f[4] = {fmaf(float(v.x), sc.x, bi.x), fmaf(float(v.y), sc.y, bi.y), fmaf(float(v.z), sc.z, bi.z),
+                        fmaf(float(v.w), sc.w, bi.w)};
+          if (lean.residual) {
+            const char4 r = *reinterpret_cast<const char4*>(lean.residual + out);
+            f[0] = fmaf(lean.rq, float(r.x), f[0]);
+            f[1] = fmaf(lean.rq, float(r.y), f[1]);
+            f[2] = fmaf(lean.rq, float(r.z), f[2]);
+            f[3] = fmaf(lean.rq, float(r.w), f[3]);
+          }
+          char4 o;
+          o.x = int8_t(__float2int_rn(fminf(fmaxf(f[0], lean.lo), lean.hi)));
+          o.y = int8_t(__float2int_rn(fminf(fmaxf(f[1], lean.lo), lean.hi)));
+          o.z = int8_t(__float2int_rn(fminf(fmaxf(f[2], lean.lo), lean.hi)));
+          o.w = int8_t(__float2int_rn(fminf(fmaxf(f[3], lean.lo), lean.hi)));
+          *reinterpret_cast<char4*>(y + out) = o;
+          continue;
+        }
+#pragma unroll 1
+        for (int c = 0; c < 4 && n + c < d.k; ++c) {
+          const int32_t a = c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+          float f = fmaf(float(a), lean.scale[n + c], lean.bias[n + c]);
+          if (lean.residual) f = fmaf(lean.rq, float(lean.residual[out + c]), f);
+          y[out + c] = Y(__float2int_rn(fminf(fmaxf(f, lean.lo), lean.hi)));
+        }
+        continue;
+      }
       if (n + 4 <= d.k && out % 4 == 0) {
         Quad q;
         q.v[0] = finished<Y>(e, real_of(e, n, v.x), out);
@@ -546,6 +589,7 @@ struct QuantState {
   // cuDNN's int8 graphs (per X shape; null: cuDNN took none) and their per-channel vectors.
   std::map<Shape, std::unique_ptr<ConvGraph>> graphs;
   Tensor graph_scale, graph_bias, graph_residual_scale;
+  Tensor lean_scale, lean_bias;  // the implicit GEMM's lean epilogue (undefined until first needed)
   bool graph_fused = false;  // the graph computes the whole epilogue (else the real value, float32)
   Tensor w_padded;  // cuDNN convolutions of few input channels: W with its channels padded to 16
   // Matrix products through cuBLASLt: W transposed [N, K] int8, its column sums.
@@ -556,6 +600,7 @@ void refresh(QuantState& st, const std::vector<float>& key, const std::function<
   if (st.key == key && st.multiplier.defined()) return;
   st.key = key;
   st.graphs.clear();  // the graphs' own vectors change with the parameters
+  st.lean_scale = st.lean_bias = Tensor();
   make();
 }
 
@@ -643,6 +688,39 @@ ChannelsBy16 channels_by_16(QuantState& st, const sem::QConvGeometry& g, const Q
 
 std::atomic<int64_t> g_implicit_gemm_calls{0};
 
+// The lean epilogue's parameters where the node's epilogue is one it computes (scale null
+// otherwise: the generic one runs). Its vectors are made once per node (again when the parameters
+// change: refresh).
+LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_t k) {
+  LeanEpilogue lean;
+  float relu_max = 0;
+  bool relu = false;
+  if (!flags::enabled("INGOT_INT8_IMMA_LEAN") || a.y_dtype != DType::Int8 || a.y_zp != 0 || a.float_bias ||
+      !graph_takes_steps(a, &relu_max, &relu) ||
+      (a.residual && (!a.residual_quantized || a.residual->dtype() != DType::Int8)))
+    return lean;
+  const double ys = a.y_scale, rq = a.residual ? double(a.r_scale) / ys : 0.0;
+  if (!st.lean_scale.defined()) {
+    const std::vector<float> ws = per_channel(a.w_scale, k);
+    const std::vector<int32_t> b = a.bias ? a.bias->to(Device::cpu()).to_vector<int32_t>() : std::vector<int32_t>();
+    std::vector<float> scale(static_cast<size_t>(k)), bias(static_cast<size_t>(k));
+    for (int64_t c = 0; c < k; ++c) {
+      const double m = double(a.x_scale) * double(ws[size_t(c)]) / ys;
+      scale[size_t(c)] = float(m);
+      bias[size_t(c)] = float((b.empty() ? 0.0 : double(b[size_t(c)]) * m) - rq * double(a.r_zp));
+    }
+    st.lean_scale = upload(scale, a.x->device());
+    st.lean_bias = upload(bias, a.x->device());
+  }
+  lean.scale = ptr<const float>(st.lean_scale);
+  lean.bias = ptr<const float>(st.lean_bias);
+  lean.residual = a.residual ? ptr<const int8_t>(*a.residual) : nullptr;
+  lean.rq = float(rq);
+  if (relu) lean.lo = 0;
+  if (relu_max > 0) lean.hi = std::min(127.0f, float(double(relu_max) / ys));
+  return lean;
+}
+
 // Path 1's launch (INGOT_INT8_IMMA); false where the layer is not one the kernel takes.
 bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
                             const Epilogue& e, Tensor& y) {
@@ -680,11 +758,19 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : g.out_channels > 64 && blocks(128, 128) >= sms ? 0
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
+  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
       const dim3 grid{unsigned((m + BM - 1) / BM), unsigned((g.out_channels + BN - 1) / BN)};
-      implicit_gemm_conv_kernel<Y, BM, BN, WM, WN><<<grid, WM * WN * 32, 0, stream()>>>(
-          ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<Y>(y), d, e);
+      if constexpr (std::is_same_v<Y, int8_t>) {
+        if (lean.scale) {
+          implicit_gemm_conv_kernel<Y, BM, BN, WM, WN, true><<<grid, WM * WN * 32, 0, stream()>>>(
+              ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<Y>(y), d, e, lean);
+          return;
+        }
+      }
+      implicit_gemm_conv_kernel<Y, BM, BN, WM, WN, false><<<grid, WM * WN * 32, 0, stream()>>>(
+          ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<Y>(y), d, e, lean);
     };
     if (tile == 0) launch.template operator()<128, 128, 2, 4>();
     if (tile == 1) launch.template operator()<128, 64, 4, 2>();
