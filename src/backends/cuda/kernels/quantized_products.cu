@@ -722,8 +722,7 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
 }
 
 // Path 1's launch (INGOT_INT8_IMMA); false where the layer is not one the kernel takes.
-bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
-                            const Epilogue& e, Tensor& y) {
+bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_IMMA") || !symmetric_int8(g, a) || g.win.in.size() > 2) return false;
   const sem::Window& win = g.win;
   const bool two_d = win.in.size() == 2;
@@ -759,6 +758,7 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
   const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
       const dim3 grid{unsigned((m + BM - 1) / BM), unsigned((g.out_channels + BN - 1) / BN)};
@@ -958,7 +958,7 @@ void quantized_conv(KernelContext& ctx) {
   if (g.win.in.size() > 2) fail("input 0 (X) {}: 1-D and 2-D convolutions only on CUDA", a.x->describe());
   QuantState& st = ctx.state<QuantState>();
   prepare(ctx, st, a, g.out_channels);
-  if (run_implicit_gemm_conv(st, g, a, make_epilogue(a, st, g.out_channels, 1), y)) return;
+  if (run_implicit_gemm_conv(st, g, a, y)) return;
   if (run_cudnn_conv(ctx, st, g, a, per_channel(a.w_scale, g.out_channels), y)) return;
 
   const bool two_d = g.win.in.size() == 2;
