@@ -302,8 +302,50 @@ Executor::Executor(std::shared_ptr<const Executable> executable, ExecutorOptions
 }
 
 Executor::~Executor() {
+  finish_weight_uploads();
   if (profiler::enabled()) [[unlikely]]
     profiler::detail::forget_nodes();
+}
+
+void Executor::upload_weights_async() {
+  if (device_.type == DeviceType::CPU) return;
+  std::lock_guard lock(weight_uploads_mutex_);
+  if (weight_uploads_.joinable()) return;
+  stop_weight_uploads_ = false;
+  weight_uploads_ = std::thread([this] {
+    try {
+      profiler::detail::PhaseScope phase("weights uploaded ahead");
+      const Plan& plan = plan_for(*model_.graph);
+      std::unordered_map<int, const Tensor*> weights;
+      for (const auto& [slot, t] : plan.g->initializers) weights.emplace(slot, &t);
+      for (const GraphPlan::Step& step : plan.g->steps) {
+        if (step.kernel->any_device || step.device.type == DeviceType::CPU) continue;
+        for (size_t i = 0; i < step.input_slots.size(); ++i) {
+          if (stop_weight_uploads_.load(std::memory_order_relaxed)) return;
+          auto w = weights.find(step.input_slots[i]);
+          if (w == weights.end() || step.kernel->is_host_input(i)) continue;
+          {
+            std::lock_guard uploads(uploads_mutex_);
+            if (plan.uploaded.count(w->first)) continue;
+          }
+          // Enqueued on the device's stream before it is published: a run that takes it from
+          // Plan::uploaded enqueues its kernels after the copy.
+          Tensor copy = w->second->to(step.device);
+          std::lock_guard uploads(uploads_mutex_);
+          plan.uploaded.try_emplace(w->first, std::move(copy));
+        }
+      }
+    } catch (...) {
+      // Whatever is left is copied by the run on first use, which reports any error itself.
+    }
+  });
+}
+
+void Executor::finish_weight_uploads() {
+  std::lock_guard lock(weight_uploads_mutex_);
+  if (!weight_uploads_.joinable()) return;
+  stop_weight_uploads_ = true;
+  weight_uploads_.join();
 }
 
 const Executor::Plan& Executor::plan_for(const Graph& graph) const {
@@ -313,13 +355,13 @@ const Executor::Plan& Executor::plan_for(const Graph& graph) const {
 }
 
 Executor::Result Executor::run(const std::vector<Value>& inputs) {
+  profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
+  if (profiler::enabled()) [[unlikely]]
+    range.begin();  // the run's time includes waiting for the device
   cpu_pool();  // make sure the pool and library thread counts are set up before timing-sensitive work
   std::unique_lock<std::mutex> device_lock;
   if (device_.type != DeviceType::CPU) device_lock = std::unique_lock(device_run_mutex(device_.index));
   Frame f(*this);
-  profiler::detail::Range range;  // off: one relaxed load and branch, nothing else
-  if (profiler::enabled()) [[unlikely]]
-    range.begin();
   std::vector<Value> staged;
   std::shared_ptr<ShapePlan> sp = options_.memory_plan ? shape_plan_for(f, inputs, staged) : nullptr;
   Result result;
@@ -327,6 +369,7 @@ Executor::Result Executor::run(const std::vector<Value>& inputs) {
   if (sp) result.hold = std::unique_lock(sp->busy, std::try_to_lock);
   const std::vector<Value>& in = staged.empty() ? inputs : staged;
   result.outputs = result.hold ? run_planned(f, *sp, in) : run_graph(f, *model_.graph, in, nullptr);
+  finish_weight_uploads();  // (a failed run's: the destructor's or the next run's)
   if (range.active()) [[unlikely]]
     range.end_session(model_.name);
   result.stats = f.stats;
@@ -680,6 +723,14 @@ const Value* Executor::move_input(Frame& f, const Plan& plan, Env& env, int slot
   if (on(*v)) return v;
   if (slot >= 0 && !env.moved.empty() && on(env.moved[size_t(slot)]) && env.moved[size_t(slot)].kind == v->kind) {
     return &env.moved[size_t(slot)];
+  }
+  if (slot >= 0 && want.type != DeviceType::CPU && plan.g->is_initializer(slot)) {
+    // A weight uploaded since the run began (upload_weights_async).
+    std::lock_guard lock(uploads_mutex_);
+    if (auto w = plan.uploaded.find(slot); w != plan.uploaded.end() && w->second.device() == want) {
+      env.moved[size_t(slot)] = Value(w->second);
+      return &env.moved[size_t(slot)];
+    }
   }
   // The graph and slot that own the value: this one, or an enclosing graph's (a branch reading an
   // outer value); uploads are kept under them.

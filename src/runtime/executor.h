@@ -29,10 +29,12 @@
 // key, it stays on the host for the run (copied down first if given on the device), and a graph
 // captured with it bakes in the branches it chose. Another value makes another plan.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +80,11 @@ class Executor final {
   };
   // Inputs in graph-input order. Safe to call from several threads at once.
   Result run(const std::vector<Value>& inputs);
+  // Copies the top-level graph's weights that device kernels read to the device on a thread of its
+  // own, in the order the steps read them, so that a loaded package's first run finds most of them
+  // there instead of copying each on first use (the run copies any it finds missing itself). The
+  // first run to end stops and joins the thread. No-op on the CPU.
+  void upload_weights_async();
 
   const Model& model() const { return model_; }
   Device device() const { return device_; }
@@ -115,6 +122,8 @@ class Executor final {
   Tensor transfer(Frame& f, const Tensor& t, Device want, const Tensor* into,
                   const std::unordered_map<std::string, int>* slot_names, int slot, bool fallback, bool from_fallback);
 
+  void finish_weight_uploads();
+
   std::shared_ptr<const Executable> executable_;
   const Model& model_;
   Device device_;
@@ -131,6 +140,10 @@ class Executor final {
   ShapePlans shape_plans_;
   // Static plans of bodies (If branches, Loop/Scan bodies) on the CPU, per input shapes.
   std::unordered_map<const Graph*, ShapePlans> body_plans_;
+  // upload_weights_async's thread; stopped and joined when a run ends (no capture runs beside it).
+  std::mutex weight_uploads_mutex_;
+  std::thread weight_uploads_;
+  std::atomic<bool> stop_weight_uploads_{false};
 };
 
 }  // namespace ingot

@@ -55,6 +55,7 @@ TEST(CudaMatMul, TwoDimensional) {
     check("MatMul", {rnd(dt, {7, 13}, 1), rnd(dt, {13, 5}, 2)});
     check("MatMul", {rnd(dt, {65, 129}, 3), rnd(dt, {129, 33}, 4)});
     check("MatMul", {rnd(dt, {1, 1}, 5), rnd(dt, {1, 1}, 6)});
+    check("MatMul", {rnd(dt, {3, 2048}, 7), rnd(dt, {2048, 40}, 8)});  // on the cold tier: K split across blocks
   }
 }
 
@@ -591,6 +592,44 @@ TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
     }
   }
   EXPECT_GE(ran, 2) << "the 16-bit channels-last cases, at least, have a graph engine";
+  tuning::algorithms().clear();
+}
+
+// While a package's plans are prepared, the convolutions the legacy API runs (exact float32 with a
+// residual: no graph engine) take the cold tier too; so does a long K over few tiles, split across
+// blocks (K = 4608 over one 64 x 64 tile of 49 pixels: ResNet-50's last layers at batch 1).
+TEST(CudaFusedConv, LegacyConvolutionsRunOnTheColdTierWhilePlansArePrepared) {
+  INGOT_REQUIRE_GPU();
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  if (cuda::cold_kernels() == cuda::ColdKernels::Never) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS=0";
+  const bool preparing_only = cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing;  // the default
+  const Attributes attrs{{"activation", "Relu"}, {"pads", Ints{1, 1, 1, 1}}, {"layout", "NCHW"}};
+  // Values in [-1/4, 1/4]: the sums of 4608 products stay O(1), so that float32 rounding in another
+  // summation order stays within the tolerance taken relative to the result.
+  auto small = [](Shape shape, uint32_t seed) { return random_tensor(DType::Float32, std::move(shape), seed, -0.25, 0.25); };
+  const std::vector<Tensor> legacy = {small({1, 512, 7, 7}, 91), small({40, 512, 3, 3}, 92), small({40}, 93),
+                                      small({1, 40, 7, 7}, 94)};
+  if (!preparing_only) {  // INGOT_CUDA_COLD_KERNELS=2: every call on the cold tier
+    const int64_t cold = cuda::cold_kernel_calls();
+    check("FusedConv", legacy, attrs, "ai.ingot");
+    EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1);
+    return;
+  }
+  tuning::algorithms().clear();
+  // Something to prepare: a 16-bit channels-last convolution's stored plan, queued, no worker.
+  const std::vector<Tensor> queued_conv = {rnd(DType::Float16, {1, 14, 14, 32}, 95),
+                                           rnd(DType::Float16, {32, 3, 3, 32}, 96), rnd(DType::Float16, {32}, 97)};
+  check("FusedConv", queued_conv, {{"pads", Ints{1, 1, 1, 1}}, {"layout", "NHWC"}}, "ai.ingot");
+  ASSERT_GE(cuda::ConvGraph::queue_stored_plans(), 1);
+  ASSERT_TRUE(cuda::ConvGraph::preparing());
+  int64_t cold = cuda::cold_kernel_calls();
+  check("FusedConv", legacy, attrs, "ai.ingot");
+  EXPECT_EQ(cuda::cold_kernel_calls(), cold + 1) << "the legacy API's first call runs on the cold tier";
+  EXPECT_GE(cuda::ConvGraph::build_queued_plans(0), 1);
+  EXPECT_FALSE(cuda::ConvGraph::preparing());
+  cold = cuda::cold_kernel_calls();
+  check("FusedConv", legacy, attrs, "ai.ingot");
+  EXPECT_EQ(cuda::cold_kernel_calls(), cold) << "prepared: cuDNN's legacy API runs it";
   tuning::algorithms().clear();
 }
 

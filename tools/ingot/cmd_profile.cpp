@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "core/tuning.h"
+#include "profiler/hooks.h"
 #include "inputs.h"
 
 namespace ingot::cli {
@@ -78,7 +79,10 @@ Runner add_profile_command(CLI::App& app) {
     const double age_at_start = o->cold ? process_age_ms() : -1;
     if (o->cold) profile.emplace(&trace);
     Session session = Session::load(o->model, options);
-    const auto feeds = make_feeds(session, o->inputs, o->input_shapes, 1, 0, false).feeds;
+    const auto feeds = [&] {
+      profiler::detail::PhaseScope phase("inputs");
+      return make_feeds(session, o->inputs, o->input_shapes, 1, 0, false).feeds;
+    }();
     for (int i = 0; i < o->warmup && !o->cold; ++i) session.run(feeds);
     if (!profile) profile.emplace(&trace);
     for (int i = 0; i < o->runs; ++i) session.run(feeds);

@@ -72,6 +72,7 @@ struct DeviceState {
   std::array<cudaEvent_t, 2> pinned_done{};
   int next_half = 0;
   std::mutex staging_mu;  // the halves serve one copy at a time (copies may come from several threads)
+  std::atomic<bool> staging_started{false};  // allocate_staging is under way or done
   bool capturing = false;  // a CUDA graph capture is on (core/device_graph.h)
 };
 
@@ -329,12 +330,6 @@ DeviceState& state(int device) {
     INGOT_CUDA_CHECK(cudaSetDevice(device));
     INGOT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     start_loading_cublaslt();
-    // Pinning 32 MB takes 12-18 ms (H200 machine): done beside the first run, whose copies go
-    // straight from pageable memory until the buffers exist (staged_copy).
-    background_loads().start([device] {
-      INGOT_CUDA_CHECK(cudaSetDevice(device));
-      allocate_staging(states()[size_t(device)]);
-    });
   });
   return s;
 }
@@ -367,7 +362,19 @@ void staged_copy(void* dst, const void* src, size_t nbytes, bool to_device, int 
     // the host has arrived when the stream is synchronized.
     INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                                      s.stream));
-    if (!to_device) INGOT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    if (!to_device) {
+      INGOT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+      // Pinning 32 MB takes 12-18 ms, and holds the process's memory map meanwhile: every mmap
+      // (a large malloc, cudaMalloc) on other threads waits for it (a package's first run on an H100
+      // waited 13-19 ms so). So the halves are pinned after the first copy to the host (a first
+      // output), in the background; copies go from pageable memory until they exist.
+      if (!s.staging_started.exchange(true)) {
+        background_loads().start([device] {
+          INGOT_CUDA_CHECK(cudaSetDevice(device));
+          allocate_staging(states()[size_t(device)]);
+        });
+      }
+    }
     return;
   }
   for (size_t done = 0; done < nbytes;) {

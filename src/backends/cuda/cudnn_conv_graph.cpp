@@ -583,6 +583,12 @@ bool ConvGraph::being_built(const std::string& tuning_key) {
   return p.queued.count(tuning_key) || p.building.count(tuning_key);
 }
 
+bool ConvGraph::preparing() {
+  Prebuilt& p = prebuilt();
+  std::lock_guard lock(p.mu);
+  return !p.queued.empty() || !p.building.empty();
+}
+
 int64_t ConvGraph::prebuilt_taken() {
   std::lock_guard lock(prebuilt().mu);
   return prebuilt().taken;

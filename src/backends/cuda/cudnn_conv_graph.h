@@ -76,6 +76,10 @@ class ConvGraph {
   static bool has_stored_plans();  // whether the store holds a choice with its spec
   // Whether a worker has the plan for `tuning_key` queued or is building it (the cold tier's test).
   static bool being_built(const std::string& tuning_key);
+  // Whether any plan is queued or being built: a package's first run is still being prepared (the
+  // legacy API's convolutions then take the cold tier too, rather than choose their algorithm and
+  // load cuDNN's kernels in the first run).
+  static bool preparing();
   static int64_t prebuilt_taken();  // how many plans build() took from prebuild_stored_plans (tests)
   static int64_t plans_loaded();    // how many plans were loaded from their serialized form (tests)
   ~ConvGraph();

@@ -133,21 +133,21 @@ void apply_bias_act(const GemmArgs& g, bool bias, bool act) {
 template <class T, bool Trans>  // op(A): m x k; stored k x m when transposed
 struct MatrixA {
   static constexpr bool k_inner = !Trans;
+  using Line = const T*;  // row i of op(A)
   const T* p;
   int64_t ld, stride;
-  __device__ float operator()(int64_t z, int64_t i, int64_t kk) const {
-    return float(load(p[z * stride + (Trans ? kk * ld + i : i * ld + kk)]));
-  }
+  __device__ Line line(int64_t z, int64_t i) const { return p + z * stride + (Trans ? i : i * ld); }
+  __device__ float operator()(Line l, int64_t kk) const { return float(load(l[Trans ? kk * ld : kk])); }
 };
 
 template <class T, bool Trans>  // op(B): k x n; stored n x k when transposed
 struct MatrixB {
   static constexpr bool k_inner = Trans;
+  using Line = const T*;  // column j of op(B)
   const T* p;
   int64_t ld, stride;
-  __device__ float operator()(int64_t z, int64_t kk, int64_t j) const {
-    return float(load(p[z * stride + (Trans ? j * ld + kk : kk * ld + j)]));
-  }
+  __device__ Line line(int64_t z, int64_t j) const { return p + z * stride + (Trans ? j * ld : j); }
+  __device__ float operator()(Line l, int64_t kk) const { return float(load(l[Trans ? kk : kk * ld])); }
 };
 
 // c = act(alpha * acc + beta * c_in + bias), rounded once (as cuBLASLt's fused epilogue).
@@ -183,7 +183,7 @@ void run_cold_product(const GemmArgs& g) {
                               g.epilogue};
     const auto* a = static_cast<const T*>(g.a);
     const auto* b = static_cast<const T*>(g.b);
-    auto launch = [&](auto ma, auto mb) { launch_tiled_product(g.m, g.n, g.k, g.batch, ma, mb, out, stream()); };
+    auto launch = [&](auto ma, auto mb) { launch_tiled_product(g.m, g.n, g.k, g.batch, ma, mb, out); };
     auto with_b = [&](auto ma) {
       if (g.trans_b) {
         launch(ma, MatrixB<T, true>{b, g.ldb, g.stride_b});
@@ -196,7 +196,6 @@ void run_cold_product(const GemmArgs& g) {
     } else {
       with_b(MatrixA<T, false>{a, g.lda, g.stride_a});
     }
-    INGOT_CUDA_LAUNCH_CHECK();
   });
 }
 

@@ -31,6 +31,7 @@
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 #include "ops/semantics/conv_geometry.h"
+#include "ops/semantics/fast_divmod.h"
 #include "ops/semantics/fused_conv_args.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 
@@ -148,38 +149,48 @@ __device__ __forceinline__ void depthwise_epilogue(float acc, const T* bias, con
 // M = batch x output pixels, N = output channels, K = input channels x window (group 1), ordered
 // as the weights are laid out: KCRS (channels first) or KRSC (channels last).
 struct ColdConvGeometry {
-  int64_t n, c, h, w, k, r, s, oh, ow, ph, pw, sh, sw, dh, dw;
+  int n, c, h, w, k, r, s, oh, ow, ph, pw, sh, sw, dh, dw;
+  sem::FastDivmod by_c, by_r, by_s, by_ow, by_oh;  // the index decompositions' divisors
 };
 
 template <class T, bool NHWC>
 struct ConvInput {
   static constexpr bool k_inner = NHWC;  // channels last: neighbouring k, neighbouring channels
+  struct Line {  // output pixel m: its image and its window's top-left corner
+    const T* image;
+    int ih, iw;
+  };
   const T* x;
   ColdConvGeometry g;
-  __device__ float operator()(int64_t, int64_t m, int64_t kk) const {
-    const int64_t ow = m % g.ow, t = m / g.ow, oh = t % g.oh, nb = t / g.oh;
-    int64_t c, r, s;
-    if (NHWC) {
-      c = kk % g.c;
-      s = (kk / g.c) % g.s;
-      r = kk / (g.c * g.s);
-    } else {
-      s = kk % g.s;
-      r = (kk / g.s) % g.r;
-      c = kk / (g.s * g.r);
+  __device__ Line line(int64_t, int64_t m) const {
+    uint32_t t, ow, nb, oh;
+    g.by_ow.divmod(uint32_t(m), t, ow);
+    g.by_oh.divmod(t, nb, oh);
+    return {x + int64_t(nb) * g.c * g.h * g.w, int(oh) * g.sh - g.ph, int(ow) * g.sw - g.pw};
+  }
+  __device__ float operator()(const Line& l, int64_t kk) const {
+    uint32_t c, r, s, t;
+    if (NHWC) {  // k = (r * S + s) * C + c
+      g.by_c.divmod(uint32_t(kk), t, c);
+      g.by_s.divmod(t, r, s);
+    } else {  // k = (c * R + r) * S + s
+      g.by_s.divmod(uint32_t(kk), t, s);
+      g.by_r.divmod(t, c, r);
     }
-    const int64_t ih = oh * g.sh - g.ph + r * g.dh, iw = ow * g.sw - g.pw + s * g.dw;
+    const int ih = l.ih + int(r) * g.dh, iw = l.iw + int(s) * g.dw;
     if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return 0.0f;
-    return float(load(x[NHWC ? ((nb * g.h + ih) * g.w + iw) * g.c + c : ((nb * g.c + c) * g.h + ih) * g.w + iw]));
+    return float(load(l.image[NHWC ? (ih * g.w + iw) * g.c + int(c) : (int(c) * g.h + ih) * g.w + iw]));
   }
 };
 
 template <class T>
 struct ConvWeights {  // W as [K][C x window]
   static constexpr bool k_inner = true;
+  using Line = const T*;
   const T* w;
   int64_t kdim;
-  __device__ float operator()(int64_t, int64_t kk, int64_t oc) const { return float(load(w[oc * kdim + kk])); }
+  __device__ Line line(int64_t, int64_t oc) const { return w + oc * kdim; }
+  __device__ float operator()(Line l, int64_t kk) const { return float(load(l[kk])); }
 };
 
 template <class T, bool NHWC>
@@ -200,24 +211,32 @@ bool run_cold_conv(const ConvGeometry& g, const Tensor& x, const Tensor& w, cons
                    FusedActivation act, Tensor& y) {
   const size_t rank = g.win.in.size();
   if (g.transposed || g.group != 1 || (rank != 1 && rank != 2)) return false;
-  auto axis = [&](const Ints& v, int i, int64_t unit) { return rank == 2 ? v[size_t(i)] : i == 0 ? unit : v[0]; };
-  const ColdConvGeometry cg{g.batch,
-                            g.in_channels,
-                            axis(g.win.in, 0, 1),
-                            axis(g.win.in, 1, 1),
-                            g.out_channels,
-                            axis(g.win.kernel, 0, 1),
-                            axis(g.win.kernel, 1, 1),
-                            axis(g.win.out, 0, 1),
-                            axis(g.win.out, 1, 1),
-                            axis(g.win.pad_begin, 0, 0),
-                            axis(g.win.pad_begin, 1, 0),
-                            axis(g.win.strides, 0, 1),
-                            axis(g.win.strides, 1, 1),
-                            axis(g.win.dilations, 0, 1),
-                            axis(g.win.dilations, 1, 1)};
-  const int64_t plane = cg.oh * cg.ow, m = cg.n * plane, kdim = cg.c * cg.r * cg.s;
-  if (!cuda::tiled_product_fits(m, cg.k, 1)) return false;
+  // 32-bit addressing within an image and over the output pixels and K.
+  if (x.numel() / std::max<int64_t>(g.batch, 1) >= INT32_MAX || w.numel() >= INT32_MAX) return false;
+  auto axis = [&](const Ints& v, int i, int64_t unit) { return int(rank == 2 ? v[size_t(i)] : i == 0 ? unit : v[0]); };
+  ColdConvGeometry cg{int(g.batch),
+                      int(g.in_channels),
+                      axis(g.win.in, 0, 1),
+                      axis(g.win.in, 1, 1),
+                      int(g.out_channels),
+                      axis(g.win.kernel, 0, 1),
+                      axis(g.win.kernel, 1, 1),
+                      axis(g.win.out, 0, 1),
+                      axis(g.win.out, 1, 1),
+                      axis(g.win.pad_begin, 0, 0),
+                      axis(g.win.pad_begin, 1, 0),
+                      axis(g.win.strides, 0, 1),
+                      axis(g.win.strides, 1, 1),
+                      axis(g.win.dilations, 0, 1),
+                      axis(g.win.dilations, 1, 1),
+                      {}, {}, {}, {}, {}};
+  cg.by_c = sem::FastDivmod(cg.c);
+  cg.by_r = sem::FastDivmod(cg.r);
+  cg.by_s = sem::FastDivmod(cg.s);
+  cg.by_ow = sem::FastDivmod(cg.ow);
+  cg.by_oh = sem::FastDivmod(cg.oh);
+  const int64_t plane = int64_t(cg.oh) * cg.ow, m = g.batch * plane, kdim = int64_t(cg.c) * cg.r * cg.s;
+  if (m >= INT32_MAX || !cuda::tiled_product_fits(m, cg.k, 1)) return false;
   profiler::detail::PhaseScope phase("convolution on the cold tier");
   cuda::count_cold_kernel_call();
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(x.dtype(), [&]<class T>() {
@@ -226,12 +245,11 @@ bool run_cold_conv(const ConvGeometry& g, const Tensor& x, const Tensor& w, cons
     const ConvWeights<T> wl{cuda::ptr<const T>(w), kdim};
     if (g.channels_last) {
       cuda::launch_tiled_product(m, cg.k, kdim, 1, ConvInput<T, true>{cuda::ptr<const T>(x), cg}, wl,
-                                 ConvOutput<T, true>{cuda::ptr<T>(y), bias, res, cg.k, plane, act}, cuda::stream());
+                                 ConvOutput<T, true>{cuda::ptr<T>(y), bias, res, cg.k, plane, act});
     } else {
       cuda::launch_tiled_product(m, cg.k, kdim, 1, ConvInput<T, false>{cuda::ptr<const T>(x), cg}, wl,
-                                 ConvOutput<T, false>{cuda::ptr<T>(y), bias, res, cg.k, plane, act}, cuda::stream());
+                                 ConvOutput<T, false>{cuda::ptr<T>(y), bias, res, cg.k, plane, act});
     }
-    INGOT_CUDA_LAUNCH_CHECK();
   });
   return true;
 }
@@ -530,12 +548,17 @@ cudnnDataType_t cudnn_dtype(DType dt) {
   }
 }
 
+// Calls of one convolution on the cold tier at most (INGOT_CUDA_COLD_KERNELS=1): a queue no worker
+// drains (one that failed to start) then no longer keeps it there.
+constexpr int kMaxColdCalls = 2;
+
 struct ConvPlan {
   // key
   Shape x_shape, w_shape;
   DType dtype = DType::Float32;
   bool tf32 = false, want_fused = false, channels_last = false;
 
+  bool described = false;  // build_plan ran: the legacy API's descriptors (not needed by the graph API)
   bool use_cudnn = false;
   bool algo_chosen = false;
   // Forward: X is copied into a zero-padded temporary of spatial size `x_sp` first.
@@ -558,7 +581,7 @@ struct ConvPlan {
   // 1-D and 2-D forward convolutions: the graph API with bias, residual and Relu in it.
   std::unique_ptr<cuda::ConvGraph> graph;
   bool graph_tried = false;
-  int cold_calls = 0;  // calls that ran on the cold tier while a worker prepared the graph's plan
+  int cold_calls = 0;  // calls that ran on the cold tier while a worker prepared the graph's plan (or any plan)
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan&) = delete;
@@ -611,9 +634,11 @@ cudnnMathType_t base_math(DType dt, bool tf32) {
   return CUDNN_TENSOR_OP_MATH;
 }
 
-// Builds descriptors (no algorithm yet); leaves use_cudnn false when cuDNN cannot express the
-// problem, in which case the direct loops run.
+// Builds the legacy API's descriptors (no algorithm yet; on the plan's first call the graph API
+// does not take); leaves use_cudnn false when cuDNN cannot express the problem, in which case the
+// direct loops run.
 void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tensor& w) {
+  profiler::detail::PhaseScope phase("cuDNN descriptors");
   const Window& win = g.win;
   const size_t nd = win.in.size();
   Ints pads(nd, 0), x_sp = win.in, y_sp = win.out;
@@ -853,7 +878,6 @@ ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, 
   plan->tf32 = tf32;
   plan->want_fused = want_fused;
   plan->channels_last = g.channels_last;
-  build_plan(*plan, g, x, w);
   plans.insert(plans.begin(), std::move(plan));
   if (plans.size() > kMaxPlans) plans.pop_back();
   return *plans[0];
@@ -1062,7 +1086,6 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     // A plan a background worker has queued or is building: this call on the cold tier, the plan
     // next time. A few calls at most: a queue no worker drains (one that failed to start) is then
     // taken over by build(), as without the cold tier.
-    constexpr int kMaxColdCalls = 2;
     if (cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing && p.cold_calls < kMaxColdCalls &&
         cuda::ConvGraph::being_built(key) && !cuda::capturing() && run_cold_conv(g, x, w, b, residual, act, y)) {
       ++p.cold_calls;
@@ -1111,8 +1134,22 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   if (direct_only) return run_without_cudnn(ctx, g, residual, act, y);
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
   if (run_graph_conv(p, g, x, w, b, residual, act, y)) return;
+  if (!p.described) {  // only where the graph API did not take it (~80 us each on an H100)
+    p.described = true;
+    build_plan(p, g, x, w);
+  }
   if (g.channels_last && !p.use_cudnn) {
     sem::fused_conv_by_transposes(ctx, y);
+    return;
+  }
+  // The legacy API's first calls (exact float32 with a residual has no graph engine) while a package's
+  // plans are still being prepared: on the cold tier, as the graph API's are, instead of choosing an
+  // algorithm and loading cuDNN's legacy kernels in the first run (ResNet-50 fp32 on an H100: the
+  // first of its 16 took 11 ms of the first run, the others 0.2-0.4 ms each).
+  if (p.use_cudnn && !p.algo_chosen && p.cold_calls < kMaxColdCalls &&
+      cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing && !cuda::capturing() &&
+      cuda::ConvGraph::preparing() && run_cold_conv(g, x, w, b, residual, act, y)) {
+    ++p.cold_calls;
     return;
   }
   if (p.use_cudnn) {
