@@ -58,7 +58,7 @@ constexpr Flag kFlags[] = {
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
     {"INGOT_UPLOAD_AHEAD", Kind::Bool, "1",
      "A package loaded for a GPU copies its weights to the device on a thread of its own, in the order the first run "
-     "reads them, while the context starts and the first run goes on (0: each weight on its first use, in the run).",
+     "reads them, while the first run goes on (0: each weight on its first use, in the run).",
      true},
     {"INGOT_CUDA_COLD_KERNELS", Kind::Int, "1",
      "CUDA convolutions and matrix products whose cuDNN plan or cuBLASLt kernel is still being prepared in the "

@@ -82,7 +82,7 @@ class Executor final {
   Result run(const std::vector<Value>& inputs);
   // Copies the top-level graph's weights that device kernels read to the device on a thread of its
   // own, in the order the steps read them, so that a loaded package's first run finds most of them
-  // there instead of copying each on first use (the run copies any it finds missing itself). The
+  // there instead of copying each on its way (the run copies any it finds missing itself). The
   // first run to end stops and joins the thread. No-op on the CPU.
   void upload_weights_async();
 

@@ -106,7 +106,7 @@ Session Session::load(const std::string& path, SessionOptions options) {
         std::make_unique<Executor>(Executable::build(impl->model, options.device),
                                    ExecutorOptions{options.memory_plan, options.cuda_graphs, options.time_limit_s});
   }
-  // A package's weights go to the device while the context starts and the first run goes on.
+  // A package's weights go to the device while the first run goes on.
   if (package && accelerator && flags::enabled("INGOT_UPLOAD_AHEAD")) impl->executor->upload_weights_async();
   if (options.report_fallbacks) {
     if (std::string s = impl->executor->executable().fallback_summary(); !s.empty()) {
