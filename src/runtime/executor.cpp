@@ -369,7 +369,9 @@ Executor::Result Executor::run(const std::vector<Value>& inputs) {
   if (sp) result.hold = std::unique_lock(sp->busy, std::try_to_lock);
   const std::vector<Value>& in = staged.empty() ? inputs : staged;
   result.outputs = result.hold ? run_planned(f, *sp, in) : run_graph(f, *model_.graph, in, nullptr);
-  finish_weight_uploads();  // (a failed run's: the destructor's or the next run's)
+  // upload_weights_async's thread ends with the first run (a failed run's: the destructor's or the
+  // next run's); CPU sessions have none.
+  if (device_.type != DeviceType::CPU) finish_weight_uploads();
   if (range.active()) [[unlikely]]
     range.end_session(model_.name);
   result.stats = f.stats;
