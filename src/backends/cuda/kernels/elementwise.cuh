@@ -1,12 +1,14 @@
-// Elementwise CUDA kernels, shared by elementwise_{unary,binary,compare,cast}.cu: one vectorized
+// Elementwise CUDA kernels, shared by the elementwise_*.cu files: one vectorized
 // contiguous path (16-byte loads and stores per thread when the pointers allow), repeat and
 // mid-axis broadcast paths, and one broadcasting path through Indexer; the arithmetic runs in
 // compute_t (float for the 16-bit floats); the op functors of every elementwise op.
 //
-// Why four files: CUDA loads a module (one .cu file's kernels) at the first launch of any of its
-// kernels, at ~16 us per kernel it holds (measured on the H200: the one elementwise.cu of ~4,000
-// instantiations made a process's first Relu or HardSigmoid cost ~70 ms). A model now loads only
-// the families it uses. Everything here is in an anonymous namespace on purpose: each file gets its
+// Why several files: CUDA loads a module (one .cu file's kernels) at the first launch of any of its
+// kernels, at ~16 us per kernel it holds, ~1-1.5 ms per MB of device code (measured on the H200 and
+// the H100: the one elementwise.cu of ~4,000 instantiations made a process's first Relu or
+// HardSigmoid cost ~70 ms; a 10 MB module of every arithmetic op made MobileNetV3's first Mul cost
+// 13-16 ms). So the ops models use most (Add/Sub, Mul/Div, the activations, float<->float casts)
+// have small modules of their own, and the rarer ops share the larger ones. Everything here is in an anonymous namespace on purpose: each file gets its
 // own kernels (internal linkage), so no two modules register a kernel under one host stub.
 #pragma once
 #include <cmath>
@@ -521,5 +523,67 @@ void binary_typed(KernelContext& ctx, Op op, DType out_dtype = DType::Undefined)
   });
 }
 
+// ---- kernel bodies shared by the elementwise_*.cu files --------------------------------------
+
+#define INGOT_CUDA_SIGNED INGOT_CUDA_FLOAT_TYPES, DType::Int8, DType::Int16, DType::Int32, DType::Int64
+
+template <class Op>
+void arith_numeric(KernelContext& ctx) {
+  binary_typed<void, INGOT_CUDA_NUMERIC_TYPES>(ctx, Op{});
+}
+template <class Op>
+void arith_float(KernelContext& ctx) {
+  binary_typed<void, INGOT_CUDA_FLOAT_TYPES>(ctx, Op{});
+}
+
+// Each unary kernel instantiates only the dtypes it registers (dispatch throws for the rest).
+template <class Op, DType... Ds>
+void unary_typed(KernelContext& ctx, Op op) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
+  dispatch_device<Ds...>(x.dtype(), [&]<class T>() {
+    launch_map1(ptr<const T>(x), ptr<T>(y), x.numel(), Unary<T, T, Op>{op});
+  });
+}
+template <class Op>
+void float_unary(KernelContext& ctx) {
+  unary_typed<Op, INGOT_CUDA_FLOAT_TYPES>(ctx, Op{});
+}
+template <class Op>
+void signed_unary(KernelContext& ctx) {
+  unary_typed<Op, INGOT_CUDA_SIGNED>(ctx, Op{});
+}
+
+// Cast's conversion. Matches the CPU kernel: float -> integer saturates and maps NaN to 0;
+// anything -> bool is != 0.
+template <class D, class S>
+struct CastOp {
+  __device__ __forceinline__ D operator()(S value) const {
+    auto v = load(value);
+    using SC = decltype(v);
+    if constexpr (std::is_same_v<D, bool>) {
+      return v != SC(0);
+    } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<SC>) {
+      if (v != v) return D(0);
+      if (v <= SC(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
+      if (v >= SC(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+      return D(v);
+    } else if constexpr (std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>) {
+      if constexpr (std::is_same_v<SC, double>) {
+        return store<D>(float(v));
+      } else {
+        return store<D>(v);
+      }
+    } else {
+      return D(v);
+    }
+  }
+};
+
 }  // namespace
+
+// Casts between the floating-point types (elementwise_cast_float.cu: the casts mixed precision
+// inserts get a small module of their own); x and y have one shape.
+void cast_between_floats(const Tensor& x, Tensor& y);
+
 }  // namespace ingot::cuda

@@ -1,18 +1,9 @@
-// Arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow, PRelu and the variadic Sum,
-// Mean, Max, Min on the GPU (kernels: elementwise.cuh).
+// Arithmetic with numpy broadcasting: Mod, Pow, PRelu and the variadic Sum, Mean, Max, Min on the
+// GPU (kernels: elementwise.cuh; Add/Sub and Mul/Div have modules of their own).
 #include "backends/cuda/kernels/elementwise.cuh"
 
 namespace ingot::cuda {
 namespace {
-
-template <class Op>
-void arith_numeric(KernelContext& ctx) {
-  binary_typed<void, INGOT_CUDA_NUMERIC_TYPES>(ctx, Op{});
-}
-template <class Op>
-void arith_float(KernelContext& ctx) {
-  binary_typed<void, INGOT_CUDA_FLOAT_TYPES>(ctx, Op{});
-}
 
 void mod(KernelContext& ctx) {
   if (ctx.attr_int("fmod") == 0 && is_floating(ctx.input(0).dtype())) {
@@ -80,12 +71,8 @@ void min(KernelContext& ctx) { variadic<MinOp>(ctx, false); }
 
 }  // namespace
 
-// Integer division by zero is an error on the CPU; checking it here would need the data on the
-// host, so integer Div and Mod stay on the CPU.
-INGOT_CUDA_KERNEL(Add, arith_numeric<AddOp>).versions(7).dtypes({INGOT_CUDA_NUMERIC_TYPES});
-INGOT_CUDA_KERNEL(Sub, arith_numeric<SubOp>).versions(7).dtypes({INGOT_CUDA_NUMERIC_TYPES});
-INGOT_CUDA_KERNEL(Mul, arith_numeric<MulOp>).versions(7).dtypes({INGOT_CUDA_NUMERIC_TYPES});
-INGOT_CUDA_KERNEL(Div, arith_float<DivOp>).versions(7).dtypes(float_dtypes());
+// Integer Mod by zero is an error on the CPU; checking it here would need the data on the host, so
+// integer Mod stays on the CPU.
 INGOT_CUDA_KERNEL(Mod, mod).versions(10).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Pow, pow).versions(7).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(PRelu, prelu).versions(7).dtypes(float_dtypes());

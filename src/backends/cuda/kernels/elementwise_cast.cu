@@ -1,35 +1,11 @@
-// Cast and CastLike on the GPU (kernels: elementwise.cuh).
+// Cast and CastLike on the GPU (kernels: elementwise.cuh; the casts between floating-point types:
+// elementwise_cast_float.cu).
 #include "backends/cuda/kernels/elementwise.cuh"
 
 namespace ingot::cuda {
 namespace {
 
 // ---- Cast ----------------------------------------------------------------------------------
-
-// Matches the CPU kernel: float -> integer saturates and maps NaN to 0; anything -> bool is != 0.
-template <class D, class S>
-struct CastOp {
-  __device__ __forceinline__ D operator()(S value) const {
-    auto v = load(value);
-    using SC = decltype(v);
-    if constexpr (std::is_same_v<D, bool>) {
-      return v != SC(0);
-    } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<SC>) {
-      if (v != v) return D(0);
-      if (v <= SC(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
-      if (v >= SC(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-      return D(v);
-    } else if constexpr (std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>) {
-      if constexpr (std::is_same_v<SC, double>) {
-        return store<D>(float(v));
-      } else {
-        return store<D>(v);
-      }
-    } else {
-      return D(v);
-    }
-  }
-};
 
 // Float32 -> bfloat16 by dropping the low 16 bits (ONNX's reference before opset 19).
 struct TruncateBF16 {
@@ -54,6 +30,10 @@ Tensor cast_on_device(const Tensor& x, DType to, int opset) {
   }
   if (to == DType::BFloat16 && opset < 19) {
     return cast_on_device(cast_on_device(x, DType::Float32, opset), to, opset);
+  }
+  if (is_floating(x.dtype()) && is_floating(to)) {
+    cast_between_floats(x, y);
+    return y;
   }
   dispatch_device<INGOT_CUDA_CAST_TYPES>(x.dtype(), [&]<class S>() {
     dispatch_device<INGOT_CUDA_CAST_TYPES>(to, [&]<class D>() {

@@ -1,29 +1,10 @@
-// Unary math, activations, Not, BitwiseNot and Clip on the GPU (kernels: elementwise.cuh).
+// Unary math, the rarer activations, IsNaN/IsInf, Not and BitwiseNot on the GPU (kernels:
+// elementwise.cuh; the common activations and Clip: elementwise_activations.cu).
 #include "backends/cuda/kernels/elementwise.cuh"
 
 namespace ingot::cuda {
 namespace {
 
-#define INGOT_CUDA_SIGNED INGOT_CUDA_FLOAT_TYPES, DType::Int8, DType::Int16, DType::Int32, DType::Int64
-
-// Each unary kernel instantiates only the dtypes it registers (dispatch throws for the rest).
-template <class Op, DType... Ds>
-void unary_typed(KernelContext& ctx, Op op) {
-  const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
-  dispatch_device<Ds...>(x.dtype(), [&]<class T>() {
-    launch_map1(ptr<const T>(x), ptr<T>(y), x.numel(), Unary<T, T, Op>{op});
-  });
-}
-
-template <class Op>
-void float_unary(KernelContext& ctx) {
-  unary_typed<Op, INGOT_CUDA_FLOAT_TYPES>(ctx, Op{});
-}
-template <class Op>
-void signed_unary(KernelContext& ctx) {
-  unary_typed<Op, INGOT_CUDA_SIGNED>(ctx, Op{});
-}
 template <class Op>
 void int_unary(KernelContext& ctx) {
   unary_typed<Op, INGOT_INT_TYPES>(ctx, Op{});
@@ -33,17 +14,11 @@ void numeric_unary(KernelContext& ctx) {
   unary_typed<Op, INGOT_CUDA_NUMERIC_TYPES>(ctx, Op{});
 }
 
-void leaky_relu(KernelContext& ctx) {
-  unary_typed<LeakyReluOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha")});
-}
 void elu(KernelContext& ctx) { unary_typed<EluOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha")}); }
 void selu(KernelContext& ctx) {
   unary_typed<SeluOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha"), ctx.attr_float("gamma")});
 }
 void celu(KernelContext& ctx) { unary_typed<CeluOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha")}); }
-void hard_sigmoid(KernelContext& ctx) {
-  unary_typed<HardSigmoidOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha"), ctx.attr_float("beta")});
-}
 void thresholded_relu(KernelContext& ctx) {
   unary_typed<ThresholdedReluOp, INGOT_CUDA_FLOAT_TYPES>(ctx, {ctx.attr_float("alpha")});
 }
@@ -71,41 +46,8 @@ void logical_not(KernelContext& ctx) {
   launch_map1(ptr<const bool>(x), ptr<bool>(y), x.numel(), NotOp{});
 }
 
-// Clip: bounds from attributes (opset < 11) or optional scalar inputs read on the host.
-void clip(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
-  dispatch_device<INGOT_CUDA_NUMERIC_TYPES>(x.dtype(), [&]<class T>() {
-    using C = compute_t<T>;
-    C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
-    if constexpr (std::is_floating_point_v<C>) {
-      lo = -std::numeric_limits<C>::infinity();
-      hi = std::numeric_limits<C>::infinity();
-    }
-    if (ctx.opset() < 11) {
-      lo = C(ctx.attr_float("min"));
-      hi = C(ctx.attr_float("max"));
-    } else {
-      for (int i : {1, 2}) {
-        if (!ctx.has_input(size_t(i))) continue;
-        const Tensor& b = ctx.input(size_t(i));
-        if (b.numel() != 1) fail("input {} ({}): expected a scalar, got {}", i, i == 1 ? "min" : "max", b.describe());
-        if (b.dtype() != x.dtype()) {
-          fail("input {} ({}) has dtype {}, input 0 has {}", i, i == 1 ? "min" : "max", dtype_name(b.dtype()),
-               dtype_name(x.dtype()));
-        }
-        C v = C(b.item_double());
-        if constexpr (std::is_integral_v<C>) v = C(b.item_int());
-        (i == 1 ? lo : hi) = v;
-      }
-    }
-    launch_map1(ptr<const T>(x), ptr<T>(y), x.numel(), Unary<T, T, ClipOp<C>>{{lo, hi}});
-  });
-}
-
 }  // namespace
 
-INGOT_CUDA_KERNEL(Relu, signed_unary<ReluOp>).versions(1).dtypes({INGOT_CUDA_SIGNED});
 INGOT_CUDA_KERNEL(Abs, numeric_unary<AbsOp>).versions(1).dtypes({INGOT_CUDA_NUMERIC_TYPES});
 INGOT_CUDA_KERNEL(Neg, signed_unary<NegOp>).versions(1).dtypes({INGOT_CUDA_SIGNED});
 INGOT_CUDA_KERNEL(Sign, numeric_unary<SignOp>).versions(9).dtypes({INGOT_CUDA_NUMERIC_TYPES});
@@ -127,25 +69,17 @@ INGOT_CUDA_KERNEL(Cosh, float_unary<CoshOp>).versions(9).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Asinh, float_unary<AsinhOp>).versions(9).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Acosh, float_unary<AcoshOp>).versions(9).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Atanh, float_unary<AtanhOp>).versions(9).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(Erf, float_unary<ErfOp>).versions(9).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(Sigmoid, float_unary<SigmoidOp>).versions(1).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(Tanh, float_unary<TanhOp>).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Softplus, float_unary<SoftplusOp>).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Softsign, float_unary<SoftsignOp>).versions(1).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(HardSwish, float_unary<HardSwishOp>).versions(14).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(HardSwish, float_unary<HardSwishOp>).domain(kIngotDomain).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Mish, float_unary<MishOp>).versions(18).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(LeakyRelu, leaky_relu).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Elu, elu).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Selu, selu).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Celu, celu).versions(12).dtypes(float_dtypes());
-INGOT_CUDA_KERNEL(HardSigmoid, hard_sigmoid).versions(1).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(ThresholdedRelu, thresholded_relu).versions(10).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Shrink, shrink).versions(9).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(IsNaN, is_nan).versions(9).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(IsInf, is_inf).versions(10).dtypes(float_dtypes());
 INGOT_CUDA_KERNEL(Not, logical_not).versions(1).dtypes({DType::Bool});
 INGOT_CUDA_KERNEL(BitwiseNot, int_unary<BitwiseNotOp>).versions(18).dtypes({INGOT_INT_TYPES});
-INGOT_CUDA_KERNEL(Clip, clip).versions(1).dtypes({INGOT_CUDA_NUMERIC_TYPES}).host_inputs({1, 2});
 
 }  // namespace ingot::cuda

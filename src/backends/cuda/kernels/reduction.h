@@ -1,4 +1,4 @@
-// Reductions that other CUDA kernels launch directly (reduction.cu).
+// Reductions that other CUDA kernels launch directly (softmax.cu).
 #pragma once
 #include <ingot/dtype.h>
 
