@@ -8,8 +8,9 @@
 // the H100: the one elementwise.cu of ~4,000 instantiations made a process's first Relu or
 // HardSigmoid cost ~70 ms; a 10 MB module of every arithmetic op made MobileNetV3's first Mul cost
 // 13-16 ms). So the ops models use most (Add/Sub, Mul/Div, the activations, float<->float casts)
-// have small modules of their own, and the rarer ops share the larger ones. Everything here is in an anonymous namespace on purpose: each file gets its
-// own kernels (internal linkage), so no two modules register a kernel under one host stub.
+// have small modules of their own, and the rarer ops share the larger ones. Everything here is in
+// an anonymous namespace on purpose: each file gets its own kernels (internal linkage), so no two
+// modules register a kernel under one host stub.
 #pragma once
 #include <cmath>
 #include <cstdint>
