@@ -105,6 +105,13 @@ void arg_kernel(KernelContext& ctx) {
 
 constexpr int64_t kTopKShared = 4096;
 
+// Elements of shape[begin, end).
+inline int64_t product(const Shape& shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t k = begin; k < end; ++k) n *= shape[k];
+  return n;
+}
+
 template <class K>
 __device__ __forceinline__ bool ranks_above(K a, K b) {
   if constexpr (std::is_floating_point_v<K>) {

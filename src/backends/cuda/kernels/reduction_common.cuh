@@ -1,4 +1,4 @@
-// Device helpers shared by the reduction modules (reduce_*.cu, argmax_topk.cu, softmax.cu).
+// Device helpers shared by the reduction modules (reduce.cuh's reduce_*.cu, argmax_topk.cu, softmax.cu).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -16,12 +16,6 @@ __device__ __forceinline__ bool nan_of(A v) {
   } else {
     return false;
   }
-}
-
-inline int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
 }
 
 }  // namespace
