@@ -88,7 +88,8 @@ bundle() {
     done
   done
   if [ "${INGOT_BUNDLE_NO_SUITES:-0}" != 1 ]; then
-    cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
+    # INGOT_BUNDLE_NO_NODE=1: the real models without the node suite (room for ingot-gpu-tests).
+    [ "${INGOT_BUNDLE_NO_NODE:-0}" = 1 ] || cp -r /usr/share/libonnx-testdata/data/node "$stage/data/node"
     local cache
     cache="$(bash "$ROOT/scripts/fetch-models.sh")"
     for f in ch_PP-OCRv4_det_infer.onnx ch_PP-OCRv4_rec_infer.onnx ch_ppocr_mobile_v2.0_cls_infer.onnx \

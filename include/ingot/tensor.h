@@ -19,6 +19,7 @@ namespace ingot {
 using Shape = std::vector<int64_t>;
 
 int64_t shape_numel(const Shape& shape);
+int64_t shape_numel(const Shape& shape, size_t begin, size_t end);  // of dims [begin, end)
 std::string shape_str(const Shape& shape);  // "[1,3,224,224]"
 // Normalizes a possibly negative axis against rank; throws naming `what` when out of range.
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what = "axis");

@@ -26,6 +26,12 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t shape_numel(const Shape& shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t k = begin; k < end; ++k) n *= shape[k];
+  return n;
+}
+
 std::string shape_str(const Shape& shape) { return "[" + join(shape, ",") + "]"; }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {

@@ -15,6 +15,8 @@
 #include "../unit/test_util.h"
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/cuda_runtime.h"
+#include "core/backend.h"
+#include "core/device_graph.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
 
@@ -165,6 +167,36 @@ TEST(CudaGraph, OffWhenAskedAndReplaysShowInAProfile) {
   }
   EXPECT_EQ(host, 1);
   EXPECT_EQ(device, 1);
+}
+
+// The pinned staging halves are allocated on a background thread after a process's first copy to
+// the host; that thread once recorded their events on the device's stream, and when a run's graph
+// capture was on meanwhile (a session's second run: 4 of the 6 real models under `ingot run
+// --repeat 3`), the record joined the capture and every later staged copy failed ("invalid
+// argument"). In a fresh process (the staging is allocated once per process): the first copy to
+// the host, at once a capture held open for 200 ms, then staged copies both ways.
+TEST(CudaGraph, StagingAllocatedDuringACaptureStaysUsable) {
+  INGOT_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Device gpu{DeviceType::CUDA, 0};
+  EXPECT_EXIT(
+      {
+        Tensor x = random_tensor(DType::Float32, {1024}, 7);
+        Tensor d = x.to(gpu);
+        Tensor first = d.to(Device::cpu());  // the first copy to the host: staging starts
+        DeviceGraphs* graphs = find_backend(DeviceType::CUDA)->graphs();
+        graphs->begin_capture(0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::string why;
+        std::unique_ptr<DeviceGraph> graph = graphs->end_capture(0, &why);
+        bool ok = true;
+        for (int i = 0; i < 4 && ok; ++i) {  // both halves, each way
+          Tensor y = random_tensor(DType::Float32, {1024}, uint32_t(8 + i));
+          ok = as_doubles(y.to(gpu).to(Device::cpu())) == as_doubles(y);
+        }
+        std::exit(ok && as_doubles(first) == as_doubles(x) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // SessionOptions::outputs_on_device: device tensors come back, device inputs are accepted, and a
@@ -347,7 +379,9 @@ TEST(CudaPackage, WeightsUploadedAheadServeTheFirstRun) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a few KB: long done
     expect_same(cpu, gpu.run({x}), x, fmt::format("first run, INGOT_UPLOAD_AHEAD={}", ahead));
     const int64_t copied = gpu.last_run_stats().host_to_device_bytes - int64_t(x.nbytes());
-    if (ahead[0] == '1') EXPECT_EQ(copied, 0) << "the weights were on the device before the run";
+    if (ahead[0] == '1') {
+      EXPECT_EQ(copied, 0) << "the weights were on the device before the run";
+    }
     weights_copied_by_the_run = copied;
   }
   ::unsetenv("INGOT_UPLOAD_AHEAD");

@@ -301,8 +301,10 @@ void allocate_staging(DeviceState& s) {
   const size_t half = size_t(16) << 20;
   char* pinned = nullptr;
   INGOT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 2 * half, cudaHostAllocDefault));
+  // Not recorded here: an event never recorded is complete for cudaEventSynchronize, and this runs
+  // on a background thread that may overlap a CUDA graph capture on the device's stream (a record
+  // there joins the capture, and synchronizing on a captured event fails: "invalid argument").
   for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  for (auto& e : s.pinned_done) INGOT_CUDA_CHECK(cudaEventRecord(e, s.stream));
   s.pinned_half = half;
   s.pinned = pinned;
 }

@@ -13,12 +13,6 @@
 namespace ingot::cpu {
 namespace {
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
-}
-
 // Reads int32/int64 indices, maps negative ones from the end of an axis of size `dim`, and rejects
 // anything outside [-dim, dim). `axis` only serves the error message.
 std::vector<int64_t> read_indices(const Tensor& t, int64_t dim, int64_t axis, std::string_view what) {
@@ -53,7 +47,7 @@ void gather(KernelContext& ctx) {
   Shape out_shape(x.shape().begin(), x.shape().begin() + axis);
   out_shape.insert(out_shape.end(), idx.shape().begin(), idx.shape().end());
   out_shape.insert(out_shape.end(), x.shape().begin() + axis + 1, x.shape().end());
-  int64_t outer = product(x.shape(), 0, size_t(axis)), inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  int64_t outer = shape_numel(x.shape(), 0, size_t(axis)), inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   int64_t m = int64_t(indices.size());
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   if (y.numel() == 0) return;
@@ -208,9 +202,9 @@ std::vector<int64_t> nd_offsets(const Tensor& data, const Tensor& idx, int64_t b
   }
   std::vector<int64_t> raw = read_ints(idx, what);
   Strides strides = contiguous_strides(data.shape());
-  int64_t tuples = product(idx.shape(), 0, size_t(q - 1));
-  int64_t per_batch = product(idx.shape(), size_t(batch_dims), size_t(q - 1));
-  int64_t batch_size = product(data.shape(), size_t(batch_dims), size_t(r));
+  int64_t tuples = shape_numel(idx.shape(), 0, size_t(q - 1));
+  int64_t per_batch = shape_numel(idx.shape(), size_t(batch_dims), size_t(q - 1));
+  int64_t batch_size = shape_numel(data.shape(), size_t(batch_dims), size_t(r));
   std::vector<int64_t> offsets(static_cast<size_t>(tuples));
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t offset = (t / per_batch) * batch_size;
@@ -235,7 +229,7 @@ void gather_nd(KernelContext& ctx) {
   size_t slice_begin = size_t(batch_dims + idx.shape().back());
   Shape out_shape(idx.shape().begin(), idx.shape().end() - 1);
   out_shape.insert(out_shape.end(), x.shape().begin() + int64_t(slice_begin), x.shape().end());
-  int64_t slice = product(x.shape(), slice_begin, x.shape().size());
+  int64_t slice = shape_numel(x.shape(), slice_begin, x.shape().size());
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   if (y.numel() == 0) return;
   dispatch_by_size(x.dtype(), [&]<class T>() {
@@ -258,7 +252,7 @@ void scatter_nd(KernelContext& ctx) {
     fail("input 2 (updates): expected {}{}, got {}", dtype_name(x.dtype()), shape_str(expected), updates.describe());
   }
   Reduction reduction = parse_reduction(ctx);
-  int64_t slice = product(x.shape(), slice_begin, x.shape().size());
+  int64_t slice = shape_numel(x.shape(), slice_begin, x.shape().size());
   Tensor& y = copy_of_data(ctx, x);
   dispatch_scatter(x.dtype(), reduction, [&]<class T>() {
     const T* upd = static_cast<const T*>(updates.raw_data());
@@ -281,7 +275,7 @@ void one_hot(KernelContext& ctx) {
   int64_t axis = normalize_axis(ctx.attr_int("axis"), idx.rank() + 1, "axis");
   Shape out_shape = idx.shape();
   out_shape.insert(out_shape.begin() + axis, depth);
-  int64_t outer = product(idx.shape(), 0, size_t(axis)), inner = product(idx.shape(), size_t(axis), idx.shape().size());
+  int64_t outer = shape_numel(idx.shape(), 0, size_t(axis)), inner = shape_numel(idx.shape(), size_t(axis), idx.shape().size());
   std::vector<int64_t> positions(static_cast<size_t>(idx.numel()));
   dispatch_numeric(idx.dtype(), [&]<class I>() {
     const I* p = idx.data<I>();
@@ -348,8 +342,8 @@ void compress(KernelContext& ctx) {
   }
   Shape out_shape = data.shape();
   out_shape[size_t(axis)] = int64_t(kept.size());
-  int64_t outer = product(data.shape(), 0, size_t(axis));
-  int64_t inner = product(data.shape(), size_t(axis) + 1, data.shape().size());
+  int64_t outer = shape_numel(data.shape(), 0, size_t(axis));
+  int64_t inner = shape_numel(data.shape(), size_t(axis) + 1, data.shape().size());
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   if (y.numel() == 0) return;
   dispatch_by_size(x.dtype(), [&]<class T>() {

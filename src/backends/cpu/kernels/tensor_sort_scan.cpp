@@ -12,12 +12,6 @@
 namespace ingot::cpu {
 namespace {
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
-}
-
 // float16/bfloat16 are compared and summed in float.
 template <class T>
 using Compute = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
@@ -42,7 +36,7 @@ void top_k(KernelContext& ctx) {
   bool largest = ctx.attr_int("largest") != 0;
   Shape out_shape = x.shape();
   out_shape[size_t(axis)] = k;
-  int64_t outer = product(x.shape(), 0, size_t(axis)), inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  int64_t outer = shape_numel(x.shape(), 0, size_t(axis)), inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   Tensor& values = ctx.allocate(0, x.dtype(), out_shape);
   Tensor& indices = ctx.allocate(1, DType::Int64, out_shape);
   if (values.numel() == 0) return;
@@ -85,8 +79,8 @@ void unique(KernelContext& ctx) {
   Tensor data = by_axis ? x : x.reshape({x.numel()});
   int64_t axis = by_axis ? normalize_axis(ctx.attr_int("axis"), x.rank(), "axis") : 0;
   int64_t dim = data.shape()[size_t(axis)];
-  int64_t outer = product(data.shape(), 0, size_t(axis));
-  int64_t inner = product(data.shape(), size_t(axis) + 1, data.shape().size());
+  int64_t outer = shape_numel(data.shape(), 0, size_t(axis));
+  int64_t inner = shape_numel(data.shape(), size_t(axis) + 1, data.shape().size());
   bool sorted = ctx.attr_int("sorted") != 0;
 
   // Slices along the axis, ordered by content (lexicographically) then by position.
@@ -160,7 +154,7 @@ void cum_sum(KernelContext& ctx) {
   int64_t axis = normalize_axis(read_scalar_int(ctx.input(1), "input 1 (axis)"), x.rank(), "input 1 (axis)");
   bool exclusive = ctx.attr_int("exclusive") != 0, reverse = ctx.attr_int("reverse") != 0;
   int64_t dim = x.shape()[size_t(axis)];
-  int64_t outer = product(x.shape(), 0, size_t(axis)), inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  int64_t outer = shape_numel(x.shape(), 0, size_t(axis)), inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (y.numel() == 0) return;
   dispatch_numeric(x.dtype(), [&]<class T>() {

@@ -105,13 +105,6 @@ void arg_kernel(KernelContext& ctx) {
 
 constexpr int64_t kTopKShared = 4096;
 
-// Elements of shape[begin, end).
-inline int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
-}
-
 template <class K>
 __device__ __forceinline__ bool ranks_above(K a, K b) {
   if constexpr (std::is_floating_point_v<K>) {
@@ -203,8 +196,8 @@ void top_k(KernelContext& ctx) {
   const bool largest = ctx.attr_int("largest") != 0;
   Shape out_shape = x.shape();
   out_shape[size_t(axis)] = k;
-  const int64_t outer = product(x.shape(), 0, size_t(axis));
-  const int64_t inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  const int64_t outer = shape_numel(x.shape(), 0, size_t(axis));
+  const int64_t inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   Tensor& values = ctx.allocate(0, x.dtype(), out_shape);
   Tensor& indices = ctx.allocate(1, DType::Int64, out_shape);
   if (values.numel() == 0) return;

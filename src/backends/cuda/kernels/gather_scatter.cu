@@ -39,12 +39,6 @@ Strides contiguous_strides(const Shape& shape) {
   return s;
 }
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
-}
-
 void check_index_dtype(const Tensor& t, std::string_view what) {
   if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64) {
     fail("{}: expected int32 or int64 indices, got {}", what, t.describe());
@@ -183,7 +177,7 @@ void gather(KernelContext& ctx) {
   Shape out_shape(x.shape().begin(), x.shape().begin() + axis);
   out_shape.insert(out_shape.end(), idx.shape().begin(), idx.shape().end());
   out_shape.insert(out_shape.end(), x.shape().begin() + axis + 1, x.shape().end());
-  int64_t inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  int64_t inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   int64_t m = idx.numel();
   Tensor& y = ctx.allocate(0, x.dtype(), out_shape);
   int64_t n = y.numel();
@@ -350,9 +344,9 @@ NdParams nd_params(const Tensor& data, const Tensor& idx, int64_t batch_dims, st
     p.dims[j] = data.shape()[size_t(batch_dims + j)];
     p.strides[j] = strides[size_t(batch_dims + j)];
   }
-  p.per_batch = std::max<int64_t>(1, product(idx.shape(), size_t(batch_dims), size_t(q - 1)));
-  p.batch_size = product(data.shape(), size_t(batch_dims), size_t(r));
-  p.slice = product(data.shape(), size_t(batch_dims + k), size_t(r));
+  p.per_batch = std::max<int64_t>(1, shape_numel(idx.shape(), size_t(batch_dims), size_t(q - 1)));
+  p.batch_size = shape_numel(data.shape(), size_t(batch_dims), size_t(r));
+  p.slice = shape_numel(data.shape(), size_t(batch_dims + k), size_t(r));
   return p;
 }
 
@@ -452,7 +446,7 @@ void one_hot(KernelContext& ctx) {
   int64_t axis = normalize_axis(ctx.attr_int("axis"), idx.rank() + 1, "axis");
   Shape out_shape = idx.shape();
   out_shape.insert(out_shape.begin() + axis, depth);
-  int64_t inner = product(idx.shape(), size_t(axis), idx.shape().size());
+  int64_t inner = shape_numel(idx.shape(), size_t(axis), idx.shape().size());
   Tensor& y = ctx.allocate(0, values.dtype(), out_shape);
   int64_t n = y.numel();
   if (n == 0) return;

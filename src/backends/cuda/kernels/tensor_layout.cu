@@ -49,12 +49,6 @@ void* elem_ptr(void* base, DType dt, int64_t offset) {
 using sem::read_ints;
 using sem::read_scalar_int;
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t k = begin; k < end; ++k) n *= shape[k];
-  return n;
-}
-
 void copy_async(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
   INGOT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream()));
@@ -351,8 +345,8 @@ void concat(KernelContext& ctx) {
   Tensor& y = ctx.allocate(0, first.dtype(), out_shape);
   if (y.numel() == 0) return;
   // Each input is `outer` blocks of `block` elements landing `total` elements apart.
-  int64_t outer = product(out_shape, 0, size_t(axis));
-  int64_t inner = product(out_shape, size_t(axis) + 1, out_shape.size());
+  int64_t outer = shape_numel(out_shape, 0, size_t(axis));
+  int64_t inner = shape_numel(out_shape, size_t(axis) + 1, out_shape.size());
   int64_t total = out_shape[size_t(axis)] * inner;
   int64_t offset = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -721,7 +715,7 @@ void cum_sum(KernelContext& ctx) {
   int64_t axis = normalize_axis(read_scalar_int(ctx.input(1), "input 1 (axis)"), x.rank(), "input 1 (axis)");
   bool exclusive = ctx.attr_int("exclusive") != 0, reverse = ctx.attr_int("reverse") != 0;
   int64_t dim = x.shape()[size_t(axis)];
-  int64_t outer = product(x.shape(), 0, size_t(axis)), inner = product(x.shape(), size_t(axis) + 1, x.shape().size());
+  int64_t outer = shape_numel(x.shape(), 0, size_t(axis)), inner = shape_numel(x.shape(), size_t(axis) + 1, x.shape().size());
   Tensor& y = ctx.allocate(0, x.dtype(), x.shape());
   if (y.numel() == 0) return;
   int64_t lines = outer * inner;
