@@ -383,6 +383,14 @@ TEST(CudaNorm, LayerNormalization) {
     // Long rows: one block per row.
     const Tensor wide = random_tensor(dt, {3, 5000}, 88);
     expect_cuda_matches_cpu("LayerNormalization", {wide, random_tensor(dt, {5000}, 89)}, {{"epsilon", 1e-3f}}, 3);
+    // Rows in registers, one warp each (1 to 8 chunks of 32 lanes x 16 bytes), and rows the general
+    // kernel takes: 1030 (no 16-byte vector divides it), 36 in 16 bits, 2048 in float32 (16 chunks).
+    for (int64_t len : {384, 1000, 1030, 2048, 36}) {
+      const Tensor rows = random_tensor(dt, {9, len}, 91);
+      SCOPED_TRACE("row length " + std::to_string(len));
+      expect_cuda_matches_cpu("LayerNormalization", {rows, random_tensor(dt, {len}, 92), random_tensor(dt, {len}, 93)},
+                              {}, 3);
+    }
   }
   expect_cuda_matches_cpu("LayerNormalization",
                           {Tensor::empty(DType::Float32, {0, 4}), random_tensor(DType::Float32, {4}, 90)}, {}, 3);

@@ -136,6 +136,99 @@ struct GroupEpi {
   __device__ void stats(int64_t, A, A) const {}
 };
 
+// LayerNormalization over rows short enough for registers (a transformer's hidden size): one warp
+// per row holds the row (16-byte loads and stores, kChunks of 32 lanes x V elements), takes the
+// mean and the centered variance from the registers and reads scale and bias in their own dtype.
+// The general kernel above reads a row three times and needs scale and bias converted to the
+// accumulator type first (two more launches per call): on the H100, Whisper-tiny's nine
+// LayerNorms over [1500, 384] float16 took 13 us each that way.
+template <class T, class P, int kChunks>
+__global__ void __launch_bounds__(kThreads) layer_norm_rows_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                   const P* __restrict__ scale,
+                                                                   const P* __restrict__ bias, float* mean_out,
+                                                                   float* inv_out, int64_t rows, int len, float eps) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t row = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const T* src = x + row * len;
+  float v[kChunks][V];
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int j = (c * 32 + lane) * V;
+    if (j < len) {
+      T in[V];
+      *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(src + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += v[c][k] = float(load(in[k]));
+    }
+  }
+  const float mean = warp_sum(s) / float(len);
+  float sq = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    if ((c * 32 + lane) * V < len) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) sq += (v[c][k] - mean) * (v[c][k] - mean);
+    }
+  }
+  const float inv = 1.f / sqrtf(warp_sum(sq) / float(len) + eps);
+  T* dst = y + row * len;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int j = (c * 32 + lane) * V;
+    if (j < len) {
+      T out[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        out[k] = store<T>((v[c][k] - mean) * inv * float(load(scale[j + k])) + (bias ? float(load(bias[j + k])) : 0.f));
+      *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(out);
+    }
+  }
+  if (lane == 0 && mean_out) mean_out[row] = mean;
+  if (lane == 0 && inv_out) inv_out[row] = inv;
+}
+
+// The register kernel when it applies (float32/16-bit rows of at most 8 chunks, 16-byte aligned,
+// scale and bias of the normalized shape in x's dtype or float32, float32 statistics); false
+// otherwise.
+bool layer_norm_rows(const Tensor& x, Tensor& y, const Tensor& scale, const Tensor* bias, Tensor& mean_out,
+                     Tensor& inv_out, int64_t rows, int64_t len, double eps) {
+  if (x.dtype() == DType::Float64) return false;
+  const int V = 16 / int(dtype_size(x.dtype()));
+  const int64_t chunks = (len + 32 * V - 1) / (32 * V);
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (len == 0 || len % V != 0 || chunks > 8 || !aligned(x.raw_data()) || !aligned(y.raw_data())) return false;
+  const DType pt = scale.dtype();
+  if (scale.numel() != len || (pt != x.dtype() && pt != DType::Float32)) return false;
+  if (bias && (bias->numel() != len || bias->dtype() != pt)) return false;
+  for (const Tensor* t : {&mean_out, &inv_out})
+    if (t->defined() && t->dtype() != DType::Float32) return false;
+  float* mean_p = mean_out.defined() ? ptr<float>(mean_out) : nullptr;
+  float* inv_p = inv_out.defined() ? ptr<float>(inv_out) : nullptr;
+  const unsigned grid = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
+  dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, double>) {
+      auto with_param = [&]<class P>() {
+        const P* b = bias ? ptr<const P>(*bias) : nullptr;
+        auto go = [&]<int C>() {
+          layer_norm_rows_kernel<T, P, C><<<grid, kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), ptr<const P>(scale),
+                                                                       b, mean_p, inv_p, rows, int(len), float(eps));
+        };
+        if (chunks == 1) go.template operator()<1>();
+        else if (chunks == 2) go.template operator()<2>();
+        else if (chunks <= 4) go.template operator()<4>();
+        else go.template operator()<8>();
+      };
+      if (pt == x.dtype()) with_param.template operator()<T>();
+      else with_param.template operator()<float>();
+    }
+  });
+  INGOT_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
 void layer_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t axis = normalize_axis(ctx.attr_int("axis"), x.rank());
@@ -160,6 +253,9 @@ void layer_norm(KernelContext& ctx) {
   check_param(ctx.input(1), 1, "Scale");
   if (ctx.has_input(2)) check_param(ctx.input(2), 2, "B");
   if (outer == 0) return;
+  if (stat_dtype == DType::Float32 && layer_norm_rows(x, y, ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                                                     mean_out, inv_out, outer, inner, epsilon))
+    return;
   dispatch_device<INGOT_CUDA_FLOAT_TYPES>(x.dtype(), [&]<class T>() {
     using A = acc_of<T>;
     Tensor scale = to_acc<A>(ctx.input(1), &norm_shape);
