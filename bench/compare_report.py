@@ -126,12 +126,15 @@ class Results:
 def report(dirs):
     res = Results(dirs)
     meta = res.meta
-    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    # The binary's commit where the GPU bundle recorded it (the device machine's copy of the tree
+    # may carry an older .git), else this checkout's.
+    commit = os.environ.get("INGOT_BUILD_COMMIT") or subprocess.run(
+        ["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     batches = sorted(res.batches)
     precisions = [p for p in PRECISIONS if p in res.precisions]
     print("## Ingot vs PyTorch on the GPU: steady-state latency\n")
     print(f"- torch {meta.get('torch', '?')} on {meta.get('gpu', '?')}; report made at Ingot "
-          f"{commit.stdout.strip() or '?'}; models from bench/torch_models.py, random weights ("
+          f"{commit or '?'}; models from bench/torch_models.py, random weights ("
           + ", ".join(f"{n}: {m.get('impl', '?')}, {m.get('params', 0) / 1e6:.1f} M parameters"
                       for n, m in res.spec.items()) + ")")
     print(f"- median ms of {meta.get('iterations', '?')} calls, each synchronized, after {meta.get('warmup', '?')} "

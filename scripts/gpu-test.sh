@@ -110,6 +110,10 @@ bundle() {
     /usr/bin/python3 "$ROOT/tests/apps/vad_test.py" --app "$BUILD/apps/ingot-vad" \
       --write-references "$stage/data/apps/vad-references" >/dev/null
   fi
+  # The commit the binaries were built from (the device machine's copy of the tree may carry an
+  # older .git): reports name it (INGOT_BUILD_COMMIT).
+  (cd "$ROOT" && echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo '+changes')") \
+    >"$stage/commit.txt" 2>/dev/null || true
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE"
   # The smallest xz makes (the device tool carries at most 64 MiB with the working tree): one thread
@@ -141,6 +145,7 @@ run() {
     [ -n "$d" ] && libs="$libs:$d"
   done
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -f "$dir/commit.txt" ] && export INGOT_BUILD_COMMIT="$(cat "$dir/commit.txt")"
   local ingot="$dir/bin/ingot" summary=()
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   want() { [ "$what" = all ] || [[ " $what " == *" $1 "* ]]; }
