@@ -266,10 +266,16 @@ __global__ void __launch_bounds__(256)
   for (int o = 0; o < OX; ++o) {
     if (ox0 + o >= p.ow) break;
     const int64_t out = ((int64_t(n) * p.oh + oy) * p.ow + ox0 + o) * p.c + c0;
+    float real[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) real[v] = real_of(e, c0 + v, acc[o][v]);
     Store packed[kStores];
     Y* values = reinterpret_cast<Y*>(packed);
-#pragma unroll
-    for (int v = 0; v < V; ++v) values[v] = finished<Y>(e, real_of(e, c0 + v, acc[o][v]), out + v);
+    // The residual, the steps and the requantization are in the code once per column, not V times:
+    // unrolled over every output (64 copies at OX 4, V 16) they made each of the 96 instantiations
+    // cost ~2 s of nvcc, and the implicit GEMM's epilogue ran 3-5x slower when unrolled that way.
+#pragma unroll 1
+    for (int v = 0; v < V; ++v) values[v] = finished<Y>(e, real[v], out + v);
     Store* dst = reinterpret_cast<Store*>(y + out);
 #pragma unroll
     for (int j = 0; j < kStores; ++j) dst[j] = packed[j];
