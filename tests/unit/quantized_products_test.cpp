@@ -59,9 +59,9 @@ struct ConvCase {
   DType x_dtype = DType::UInt8, y_dtype = DType::UInt8;
   bool per_channel = true, bias = true, residual = false;
   bool nhwc = false;  // layout "NHWC" (the channels-last pass's form): X, W and R permuted, Y permuted back
-  std::string act;
-  std::string epilogue;                         // a program over x0, applied after act
-  std::function<double(double)> epilogue_fn;    // the same, written here
+  std::string act{};
+  std::string epilogue{};                       // a program over x0, applied after act
+  std::function<double(double)> epilogue_fn{};  // the same, written here
 };
 
 void check_conv_output(const ConvCase& c, const Tensor& y, const Shape& out_shape, const Tensor& x, const Tensor& wq,
@@ -108,7 +108,7 @@ Tensor run_with_constant_parameters(const std::string& op, const std::vector<Ten
 void check_conv(const ConvCase& c, uint32_t seed) {
   std::mt19937 gen(seed);
   const int64_t n = c.x_shape[0], ch = c.x_shape[1], h = c.x_shape[2], w = c.x_shape[3];
-  const int64_t m = c.out_channels, icg = ch / c.group, ocg = m / c.group, k = c.kernel;
+  const int64_t m = c.out_channels, icg = ch / c.group, k = c.kernel;
   const bool u8 = c.x_dtype == DType::UInt8;
   Tensor x = u8 ? random_tensor<uint8_t>(gen, c.x_shape, 0, 255) : random_tensor<int8_t>(gen, c.x_shape, -128, 127);
   const int x_zp = u8 ? 117 : -9;
@@ -163,7 +163,7 @@ void check_conv_output(const ConvCase& c, const Tensor& y, const Shape& out_shap
                        const std::vector<float>& w_scale, const std::vector<int32_t>& bias, const Tensor& r,
                        float x_scale, float y_scale, float r_scale, int x_zp, int y_zp, int r_zp) {
   const int64_t n = c.x_shape[0], ch = c.x_shape[1], h = c.x_shape[2], w = c.x_shape[3];
-  const int64_t m = c.out_channels, icg = ch / c.group, ocg = m / c.group, k = c.kernel;
+  const int64_t m = c.out_channels, icg = ch / c.group, k = c.kernel;
   const int64_t oh = out_shape[2], ow = out_shape[3];
   const bool quantized = c.y_dtype != DType::Float32;
   ASSERT_EQ(y.dtype(), c.y_dtype);
