@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(256)
   }
   // Each column's V outputs stored whole, 16 or 8 bytes at a time. With byte-wide stores (int8
   // outputs a channel vector apart across a warp) the stride-1 layers ran 2-6x slower than the fp16
-  // kernel on the H200; this version passed the tests there but is not yet benchmarked.
+  // kernel on the H200 (docs/QUANTIZATION.md has the measurements).
   using Store = std::conditional_t<(V * sizeof(Y)) % 16 == 0, uint4, uint2>;
   constexpr int kStores = int(V * sizeof(Y) / sizeof(Store));
 #pragma unroll
