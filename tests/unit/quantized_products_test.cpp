@@ -163,7 +163,7 @@ void check_conv_output(const ConvCase& c, const Tensor& y, const Shape& out_shap
                        const std::vector<float>& w_scale, const std::vector<int32_t>& bias, const Tensor& r,
                        float x_scale, float y_scale, float r_scale, int x_zp, int y_zp, int r_zp) {
   const int64_t n = c.x_shape[0], ch = c.x_shape[1], h = c.x_shape[2], w = c.x_shape[3];
-  const int64_t m = c.out_channels, icg = ch / c.group, k = c.kernel;
+  const int64_t m = c.out_channels, icg = ch / c.group, ocg = m / c.group, k = c.kernel;
   const int64_t oh = out_shape[2], ow = out_shape[3];
   const bool quantized = c.y_dtype != DType::Float32;
   ASSERT_EQ(y.dtype(), c.y_dtype);
