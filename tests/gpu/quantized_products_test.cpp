@@ -308,6 +308,67 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   ::unsetenv("INGOT_INT8_IMMA_LEAN");
 }
 
+// Stem convolutions (fewer than 16 input channels) as im2col and a 1x1 convolution
+// (INGOT_INT8_STEM=1) on cuDNN's int8 engines and on the implicit GEMM, then with each tap's channels
+// padded to 16 instead: ResNet-50's 7x7 stride-2 conv1 on 3 channels, MobileNetV3's 3x3 stride-2
+// first convolution with HardSwish (cuDNN, then the epilogue kernel), 1 channel 5x5 with a float
+// output, 8 channels 3x3 with an int8 residual, R S C past a multiple of 16 (3 x 3 x 4 = 36
+// columns padded to 48), odd sizes.
+TEST(CudaQuantizedProducts, StemConvolutionsThroughIm2colMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) { cases.push_back(conv_case(std::move(name), edit)); };
+  add("7x7 stride 2, 3 channels, Relu, 29x31, batch 2", [](ConvCase& c) {
+    c.c = 3;
+    c.h = 29;
+    c.w = 31;
+    c.kernel = 7;
+    c.pad = 3;
+    c.stride = 2;
+    c.act = "Relu";
+  });
+  add("3x3 stride 2, 3 channels, 16 out, HardSwish", [](ConvCase& c) {
+    c.c = 3;
+    c.m = 16;
+    c.h = c.w = 17;
+    c.stride = 2;
+    c.act = "HardSwish";
+  });
+  add("5x5, 1 channel, float output", [](ConvCase& c) {
+    c.c = 1;
+    c.kernel = 5;
+    c.pad = 2;
+    c.y_dtype = DType::Float32;
+  });
+  add("3x3, 8 channels, int8 residual, batch 3", [](ConvCase& c) {
+    c.n = 3;
+    c.c = 8;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 0;
+    c.act = "Relu";
+  });
+  add("3x3, 4 channels (36 columns padded to 48), 37 out, no padding", [](ConvCase& c) {
+    c.c = 4;
+    c.m = 37;
+    c.pad = 0;
+  });
+  struct Run {
+    const char *stem, *imma;
+  };
+  uint32_t seed = 110;
+  for (const auto& [stem, imma] : std::vector<Run>{{"1", "0"}, {"1", "1"}, {"0", "0"}}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={}", stem, imma));
+    ::setenv("INGOT_INT8_STEM", stem, 1);
+    ::setenv("INGOT_INT8_IMMA", imma, 1);
+    const int64_t before = cuda::int8_stem_calls();
+    for (const ConvCase& c : cases) check_conv(c, seed++);
+    EXPECT_EQ(cuda::int8_stem_calls() - before, stem[0] == '1' ? int64_t(cases.size()) : 0)
+        << "each case runs as im2col exactly when the switch is on";
+  }
+  ::unsetenv("INGOT_INT8_STEM");
+  ::unsetenv("INGOT_INT8_IMMA");
+}
+
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,
                   uint32_t seed) {
   SCOPED_TRACE(fmt::format("x {} zp {}, w {}, m={} k={} n={}, y {}", dtype_name(x_dtype), x_zp, dtype_name(w_dtype), m,

@@ -6,5 +6,7 @@ namespace ingot::cuda {
 
 // How many convolutions ran on Ingot's int8 implicit GEMM (INGOT_INT8_IMMA) in this process.
 int64_t int8_implicit_gemm_calls();
+// How many stem convolutions ran as im2col and a 1x1 convolution (INGOT_INT8_STEM) in this process.
+int64_t int8_stem_calls();
 
 }  // namespace ingot::cuda
