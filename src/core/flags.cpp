@@ -56,6 +56,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_GRAPH", Kind::Bool, "1",
      "Use cuDNN's graph API for fused convolutions (0: the legacy convolution API only)."},
     {"INGOT_FLASH_ATTENTION", Kind::Bool, "1", "Use Ingot's flash attention kernel (0: the materialized path)."},
+    {"INGOT_CUDNN_ATTENTION", Kind::Bool, "1",
+     "Run 16-bit attention without a mask through cuDNN's fused flash-attention engines where one takes it (0: "
+     "Ingot's own flash kernel).",
+     true},
     {"INGOT_UPLOAD_AHEAD", Kind::Bool, "1",
      "A package loaded for a GPU copies its weights to the device on a thread of its own, in the order the first run "
      "reads them, while the first run goes on (0: each weight on its first use, in the run).",

@@ -4,10 +4,13 @@
 // dims that do not fold into two levels the materialized path (scripts/gpu-test.sh runs these tests
 // again with INGOT_FLASH_ATTENTION=0: every case through the materialized path). Sequence
 // lengths that are not multiples of the 64-row tiles, masks of every broadcast shape, K and V
-// shared across heads, and batches that do not fold into two grid levels.
+// shared across heads, and batches that do not fold into two grid levels. Unmasked 16-bit attention
+// goes to cuDNN's fused engines by default (INGOT_CUDNN_ATTENTION): the flash tests switch it off,
+// CudnnFusedAttention* runs it.
 #include <ingot/attribute.h>
 #include <fmt/format.h>
 
+#include "backends/cuda/cudnn_attention_graph.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
@@ -39,6 +42,7 @@ void expect_attention_matches(DType dt, uint32_t seed, Shape q, Shape k, Shape v
 
 TEST(CudaAttention, FlashKernelMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv flash_only("INGOT_CUDNN_ATTENTION", "0");
   uint32_t seed = 1;
   for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
     for (int64_t d : {32, 64, 128}) {
@@ -52,6 +56,7 @@ TEST(CudaAttention, FlashKernelMatchesTheCpu) {
 
 TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv flash_only("INGOT_CUDNN_ATTENTION", "0");
   uint32_t seed = 100;
   const int64_t b = 2, h = 3, tq = 70, tk = 90, d = 64;
   for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
@@ -69,6 +74,33 @@ TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {
     expect_attention_matches(dt, seed++, {6, tq, d}, {6, tk, d}, {6, tk, d});
     expect_attention_matches(dt, seed++, {tq, d}, {tk, d}, {tk, d});
   }
+}
+
+// cuDNN's fused flash attention (cudnn_attention_graph.h) against the CPU: the Whisper-tiny encoder's
+// layout ([B, T, H, D] operands, head size 64, 1500 frames cut to 150), ragged lengths, head sizes
+// 64 and 128, both 16-bit types. On Hopper cuDNN has engines for all of these: the test checks that
+// they ran there rather than the flash kernel.
+TEST(CudaAttention, CudnnFusedAttentionMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const ScopedEnv on("INGOT_CUDNN_ATTENTION", "1");
+  const int64_t before = cuda::AttentionGraph::runs();
+  uint32_t seed = 400;
+  int cases = 0;
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    expect_attention_matches(dt, seed++, {2, 150, 6, 64}, {2, 150, 6, 64}, {2, 150, 6, 64}, {}, {1, 1, 1, 1});
+    expect_attention_matches(dt, seed++, {2, 3, 77, 64}, {2, 3, 131, 64}, {2, 3, 131, 64});
+    expect_attention_matches(dt, seed++, {2, 3, 64, 128}, {2, 3, 200, 128}, {2, 3, 200, 128});
+    expect_attention_matches(dt, seed++, {6, 33, 64}, {6, 70, 64}, {6, 70, 64});
+    cases += 4;
+  }
+  const int64_t ran = cuda::AttentionGraph::runs() - before;
+  if (cuda::arch_name() == "sm_90") {
+    EXPECT_EQ(ran, cases) << "cuDNN's fused attention did not take every case";
+  }
+  // Masked attention stays on the flash kernel.
+  const int64_t masked_before = cuda::AttentionGraph::runs();
+  expect_attention_matches(DType::Float16, seed++, {2, 3, 70, 64}, {2, 3, 90, 64}, {2, 3, 90, 64}, {2, 1, 1, 90});
+  EXPECT_EQ(cuda::AttentionGraph::runs(), masked_before);
 }
 
 TEST(CudaAttention, MaterializedPathMatchesTheCpu) {

@@ -8,6 +8,7 @@
 #include <ingot/tensor.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,28 @@
 #include "core/dispatch.h"
 
 namespace ingot::gpu_test {
+
+// An environment switch (core/flags.h: read at every use) set for a scope, then restored.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 
 #define INGOT_REQUIRE_GPU() \
   if (!::ingot::cuda::available()) GTEST_SKIP() << "no CUDA device"

@@ -21,7 +21,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <memory>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "backends/cuda/cudnn_attention_graph.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "backends/cuda/kernels/tensor_core.cuh"
@@ -480,6 +486,49 @@ void launch_flash(const FlashParams& p, int64_t batch) {
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
+// cuDNN's fused attention (cudnn_attention_graph.h) for 16-bit inputs without a mask whose leading
+// dims fold in two, where an engine takes the problem; false otherwise. The graph (or that none
+// runs it) is kept per node and problem.
+struct CudnnAttentionState {
+  std::map<std::string, std::shared_ptr<const cuda::AttentionGraph>> graphs;
+};
+
+bool try_cudnn(const sem::AttentionArgs& a, KernelContext& ctx, Tensor& y) {
+  const DType dt = y.dtype();
+  if ((dt != DType::Float16 && dt != DType::BFloat16) || a.has_mask || !cuda::AttentionGraph::enabled()) return false;
+  const auto lead = sem::attention_lead2(a);
+  if (!lead) return false;
+  cuda::AttentionGraphArgs args{ctx.input(0).raw_data(), ctx.input(1).raw_data(), ctx.input(2).raw_data(),
+                                y.raw_data(), a.scale};
+  if (!aligned16(args.q) || !aligned16(args.k) || !aligned16(args.v) || !aligned16(args.y)) return false;
+  cuda::AttentionGraphSpec s;
+  s.dtype = dt;
+  s.batch = lead->outer, s.heads = lead->inner;
+  s.tq = a.tq, s.tk = a.tk, s.d = a.d, s.dv = a.dv;
+  const int64_t rows[4] = {a.q_row, a.k_row, a.v_row, a.y_row};
+  const int64_t* leads[4] = {lead->q, lead->k, lead->v, lead->y};
+  int64_t* strides[4] = {s.q, s.k, s.v, s.y};
+  const int64_t cols[4] = {a.d, a.d, a.dv, a.dv}, lengths[4] = {a.tq, a.tk, a.tk, a.tq};
+  for (int i = 0; i < 4; ++i) {
+    strides[i][0] = leads[i][0], strides[i][1] = leads[i][1], strides[i][2] = rows[i];
+    // K and V shared across heads or batches (stride 0) stay on the flash kernel; a dim of 1 gets
+    // its packed stride (cuDNN's engines take no zero strides).
+    if ((s.batch > 1 && strides[i][0] == 0) || (s.heads > 1 && strides[i][1] == 0)) return false;
+    if (s.heads == 1) strides[i][1] = lengths[i] * cols[i];
+    if (s.batch == 1) strides[i][0] = s.heads * lengths[i] * cols[i];
+  }
+  const std::string key = fmt::format("{}|{}|b={}|h={}|tq={}|tk={}|d={}|dv={}|q={},{},{}|k={},{},{}|v={},{},{}|y={},{},{}",
+                                      cuda::arch_name(), dtype_name(dt), s.batch, s.heads, s.tq, s.tk, s.d, s.dv,
+                                      s.q[0], s.q[1], s.q[2], s.k[0], s.k[1], s.k[2], s.v[0], s.v[1], s.v[2], s.y[0],
+                                      s.y[1], s.y[2]);
+  auto& graphs = ctx.state<CudnnAttentionState>().graphs;
+  auto it = graphs.find(key);
+  if (it == graphs.end()) it = graphs.emplace(key, cuda::AttentionGraph::get(s, args, key)).first;
+  if (!it->second) return false;
+  it->second->run(args);
+  return true;
+}
+
 // The flash path when it applies; false otherwise.
 bool try_flash(const sem::AttentionArgs& a, const KernelContext& ctx, Tensor& y) {
   const DType dt = y.dtype();
@@ -710,7 +759,7 @@ void attention_kernel(KernelContext& ctx) {
     INGOT_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), cuda::stream()));
     return;
   }
-  if (!try_flash(a, ctx, y)) materialized(a, ctx, y);
+  if (!try_cudnn(a, ctx, y) && !try_flash(a, ctx, y)) materialized(a, ctx, y);
 }
 
 }  // namespace
