@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cudnn_attention_graph.h"
+#include "core/tuning.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
@@ -101,6 +102,40 @@ TEST(CudaAttention, CudnnFusedAttentionMatchesTheCpu) {
   const int64_t masked_before = cuda::AttentionGraph::runs();
   expect_attention_matches(DType::Float16, seed++, {2, 3, 70, 64}, {2, 3, 90, 64}, {2, 3, 90, 64}, {2, 1, 1, 90});
   EXPECT_EQ(cuda::AttentionGraph::runs(), masked_before);
+}
+
+// A package's attention plans are built ahead from the spec stored beside the choice (what the CUDA
+// backend does on a thread of its own when a package loads): the next run takes the plan built ahead,
+// searches nothing and gives the same result.
+TEST(CudaAttention, CudnnPlansAreBuiltAheadFromTheStore) {
+  INGOT_REQUIRE_GPU();
+  const ScopedEnv on("INGOT_CUDNN_ATTENTION", "1");
+  if (cuda::arch_name() != "sm_90") GTEST_SKIP() << "cuDNN's fused attention engines are checked on Hopper";
+  const DType dt = DType::Float16;
+  std::vector<Tensor> inputs = {random_tensor(dt, {2, 37, 4, 64}, 500, -2, 2),
+                                random_tensor(dt, {2, 53, 4, 64}, 501, -2, 2),
+                                random_tensor(dt, {2, 53, 4, 64}, 502, -1, 1)};
+  for (Tensor& t : inputs) t = t.to(Device{DeviceType::CUDA, 0});
+  Attributes attrs;
+  attrs["scale"] = Attribute(0.125f);
+  attrs["transposed"] = Attribute(std::vector<int64_t>{1, 1, 1, 1});
+  const Tensor first = ops::call("Attention", inputs, attrs, 1, "ai.ingot")[0];
+  ASSERT_TRUE(cuda::AttentionGraph::has_stored_plans());
+  cuda::AttentionGraph::forget_shared();
+  const int64_t prebuilt = cuda::AttentionGraph::prebuilt(), runs = cuda::AttentionGraph::runs();
+  EXPECT_GE(cuda::AttentionGraph::prebuild_stored_plans(), 1);
+  EXPECT_GT(cuda::AttentionGraph::prebuilt(), prebuilt);
+  EXPECT_EQ(cuda::AttentionGraph::prebuild_stored_plans(), 0) << "built once";
+  const tuning::Stats before = tuning::algorithms().stats();
+  // Another signature of the same problem (a new node state) takes the shared plan built ahead.
+  attrs["scale"] = Attribute(0.25f);
+  (void)ops::call("Attention", inputs, attrs, 1, "ai.ingot");
+  cuda::synchronize();
+  EXPECT_EQ(cuda::AttentionGraph::runs(), runs + 1);
+  EXPECT_EQ(tuning::algorithms().stats().misses, before.misses) << "nothing searched";
+  attrs["scale"] = Attribute(0.125f);
+  expect_close(first.to(Device::cpu()), ops::call("Attention", inputs, attrs, 1, "ai.ingot")[0], 0, 0,
+               "the same plan, the same result");
 }
 
 TEST(CudaAttention, MaterializedPathMatchesTheCpu) {

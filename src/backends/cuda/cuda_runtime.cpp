@@ -2,6 +2,7 @@
 
 #include <ingot/tensor.h>
 
+#include "backends/cuda/cudnn_attention_graph.h"
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/nccl.h"
 #include "core/dynamic_library.h"
@@ -547,6 +548,14 @@ struct CudaBackend final : Backend {
           });
         }
       }
+    }
+    if (flags::integer("INGOT_CUDNN_PREBUILD") > 0 && AttentionGraph::has_stored_plans()) {
+      background_loads().start([device_index] {
+        if (!device_exists(device_index)) return;
+        INGOT_CUDA_CHECK(cudaSetDevice(device_index));
+        state(device_index);
+        AttentionGraph::prebuild_stored_plans();
+      });
     }
     if (flags::enabled("INGOT_CUBLASLT_WARMUP")) {
       background_loads().start([device_index] {

@@ -1,8 +1,13 @@
 #include "backends/cuda/cudnn_attention_graph.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/cudnn_graph.h"
@@ -61,31 +66,129 @@ cudnnBackendDescriptor_t operation_graph(Builder& b, const AttentionGraphSpec& s
   return b.graph(ops);
 }
 
-cudnnStatus_t execute(const Plan& plan, const AttentionGraphArgs& a) {
+cudnnStatus_t execute(const Plan& plan, const AttentionGraphArgs& a, cudnnHandle_t handle = nullptr,
+                      void* ws = nullptr) {
   float scale = a.scale;
   int64_t uids[5] = {kQ, kK, kV, kY, kScale};
   void* ptrs[5] = {const_cast<void*>(a.q), const_cast<void*>(a.k), const_cast<void*>(a.v), a.y, &scale};
-  return cudnn_graph::execute(plan.plan, plan.workspace, uids, ptrs, 5);
+  return cudnn_graph::execute(plan.plan, plan.workspace, uids, ptrs, 5, handle, ws);
 }
+
+std::string choice_key(const std::string& tuning_key) { return cudnn_key_prefix() + "attention1." + tuning_key; }
+std::string plan_key(const std::string& tuning_key) { return cudnn_key_prefix() + "attentionplan1." + tuning_key; }
+// The spec beside a choice, so that a loaded package's plans are built before its first run needs them.
+std::string spec_prefix() { return cudnn_key_prefix() + "attentionspec1."; }
+
+std::string serialize(const AttentionGraphSpec& s) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", int(s.dtype), s.batch, s.heads, s.tq,
+                     s.tk, s.d, s.dv, s.q[0], s.q[1], s.q[2], s.k[0], s.k[1], s.k[2], s.v[0], s.v[1], s.v[2], s.y[0],
+                     s.y[1], s.y[2]);
+}
+
+std::optional<AttentionGraphSpec> deserialize(const std::string& text) {
+  AttentionGraphSpec s;
+  int dtype = 0;
+  int used = 0;
+  const int got = std::sscanf(text.c_str(), "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld%n",
+                              &dtype, reinterpret_cast<long long*>(&s.batch), reinterpret_cast<long long*>(&s.heads),
+                              reinterpret_cast<long long*>(&s.tq), reinterpret_cast<long long*>(&s.tk),
+                              reinterpret_cast<long long*>(&s.d), reinterpret_cast<long long*>(&s.dv),
+                              reinterpret_cast<long long*>(&s.q[0]), reinterpret_cast<long long*>(&s.q[1]),
+                              reinterpret_cast<long long*>(&s.q[2]), reinterpret_cast<long long*>(&s.k[0]),
+                              reinterpret_cast<long long*>(&s.k[1]), reinterpret_cast<long long*>(&s.k[2]),
+                              reinterpret_cast<long long*>(&s.v[0]), reinterpret_cast<long long*>(&s.v[1]),
+                              reinterpret_cast<long long*>(&s.v[2]), reinterpret_cast<long long*>(&s.y[0]),
+                              reinterpret_cast<long long*>(&s.y[1]), reinterpret_cast<long long*>(&s.y[2]), &used);
+  if (got != 19 || text[size_t(used)] != '\0') return std::nullopt;
+  s.dtype = DType(dtype);
+  if ((s.dtype != DType::Float16 && s.dtype != DType::BFloat16) || s.batch <= 0 || s.heads <= 0 || s.tq <= 0 ||
+      s.tk <= 0 || s.d <= 0 || s.dv <= 0)
+    return std::nullopt;
+  return s;
+}
+
+cudnn_graph::Problem problem_of(const AttentionGraphSpec& spec, const std::string& tuning_key,
+                                const AttentionGraphArgs& args) {
+  cudnn_graph::Problem problem;
+  problem.choice_key = choice_key(tuning_key);
+  problem.plan_key = plan_key(tuning_key);
+  problem.graph = [spec](cudnn_graph::Builder& b) { return operation_graph(b, spec); };
+  problem.run = [args](const Plan& plan) { return execute(plan, args); };
+  return problem;
+}
+
+// Elements an operand's buffer spans: its last element's offset + 1.
+int64_t extent(const int64_t (&strides)[3], int64_t batch, int64_t heads, int64_t rows, int64_t cols) {
+  return (batch - 1) * strides[0] + (heads - 1) * strides[1] + (rows - 1) * strides[2] + cols;
+}
+
+// Runs a plan built ahead once on zeroed scratch buffers through `handle` (bound to a stream of the
+// prebuilding thread's own), so that CUDA loads its kernel (at its first launch: ~6 ms for
+// Whisper-tiny's on an H100) there rather than in the first run. Problems over kMaxBytes are skipped.
+void warm(const Plan& plan, const AttentionGraphSpec& s, cudnnHandle_t handle, cudaStream_t stream) {
+  constexpr size_t kMaxBytes = size_t(256) << 20;
+  const size_t elem = dtype_size(s.dtype);
+  auto round = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t q = round(size_t(extent(s.q, s.batch, s.heads, s.tq, s.d)) * elem);
+  const size_t k = round(size_t(extent(s.k, s.batch, s.heads, s.tk, s.d)) * elem);
+  const size_t v = round(size_t(extent(s.v, s.batch, s.heads, s.tk, s.dv)) * elem);
+  const size_t y = round(size_t(extent(s.y, s.batch, s.heads, s.tq, s.dv)) * elem);
+  const size_t total = q + k + v + y + round(size_t(std::max<int64_t>(plan.workspace, 0)));
+  if (total > kMaxBytes) return;
+  void* scratch = nullptr;
+  if (cudaMalloc(&scratch, total) == cudaSuccess && cudaMemsetAsync(scratch, 0, total, stream) == cudaSuccess) {
+    char* p = static_cast<char*>(scratch);
+    AttentionGraphArgs a{p, p + q, p + q + k, p + q + k + v, 1.0f};
+    // A failure here is the first run's to report (it runs the same plan on its own buffers).
+    (void)execute(plan, a, handle, plan.workspace > 0 ? p + q + k + v + y : nullptr);
+    (void)cudaStreamSynchronize(stream);
+  }
+  (void)cudaGetLastError();
+  if (scratch) (void)cudaFree(scratch);
+}
+
+// Graphs by device and tuning key, shared by every node of a problem; never destroyed: plans must
+// not be released after the CUDA runtime has shut down at exit. The lock is held while a graph is
+// built, so a run that needs one being built ahead waits for it instead of building it again.
+struct Shared {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<const AttentionGraph>> graphs;
+};
+Shared& shared() {
+  static auto* s = new Shared;
+  return *s;
+}
+
+std::string device_key(const std::string& tuning_key) {
+  int device = 0;
+  INGOT_CUDA_CHECK(cudaGetDevice(&device));
+  return std::to_string(device) + "|" + tuning_key;
+}
+
+std::atomic<int64_t> g_runs{0};
+std::atomic<int64_t> g_prebuilt{0};
 
 }  // namespace sdpa_graph
 
 bool AttentionGraph::enabled() { return flags::enabled("INGOT_CUDNN_ATTENTION") && flags::enabled("INGOT_CUDNN_GRAPH"); }
 
-std::unique_ptr<AttentionGraph> AttentionGraph::build(const AttentionGraphSpec& spec, const AttentionGraphArgs& args,
+std::unique_ptr<AttentionGraph> AttentionGraph::build(const AttentionGraphSpec& spec, const AttentionGraphArgs* args,
                                                       const std::string& tuning_key) {
-  if (!enabled() || (spec.dtype != DType::Float16 && spec.dtype != DType::BFloat16)) return nullptr;
-  profiler::detail::PhaseScope phase("cuDNN graph plan");
-  cudnn_graph::Problem problem;
-  problem.choice_key = cudnn_key_prefix() + "attention1." + tuning_key;
-  problem.plan_key = cudnn_key_prefix() + "attentionplan1." + tuning_key;
-  problem.graph = [spec](cudnn_graph::Builder& b) { return sdpa_graph::operation_graph(b, spec); };
-  problem.run = [args](const cudnn_graph::Plan& plan) { return sdpa_graph::execute(plan, args); };
+  if (spec.dtype != DType::Float16 && spec.dtype != DType::BFloat16) return nullptr;
+  profiler::detail::PhaseScope phase(args ? "cuDNN graph plan" : "cuDNN plan built ahead");
+  const cudnn_graph::Problem problem = sdpa_graph::problem_of(spec, tuning_key, args ? *args : AttentionGraphArgs{});
   std::unique_ptr<AttentionGraph> g(new AttentionGraph());
   g->spec_ = spec;
   cudnn_graph::Builder b(g->owned_);
   try {
-    const cudnn_graph::Plan plan = cudnn_graph::choose_plan(b, problem, tuning::algorithms().find(problem.choice_key));
+    cudnn_graph::Plan plan;
+    if (args) {
+      std::string measured;
+      plan = cudnn_graph::choose_plan(b, problem, tuning::algorithms().find(problem.choice_key), &measured);
+      if (!measured.empty()) tuning::algorithms().put(sdpa_graph::spec_prefix() + tuning_key, sdpa_graph::serialize(spec));
+    } else if (auto stored = tuning::algorithms().peek(problem.choice_key); stored && *stored != cudnn_graph::kNoEngine) {
+      plan = cudnn_graph::stored_plan(b, problem, *stored);  // ahead of the run: never a search
+    }
     if (!plan.plan) return nullptr;
     g->plan_ = plan.plan, g->workspace_ = plan.workspace;
     return g;
@@ -98,24 +201,72 @@ std::shared_ptr<const AttentionGraph> AttentionGraph::get(const AttentionGraphSp
                                                           const AttentionGraphArgs& args,
                                                           const std::string& tuning_key) {
   if (!enabled()) return nullptr;
-  // Per device (the key names the arch, not the device); never destroyed: plans must not be
-  // released after the CUDA runtime has shut down at exit.
-  static auto* mu = new std::mutex;
-  static auto* graphs = new std::map<std::string, std::shared_ptr<const AttentionGraph>>;
-  int device = 0;
-  INGOT_CUDA_CHECK(cudaGetDevice(&device));
-  const std::string key = std::to_string(device) + "|" + tuning_key;
-  std::lock_guard lock(*mu);
-  auto it = graphs->find(key);
-  if (it == graphs->end()) it = graphs->emplace(key, build(spec, args, tuning_key)).first;
+  sdpa_graph::Shared& sh = sdpa_graph::shared();
+  const std::string key = sdpa_graph::device_key(tuning_key);
+  std::lock_guard lock(sh.mu);
+  auto it = sh.graphs.find(key);
+  if (it == sh.graphs.end()) it = sh.graphs.emplace(key, build(spec, &args, tuning_key)).first;
   return it->second;
 }
 
-AttentionGraph::~AttentionGraph() { cudnn_graph::destroy_all(owned_); }
-
-namespace sdpa_graph {
-std::atomic<int64_t> g_runs{0};
+bool AttentionGraph::has_stored_plans() {
+  return enabled() && !tuning::algorithms().with_prefix(sdpa_graph::spec_prefix()).empty();
 }
+
+int AttentionGraph::prebuild_stored_plans() {
+  if (!has_stored_plans()) return 0;
+  // A cuDNN handle of this thread's own on a stream of its own (the device's handle belongs to the
+  // run's thread), kept for the process: the plans it builds keep referring to it.
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t handle = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS || cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
+    if (handle) (void)cudnnDestroy(handle);
+    (void)cudaStreamDestroy(stream);
+    return 0;
+  }
+  cudnn_graph::set_build_handle(handle);
+  struct Reset {
+    ~Reset() { cudnn_graph::set_build_handle(nullptr); }
+  } reset;
+  const std::string prefix = sdpa_graph::spec_prefix();
+  int built = 0;
+  for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
+    const std::string tuning_key = key.substr(prefix.size());
+    const auto spec = sdpa_graph::deserialize(value);
+    if (!spec) continue;
+    sdpa_graph::Shared& sh = sdpa_graph::shared();
+    const std::string dkey = sdpa_graph::device_key(tuning_key);
+    std::lock_guard lock(sh.mu);
+    if (sh.graphs.count(dkey)) continue;
+    try {
+      std::shared_ptr<const AttentionGraph> g = build(*spec, nullptr, tuning_key);
+      if (!g) continue;  // not cached: the run searches with its own buffers
+      {
+        profiler::detail::PhaseScope warm_phase("cuDNN plan run ahead");
+        sdpa_graph::warm({g->plan_, g->workspace_}, *spec, handle, stream);
+      }
+      sh.graphs.emplace(dkey, std::move(g));
+      ++built;
+      ++sdpa_graph::g_prebuilt;
+    } catch (...) {  // building ahead is best effort: the run builds its own (and reports)
+    }
+  }
+  return built;
+}
+
+int64_t AttentionGraph::prebuilt() { return sdpa_graph::g_prebuilt.load(); }
+
+void AttentionGraph::forget_shared() {
+  sdpa_graph::Shared& sh = sdpa_graph::shared();
+  std::lock_guard lock(sh.mu);
+  sh.graphs.clear();
+}
+
+AttentionGraph::~AttentionGraph() { cudnn_graph::destroy_all(owned_); }
 
 int64_t AttentionGraph::runs() { return sdpa_graph::g_runs.load(); }
 

@@ -40,6 +40,14 @@ class AttentionGraph {
   static std::shared_ptr<const AttentionGraph> get(const AttentionGraphSpec& spec, const AttentionGraphArgs& args,
                                                    const std::string& tuning_key);
   static bool enabled();
+  // Plans built ahead of the runs that need them (a loaded package's, on a background thread when
+  // the CUDA backend prepares the device: cuda_runtime.cpp): every problem whose spec the store
+  // holds beside its choice, from the stored choice only (never a search), each run once on scratch
+  // buffers so that its kernel is loaded. Returns how many it built.
+  static int prebuild_stored_plans();
+  static bool has_stored_plans();
+  static int64_t prebuilt();  // plans prebuild_stored_plans() built in this process (tests)
+  static void forget_shared();  // drops the process's shared graphs (tests: what a fresh process has)
   static int64_t runs();  // calls run() made in this process (tests: which path ran)
   ~AttentionGraph();
   AttentionGraph(const AttentionGraph&) = delete;
@@ -49,7 +57,8 @@ class AttentionGraph {
 
  private:
   AttentionGraph() = default;
-  static std::unique_ptr<AttentionGraph> build(const AttentionGraphSpec& spec, const AttentionGraphArgs& args,
+  // With `args`: the stored choice, else a search timed on them; without: the stored choice only.
+  static std::unique_ptr<AttentionGraph> build(const AttentionGraphSpec& spec, const AttentionGraphArgs* args,
                                                const std::string& tuning_key);
   AttentionGraphSpec spec_;
   std::vector<cudnnBackendDescriptor_t> owned_;

@@ -80,21 +80,27 @@ __device__ __forceinline__ long long ingot_fused_offset(const IngotFusedArgs& a,
   return off;
 }
 
-// Four elements per thread (generated kernels): when the output's size is a multiple of 4 and every
-// input is read at the output's index (SAME, aligned for one 16-byte or 8-byte access) or is one
-// element (SCALAR), each thread moves 4 elements per load and store instead of one (2-byte accesses
-// kept 16-bit chains at about half the memory bandwidth).
+// 16 bytes per thread per access (generated kernels): when the output's size is a multiple of the
+// lane count and every input is read at the output's index (SAME, 16-byte aligned) or is one element
+// (SCALAR), each thread moves 4 float32 or 8 16-bit elements per load and store instead of one
+// (2-byte accesses kept 16-bit chains at about half the memory bandwidth; 8-byte ones, four 16-bit
+// lanes, ran Whisper-tiny's erf GELU over [32, 1500, 1536] at 2.3 TB/s on an H100).
+template <int D>
+__device__ __forceinline__ constexpr int ingot_fused_lanes() {
+  return D == 0 ? 4 : 8;
+}
 struct alignas(16) IngotFusedF32x4 {
   float v[4];
 };
-struct alignas(8) IngotFusedU16x4 {
-  unsigned short v[4];
+struct alignas(16) IngotFusedU16x8 {
+  unsigned short v[8];
 };
 
 template <int D>
-__device__ __forceinline__ bool ingot_fused_vec4(const IngotFusedArgs& a) {
-  const unsigned long long align = D == 0 ? 16 : 8;
-  if ((a.n & 3) != 0 || (reinterpret_cast<unsigned long long>(a.out) & (align - 1)) != 0) return false;
+__device__ __forceinline__ bool ingot_fused_vec(const IngotFusedArgs& a) {
+  const unsigned long long align = 16;
+  if ((a.n % ingot_fused_lanes<D>()) != 0 || (reinterpret_cast<unsigned long long>(a.out) & (align - 1)) != 0)
+    return false;
   for (int k = 0; k < a.num_inputs; ++k) {
     if (a.mode[k] == INGOT_FUSED_SCALAR) continue;
     if (a.mode[k] != INGOT_FUSED_SAME || (reinterpret_cast<unsigned long long>(a.in[k]) & (align - 1)) != 0)
@@ -103,30 +109,34 @@ __device__ __forceinline__ bool ingot_fused_vec4(const IngotFusedArgs& a) {
   return true;
 }
 
-// Elements i..i+3 (i a multiple of 4) of input k.
+// Elements i..i+L-1 (i a multiple of L = ingot_fused_lanes<D>()) of input k.
 template <int D>
-__device__ __forceinline__ void ingot_fused_load4(const void* p, int mode, long long i, float (&v)[4]) {
+__device__ __forceinline__ void ingot_fused_loadv(const void* p, int mode, long long i,
+                                                  float (&v)[ingot_fused_lanes<D>()]) {
+  constexpr int L = ingot_fused_lanes<D>();
   if (mode == INGOT_FUSED_SCALAR) {
-    v[0] = v[1] = v[2] = v[3] = ingot_fused_load<D>(p, 0);
+    const float s = ingot_fused_load<D>(p, 0);
+    for (int l = 0; l < L; ++l) v[l] = s;
   } else if (D == 0) {
-    const IngotFusedF32x4 f = static_cast<const IngotFusedF32x4*>(p)[i / 4];
-    for (int l = 0; l < 4; ++l) v[l] = f.v[l];
+    const IngotFusedF32x4 f = static_cast<const IngotFusedF32x4*>(p)[i / L];
+    for (int l = 0; l < L; ++l) v[l] = f.v[l];
   } else {
-    const IngotFusedU16x4 h = static_cast<const IngotFusedU16x4*>(p)[i / 4];
-    for (int l = 0; l < 4; ++l) v[l] = ingot_fused_from_bits<D>(h.v[l]);
+    const IngotFusedU16x8 h = static_cast<const IngotFusedU16x8*>(p)[i / L];
+    for (int l = 0; l < L; ++l) v[l] = ingot_fused_from_bits<D>(h.v[l]);
   }
 }
 
 template <int D>
-__device__ __forceinline__ void ingot_fused_store4(void* p, long long i, const float (&v)[4]) {
+__device__ __forceinline__ void ingot_fused_storev(void* p, long long i, const float (&v)[ingot_fused_lanes<D>()]) {
+  constexpr int L = ingot_fused_lanes<D>();
   if (D == 0) {
     IngotFusedF32x4 f;
-    for (int l = 0; l < 4; ++l) f.v[l] = v[l];
-    static_cast<IngotFusedF32x4*>(p)[i / 4] = f;
+    for (int l = 0; l < L; ++l) f.v[l] = v[l];
+    static_cast<IngotFusedF32x4*>(p)[i / L] = f;
   } else {
-    IngotFusedU16x4 h;
-    for (int l = 0; l < 4; ++l) h.v[l] = ingot_fused_to_bits<D>(v[l]);
-    static_cast<IngotFusedU16x4*>(p)[i / 4] = h;
+    IngotFusedU16x8 h;
+    for (int l = 0; l < L; ++l) h.v[l] = ingot_fused_to_bits<D>(v[l]);
+    static_cast<IngotFusedU16x8*>(p)[i / L] = h;
   }
 }
 
