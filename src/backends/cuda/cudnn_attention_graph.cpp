@@ -86,21 +86,18 @@ std::string serialize(const AttentionGraphSpec& s) {
 }
 
 std::optional<AttentionGraphSpec> deserialize(const std::string& text) {
+  long long v[19];
+  const char* p = text.c_str();
+  for (long long& x : v) {
+    int used = 0;
+    if (std::sscanf(p, "%lld%n", &x, &used) != 1) return std::nullopt;
+    p += used;
+  }
+  if (*p != '\0') return std::nullopt;
   AttentionGraphSpec s;
-  int dtype = 0;
-  int used = 0;
-  const int got = std::sscanf(text.c_str(), "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld%n",
-                              &dtype, reinterpret_cast<long long*>(&s.batch), reinterpret_cast<long long*>(&s.heads),
-                              reinterpret_cast<long long*>(&s.tq), reinterpret_cast<long long*>(&s.tk),
-                              reinterpret_cast<long long*>(&s.d), reinterpret_cast<long long*>(&s.dv),
-                              reinterpret_cast<long long*>(&s.q[0]), reinterpret_cast<long long*>(&s.q[1]),
-                              reinterpret_cast<long long*>(&s.q[2]), reinterpret_cast<long long*>(&s.k[0]),
-                              reinterpret_cast<long long*>(&s.k[1]), reinterpret_cast<long long*>(&s.k[2]),
-                              reinterpret_cast<long long*>(&s.v[0]), reinterpret_cast<long long*>(&s.v[1]),
-                              reinterpret_cast<long long*>(&s.v[2]), reinterpret_cast<long long*>(&s.y[0]),
-                              reinterpret_cast<long long*>(&s.y[1]), reinterpret_cast<long long*>(&s.y[2]), &used);
-  if (got != 19 || text[size_t(used)] != '\0') return std::nullopt;
-  s.dtype = DType(dtype);
+  s.dtype = DType(v[0]);
+  s.batch = v[1], s.heads = v[2], s.tq = v[3], s.tk = v[4], s.d = v[5], s.dv = v[6];
+  for (int i = 0; i < 3; ++i) s.q[i] = v[7 + i], s.k[i] = v[10 + i], s.v[i] = v[13 + i], s.y[i] = v[16 + i];
   if ((s.dtype != DType::Float16 && s.dtype != DType::BFloat16) || s.batch <= 0 || s.heads <= 0 || s.tq <= 0 ||
       s.tk <= 0 || s.d <= 0 || s.dv <= 0)
     return std::nullopt;
