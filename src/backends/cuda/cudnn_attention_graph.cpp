@@ -79,31 +79,6 @@ std::string plan_key(const std::string& tuning_key) { return cudnn_key_prefix() 
 // The spec beside a choice, so that a loaded package's plans are built before its first run needs them.
 std::string spec_prefix() { return cudnn_key_prefix() + "attentionspec1."; }
 
-std::string serialize(const AttentionGraphSpec& s) {
-  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", int(s.dtype), s.batch, s.heads, s.tq,
-                     s.tk, s.d, s.dv, s.q[0], s.q[1], s.q[2], s.k[0], s.k[1], s.k[2], s.v[0], s.v[1], s.v[2], s.y[0],
-                     s.y[1], s.y[2]);
-}
-
-std::optional<AttentionGraphSpec> deserialize(const std::string& text) {
-  long long v[19];
-  const char* p = text.c_str();
-  for (long long& x : v) {
-    int used = 0;
-    if (std::sscanf(p, "%lld%n", &x, &used) != 1) return std::nullopt;
-    p += used;
-  }
-  if (*p != '\0') return std::nullopt;
-  AttentionGraphSpec s;
-  s.dtype = DType(v[0]);
-  s.batch = v[1], s.heads = v[2], s.tq = v[3], s.tk = v[4], s.d = v[5], s.dv = v[6];
-  for (int i = 0; i < 3; ++i) s.q[i] = v[7 + i], s.k[i] = v[10 + i], s.v[i] = v[13 + i], s.y[i] = v[16 + i];
-  if ((s.dtype != DType::Float16 && s.dtype != DType::BFloat16) || s.batch <= 0 || s.heads <= 0 || s.tq <= 0 ||
-      s.tk <= 0 || s.d <= 0 || s.dv <= 0)
-    return std::nullopt;
-  return s;
-}
-
 cudnn_graph::Problem problem_of(const AttentionGraphSpec& spec, const std::string& tuning_key,
                                 const AttentionGraphArgs& args) {
   cudnn_graph::Problem problem;
@@ -167,6 +142,31 @@ std::atomic<int64_t> g_prebuilt{0};
 
 }  // namespace sdpa_graph
 
+std::string to_text(const AttentionGraphSpec& s) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", int(s.dtype), s.batch, s.heads, s.tq,
+                     s.tk, s.d, s.dv, s.q[0], s.q[1], s.q[2], s.k[0], s.k[1], s.k[2], s.v[0], s.v[1], s.v[2], s.y[0],
+                     s.y[1], s.y[2]);
+}
+
+std::optional<AttentionGraphSpec> attention_spec_from_text(const std::string& text) {
+  long long v[19];
+  const char* p = text.c_str();
+  for (long long& x : v) {
+    int used = 0;
+    if (std::sscanf(p, "%lld%n", &x, &used) != 1) return std::nullopt;
+    p += used;
+  }
+  if (*p != '\0') return std::nullopt;
+  AttentionGraphSpec s;
+  s.dtype = DType(v[0]);
+  s.batch = v[1], s.heads = v[2], s.tq = v[3], s.tk = v[4], s.d = v[5], s.dv = v[6];
+  for (int i = 0; i < 3; ++i) s.q[i] = v[7 + i], s.k[i] = v[10 + i], s.v[i] = v[13 + i], s.y[i] = v[16 + i];
+  if ((s.dtype != DType::Float16 && s.dtype != DType::BFloat16) || s.batch <= 0 || s.heads <= 0 || s.tq <= 0 ||
+      s.tk <= 0 || s.d <= 0 || s.dv <= 0)
+    return std::nullopt;
+  return s;
+}
+
 bool AttentionGraph::enabled() { return flags::enabled("INGOT_CUDNN_ATTENTION") && flags::enabled("INGOT_CUDNN_GRAPH"); }
 
 std::unique_ptr<AttentionGraph> AttentionGraph::build(const AttentionGraphSpec& spec, const AttentionGraphArgs* args,
@@ -182,7 +182,7 @@ std::unique_ptr<AttentionGraph> AttentionGraph::build(const AttentionGraphSpec& 
     if (args) {
       std::string measured;
       plan = cudnn_graph::choose_plan(b, problem, tuning::algorithms().find(problem.choice_key), &measured);
-      if (!measured.empty()) tuning::algorithms().put(sdpa_graph::spec_prefix() + tuning_key, sdpa_graph::serialize(spec));
+      if (!measured.empty()) tuning::algorithms().put(sdpa_graph::spec_prefix() + tuning_key, to_text(spec));
     } else if (auto stored = tuning::algorithms().peek(problem.choice_key); stored && *stored != cudnn_graph::kNoEngine) {
       plan = cudnn_graph::stored_plan(b, problem, *stored);  // ahead of the run: never a search
     }
@@ -233,7 +233,7 @@ int AttentionGraph::prebuild_stored_plans() {
   int built = 0;
   for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
     const std::string tuning_key = key.substr(prefix.size());
-    const auto spec = sdpa_graph::deserialize(value);
+    const auto spec = attention_spec_from_text(value);
     if (!spec) continue;
     sdpa_graph::Shared& sh = sdpa_graph::shared();
     const std::string dkey = sdpa_graph::device_key(tuning_key);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct AttentionGraphSpec {
   // Element strides of each operand along (batch, heads, rows); the last dim is contiguous.
   int64_t q[3] = {}, k[3] = {}, v[3] = {}, y[3] = {};
 };
+
+// The spec as stored beside a choice in core/tuning.h (19 integers), and back; nothing for text
+// that is not one (a malformed store entry is skipped, never built).
+std::string to_text(const AttentionGraphSpec& spec);
+std::optional<AttentionGraphSpec> attention_spec_from_text(const std::string& text);
 
 struct AttentionGraphArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr;
