@@ -374,7 +374,7 @@ TEST(CudaPackage, WeightsUploadedAheadServeTheFirstRun) {
   }
   int64_t weights_copied_by_the_run = 0;
   for (const char* ahead : {"1", "0"}) {
-    ::setenv("INGOT_UPLOAD_AHEAD", ahead, 1);  // read at every load
+    const ScopedEnv upload("INGOT_UPLOAD_AHEAD", ahead);  // read at every load
     Session gpu = Session::load(package, on_gpu());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a few KB: long done
     expect_same(cpu, gpu.run({x}), x, fmt::format("first run, INGOT_UPLOAD_AHEAD={}", ahead));
@@ -384,7 +384,6 @@ TEST(CudaPackage, WeightsUploadedAheadServeTheFirstRun) {
     }
     weights_copied_by_the_run = copied;
   }
-  ::unsetenv("INGOT_UPLOAD_AHEAD");
   EXPECT_GT(weights_copied_by_the_run, 0) << "without uploads ahead, the first run copies the weights";
 }
 

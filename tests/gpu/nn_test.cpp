@@ -639,7 +639,7 @@ TEST(CudaFusedConv, LegacyConvolutionsRunOnTheColdTierWhilePlansArePrepared) {
 TEST(CudaFusedConv, SerializedPlansAreLoadedInsteadOfCompiled) {
   INGOT_REQUIRE_GPU();
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
-  ::setenv("INGOT_CUDNN_SERIALIZED_PLANS", "1", 1);  // read at every use
+  const ScopedEnv serialized_plans("INGOT_CUDNN_SERIALIZED_PLANS", "1");  // read at every use
   int serialized = 0;
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));
@@ -671,7 +671,6 @@ TEST(CudaFusedConv, SerializedPlansAreLoadedInsteadOfCompiled) {
     EXPECT_EQ(cuda::ConvGraph::plans_loaded(), loaded + 1) << "a plan serialized for another choice is not used";
   }
   EXPECT_GT(serialized, 0) << "no dtype's chosen engine had a serialized plan";
-  ::unsetenv("INGOT_CUDNN_SERIALIZED_PLANS");
   tuning::algorithms().clear();
 }
 

@@ -29,11 +29,6 @@ std::string chain_model() {
   return save_model(model_with(g), "chain.onnx");
 }
 
-struct HideKernels {
-  explicit HideKernels(const char* ops) { setenv("INGOT_HIDE_CUDA_KERNELS", ops, 1); }
-  ~HideKernels() { unsetenv("INGOT_HIDE_CUDA_KERNELS"); }
-};
-
 TEST(CudaPlacement, EverythingOnTheGpuWithoutFallbacks) {
   INGOT_REQUIRE_GPU();
   std::string path = chain_model();
@@ -54,7 +49,7 @@ TEST(CudaPlacement, EverythingOnTheGpuWithoutFallbacks) {
 
 TEST(CudaPlacement, HiddenKernelFallsBackVisiblyAndStaysCorrect) {
   INGOT_REQUIRE_GPU();
-  HideKernels hide("Relu");
+  const ScopedEnv hide("INGOT_HIDE_CUDA_KERNELS", "Relu");
   std::string path = chain_model();
   SessionOptions gpu_options;
   gpu_options.device = Device{DeviceType::CUDA, 0};

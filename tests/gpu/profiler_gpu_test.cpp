@@ -49,11 +49,6 @@ std::string fallback_model() {
   return save_model(model_with(g), "profiler_fallback.onnx");
 }
 
-struct HideKernels {
-  explicit HideKernels(const char* ops) { setenv("INGOT_HIDE_CUDA_KERNELS", ops, 1); }
-  ~HideKernels() { unsetenv("INGOT_HIDE_CUDA_KERNELS"); }
-};
-
 struct X {  // one "X" event, times in us
   std::string name, cat;
   double ts = 0, dur = 0;
@@ -74,7 +69,7 @@ std::vector<X> x_events(const json& doc) {
 
 TEST(CudaProfiler, FallbackShowsAsCopiesAroundACpuOpAndAGpuGap) {
   INGOT_REQUIRE_GPU();
-  HideKernels hide("Relu");
+  const ScopedEnv hide("INGOT_HIDE_CUDA_KERNELS", "Relu");
   SessionOptions options;
   options.device = Device{DeviceType::CUDA, 0};
   options.report_fallbacks = false;

@@ -217,10 +217,9 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
   uint32_t seed = 40;
   for (const char* kernel : {"1", "0"}) {
     SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel);
-    ::setenv("INGOT_INT8_DEPTHWISE", kernel, 1);
+    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel);
     for (const ConvCase& c : cases) check_conv(c, seed++);
   }
-  ::unsetenv("INGOT_INT8_DEPTHWISE");
 }
 
 // Symmetric int8 convolutions channels last on Ingot's implicit GEMM (INGOT_INT8_IMMA=1), then
@@ -295,17 +294,13 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   uint32_t seed = 70;
   for (const auto& [kernel, tile, lean] : runs) {
     SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={} INGOT_INT8_IMMA_LEAN={}", kernel, tile, lean));
-    ::setenv("INGOT_INT8_IMMA", kernel, 1);
-    ::setenv("INGOT_INT8_IMMA_TILE", tile, 1);
-    ::setenv("INGOT_INT8_IMMA_LEAN", lean, 1);
+    const ScopedEnv imma("INGOT_INT8_IMMA", kernel), imma_tile("INGOT_INT8_IMMA_TILE", tile),
+        imma_lean("INGOT_INT8_IMMA_LEAN", lean);
     const int64_t before = cuda::int8_implicit_gemm_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_implicit_gemm_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)
         << "each case runs on the implicit GEMM exactly when it is on";
   }
-  ::unsetenv("INGOT_INT8_IMMA");
-  ::unsetenv("INGOT_INT8_IMMA_TILE");
-  ::unsetenv("INGOT_INT8_IMMA_LEAN");
 }
 
 // Stem convolutions (fewer than 16 input channels) as im2col and a 1x1 convolution
@@ -358,15 +353,12 @@ TEST(CudaQuantizedProducts, StemConvolutionsThroughIm2colMatchTheCpu) {
   uint32_t seed = 110;
   for (const auto& [stem, imma] : std::vector<Run>{{"1", "0"}, {"1", "1"}, {"0", "0"}}) {
     SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={}", stem, imma));
-    ::setenv("INGOT_INT8_STEM", stem, 1);
-    ::setenv("INGOT_INT8_IMMA", imma, 1);
+    const ScopedEnv stem_switch("INGOT_INT8_STEM", stem), imma_switch("INGOT_INT8_IMMA", imma);
     const int64_t before = cuda::int8_stem_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_stem_calls() - before, stem[0] == '1' ? int64_t(cases.size()) : 0)
         << "each case runs as im2col exactly when the switch is on";
   }
-  ::unsetenv("INGOT_INT8_STEM");
-  ::unsetenv("INGOT_INT8_IMMA");
 }
 
 void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, int64_t n, DType y_dtype, bool relu,
