@@ -258,6 +258,7 @@ class QdqWriter {
   void plan() {
     const auto producer = passes::producers(g_);
     const passes::Readers readers(g_);
+    std::set<size_t> residual_adds;  // Adds whose residual a convolution takes
     const bool per_axis = settings_.per_channel && (model_.opset("") >= 13 || !onnx_output_);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
@@ -293,9 +294,13 @@ class QdqWriter {
         continue;
       }
       quantize(n.inputs[0]);
-      // The residual of Conv -> Add(., r): fused into the integer kernel when r is 8-bit too.
+      // The residual of Conv -> Add(., r): fused into the integer kernel when r is 8-bit too. Where
+      // both addends are convolutions (a downsampling block's main path and shortcut), the first
+      // takes the Add and quantizes the other's output; the other's Add is taken, so the first's
+      // output stays float and fuse-qdq folds the Add (and the Relu, Q after it) into it.
       if (*kind == ProductKind::Conv) {
-        if (auto r = readers.single(n.outputs[0]); r && is_op(g_.nodes[*r], "Add") && g_.nodes[*r].inputs.size() == 2) {
+        if (auto r = readers.single(n.outputs[0]); r && is_op(g_.nodes[*r], "Add") && g_.nodes[*r].inputs.size() == 2 &&
+                                                   residual_adds.insert(*r).second) {
           const Node& add = g_.nodes[*r];
           const std::string& other = add.inputs[0] == n.outputs[0] ? add.inputs[1] : add.inputs[0];
           if (other != n.outputs[0] && passes::same_shape(g_, other, n.outputs[0]) && !constant_initializer(g_, other))

@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 
+#include "compiler/compile.h"
 #include "core/npy.h"
 #include "onnx/onnx_import.h"
 #include "test_util.h"
@@ -138,6 +140,78 @@ TEST(Quantize, WritesAQdqModelWhoseIntegerKernelsMatchItsFloatReading) {
   EXPECT_GT(cosine(y, y_ref), 0.999);
   Tensor y_float = Session::load(model).run({x})[0];
   EXPECT_GT(cosine(y, y_float), 0.99);
+}
+
+// x [1,4,12,12] -> Conv 3x3 (8) -> Relu -> Conv 1x1 (16), plus the shortcut Conv 1x1 (4 -> 16) of x,
+// -> Add -> Relu -> y: a downsampling block's two convolutions summed.
+std::string two_branch_block() {
+  onnx::GraphProto g;
+  g.set_name("two_branch_block");
+  std::mt19937 rng(5);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {1, 4, 12, 12});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {1, 16, 12, 12});
+  add_random_initializer(g, "w1", {8, 4, 3, 3}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "w2", {16, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b2", {16}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "ws", {16, 4, 1, 1}, rng, -0.5f, 0.5f);
+  auto conv1 = make_node("Conv", {"x", "w1"}, {"c1"});
+  auto* pads = conv1.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  *g.add_node() = conv1;
+  *g.add_node() = make_node("Relu", {"c1"}, {"r1"});
+  *g.add_node() = make_node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  *g.add_node() = make_node("Conv", {"x", "ws"}, {"shortcut"});
+  *g.add_node() = make_node("Add", {"c2", "shortcut"}, {"s"});
+  *g.add_node() = make_node("Relu", {"s"}, {"y"});
+  return save_model(model_with(g, 13), "two_branch_block.onnx");
+}
+
+// Where an Add sums two convolutions, one of them takes it as its residual: the quantizer quantizes
+// only the other's output, so fuse-qdq folds the Add and the Relu into the first one's integer
+// kernel (no float32 round trip of both outputs through DequantizeLinear and a float Add).
+TEST(Quantize, TwoConvolutionsSummedFoldTheAddIntoOne) {
+  const std::string model = two_branch_block(), qdq = (temp_dir() / "two_branch_block.qdq.onnx").string();
+  QuantizeSettings s;
+  s.calibration = {calibration_dir()};
+  QuantizeReport r = quantize(model, qdq, s);
+  EXPECT_EQ(r.quantized, 3);
+  auto m = import_onnx(qdq);
+  std::map<std::string, std::string> producer;
+  for (const Node& n : m->graph->nodes)
+    for (const std::string& o : n.outputs) producer[o] = n.op_type;
+  int adds = 0;
+  for (const Node& n : m->graph->nodes) {
+    if (n.op_type != "Add") continue;
+    ++adds;
+    ASSERT_EQ(n.inputs.size(), 2u);
+    const int from_conv = (producer[n.inputs[0]] == "Conv") + (producer[n.inputs[1]] == "Conv");
+    const int from_dq = (producer[n.inputs[0]] == "DequantizeLinear") + (producer[n.inputs[1]] == "DequantizeLinear");
+    EXPECT_EQ(from_conv, 1) << n.inputs[0] << " + " << n.inputs[1];
+    EXPECT_EQ(from_dq, 1) << n.inputs[0] << " + " << n.inputs[1];
+  }
+  EXPECT_EQ(adds, 1);
+
+  // Compiled: three integer convolutions, the Add and Relu inside one of them, no float Add and no
+  // DequantizeLinear of an activation left.
+  auto compiled = import_onnx(qdq);
+  run_steps(*compiled, compile_steps({}));
+  std::map<std::string, int> ops;
+  for (const Node& n : compiled->graph->nodes) ++ops[n.op_type];
+  EXPECT_EQ(ops["QuantizedConv"], 3);
+  EXPECT_EQ(ops["Add"], 0);
+  EXPECT_EQ(ops["Relu"], 0);
+  EXPECT_EQ(ops["DequantizeLinear"], 0);
+
+  // The fused kernels against the QDQ model read as float ops (they differ by the main path's
+  // requantization step the fusion skips), and against the float model.
+  Tensor x = random_input(11);
+  Tensor y = Session::load(qdq).run({x})[0];
+  SessionOptions plain;
+  plain.optimize = false;
+  EXPECT_GT(cosine(y, Session::load(qdq, plain).run({x})[0]), 0.999);
+  EXPECT_GT(cosine(y, Session::load(model).run({x})[0]), 0.99);
 }
 
 // A depthwise Conv node (`channels` groups) without bias, padded by `pad` on every side.
