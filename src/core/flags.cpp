@@ -104,6 +104,10 @@ constexpr Flag kFlags[] = {
      "The int8 implicit GEMM's tile: -1 chosen per layer, 0 128x128, 1 128x64, 2 64x64 (tests and A/B runs).", true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",
      "Ingot's channels-first depthwise convolution kernel (0: leave those layers to cuDNN)."},
+    {"INGOT_CONV_SPLIT_K", Kind::Bool, "1",
+     "Float32 convolutions with few output pixels (batch 1's late layers) on Ingot's split-K kernel (0: cuDNN; "
+     "A/B runs, the CUDA tests run both).",
+     true},
     {"INGOT_CONV_RETIME", Kind::Int, "1",
      "How many of cuDNN's fastest convolution algorithms to time again inside the model at convert time."},
     // Profiler

@@ -330,6 +330,7 @@ TEST(CudaChannelsLast, Float16NetworkMatchesTheCpu) {
 // (as after loading a package that stores them) without searching again.
 TEST(CudaTuning, ConvolutionAlgorithmsAreRecordedAndReused) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's choices: not the split-K kernel
   std::string path = conv_model();
   Session cpu = Session::load(path);
   Tensor x = random_tensor(DType::Float32, {2, 3, 8, 8}, 7);

@@ -1,9 +1,11 @@
 // CUDA MatMul, Gemm, Conv, ConvTranspose and ai.ingot FusedConv against the CPU kernels
 // (src/backends/cuda/gemm.cu, kernels/matmul.cu, kernels/conv.cu).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/conv_split_k.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
 
@@ -390,6 +392,53 @@ TEST(CudaFusedConv, Variants) {
   }
 }
 
+// Float32 convolutions with few output pixels on the split-K kernel (conv_split_k.cu) against the
+// CPU, and the same with it off (cuDNN): output channels and pixels that are not multiples of the
+// 64 x 64 tile, reductions that are not a multiple of its 16-element slice, strides, dilations,
+// asymmetric pads, 1-D, several images in one pixel tile, one split and many, every epilogue input.
+TEST(CudaFusedConv, SplitKFloat32MatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  struct Case {
+    Shape x, w;
+    Attributes attrs;
+    bool bias, residual;
+  };
+  const std::vector<Case> cases = {
+      {{1, 64, 7, 7}, {96, 64, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}, {"activation", "Relu"}}, true, true},
+      {{1, 32, 15, 13},
+       {70, 32, 3, 3},
+       {{"strides", Ints{2, 2}}, {"dilations", Ints{2, 2}}, {"pads", Ints{1, 2, 2, 1}}},
+       false,
+       false},
+      {{2, 300, 5, 5}, {130, 300, 1, 1}, {{"activation", "HardSwish"}}, true, false},
+      {{1, 40, 50}, {33, 40, 5}, {{"pads", Ints{2, 2}}, {"activation", "Relu"}}, true, true},
+      {{3, 48, 8, 8}, {20, 48, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}, false, true},
+      {{1, 32, 4, 4}, {8, 32, 1, 1}, {}, true, false},  // one split
+      {{1, 512, 7, 7}, {512, 512, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}, {"activation", "Relu"}}, true, false},
+  };
+  for (const char* on : {"1", "0"}) {
+    ScopedEnv env("INGOT_CONV_SPLIT_K", on);
+    const int64_t before = cuda::split_k_conv_calls();
+    uint32_t seed = 200;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("x [{}] w [{}] split-K {}", fmt::join(c.x, ","), fmt::join(c.w, ","), on));
+      Tensor x = rnd(DType::Float32, c.x, seed++), w = rnd(DType::Float32, c.w, seed++);
+      std::vector<Tensor> in{x, w};
+      if (c.bias || c.residual) in.push_back(c.bias ? rnd(DType::Float32, {c.w[0]}, seed++) : Tensor());
+      if (c.residual) {  // the output's shape, from the CPU
+        const Tensor y = ops::call("FusedConv", {x, w}, c.attrs, 1, "ai.ingot")[0];
+        in.push_back(rnd(DType::Float32, y.shape(), seed++));
+      }
+      check("FusedConv", in, c.attrs, "ai.ingot");
+    }
+    if (std::string(on) == "1") {
+      EXPECT_EQ(cuda::split_k_conv_calls() - before, int64_t(cases.size()));
+    } else {
+      EXPECT_EQ(cuda::split_k_conv_calls(), before);
+    }
+  }
+}
+
 // Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D
 // convolutions with symmetric pads (the fused bias + Relu call where cuDNN takes it), transposed
 // copies otherwise; the CPU computes the same through its channels-first kernel.
@@ -490,6 +539,7 @@ TEST(CudaFusedConv, ChannelsLast) {
 // without asking cuDNN's heuristic or timing again; an entry cuDNN refuses falls back to the search.
 TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));
@@ -525,6 +575,7 @@ TEST(CudaFusedConv, StoredChoicesAreRebuiltWithoutSearching) {
 // its problem and its choice, and builds its own when the stored choice changed since.
 TEST(CudaFusedConv, StoredPlansAreBuiltAheadAndTaken) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));
@@ -554,6 +605,7 @@ TEST(CudaFusedConv, StoredPlansAreBuiltAheadAndTaken) {
 // still the CPU's); once the plan is built, the next call takes it.
 TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   if (cuda::cold_kernels() != cuda::ColdKernels::WhilePreparing) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS is not 1";
   int ran = 0;
@@ -600,6 +652,7 @@ TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
 // blocks (K = 4608 over one 64 x 64 tile of 49 pixels: ResNet-50's last layers at batch 1).
 TEST(CudaFusedConv, LegacyConvolutionsRunOnTheColdTierWhilePlansArePrepared) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   if (cuda::cold_kernels() == cuda::ColdKernels::Never) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS=0";
   const bool preparing_only = cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing;  // the default
@@ -678,6 +731,7 @@ TEST(CudaFusedConv, SerializedPlansAreLoadedInsteadOfCompiled) {
 // it: then the legacy path does), stored, is what a later call uses without asking the heuristic.
 TEST(CudaFusedConv, StoredConclusionsForResidualConvolutionsAreReused) {
   INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   for (DType dt : kConvTypes) {
     SCOPED_TRACE(dtype_name(dt));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv_graph.h"
+#include "backends/cuda/kernels/conv_split_k.h"
 #include "core/flags.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/tuning.h"
@@ -1128,7 +1129,9 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   // cuDNN's fused bias + Relu: float32 only (16-bit channels last through it measured slower than
   // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
-  if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y)) return;
+  if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y) ||
+      cuda::run_split_k_conv(g, x, w, b, residual, act, y))
+    return;
   if (cuda::cold_kernels() == cuda::ColdKernels::Always && run_cold_conv(g, x, w, b, residual, act, y)) return;
   static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");  // an experiment: docs/PERFORMANCE.md
   if (direct_only) return run_without_cudnn(ctx, g, residual, act, y);
