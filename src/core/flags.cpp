@@ -100,6 +100,10 @@ constexpr Flag kFlags[] = {
      "The int8 implicit GEMM's lean epilogue where the node's epilogue is one it computes (0: always the generic one; "
      "tests and A/B runs).",
      true},
+    {"INGOT_INT8_IMMA_VEC16", Kind::Bool, "1",
+     "The int8 implicit GEMM's lean epilogue 16 channels a step with the residual loads ahead (0: 4 a step; tests "
+     "and A/B runs).",
+     true},
     {"INGOT_INT8_IMMA_TILE", Kind::Int, "-1",
      "The int8 implicit GEMM's tile: -1 chosen per layer, 0 128x128, 1 128x64, 2 64x64 (tests and A/B runs).", true},
     {"INGOT_DEPTHWISE_NCHW", Kind::Bool, "1",

@@ -63,6 +63,10 @@ TEST(CudaData, TransposeAllDtypes) {
     // Large enough for the shared-memory tiled path (both sides >= 16, ragged edges).
     exact("Transpose", {random_tensor(dt, {3, 67, 45}, 2)}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
     exact("Transpose", {random_tensor(dt, {70, 33}, 3)});
+    // A short destination axis (an image's channels moved last, NCHW -> NHWC): one thread per
+    // position of the long axis writes its few contiguous elements; a ragged last block.
+    exact("Transpose", {random_tensor(dt, {2, 3, 19, 23}, 14)}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+    exact("Transpose", {random_tensor(dt, {300, 5}, 15)});
   }
 }
 

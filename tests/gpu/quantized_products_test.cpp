@@ -284,18 +284,20 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
     c.r_dtype = DType::UInt8;
     c.r_zp = 121;
   });
-  // The tile chosen per layer, then each tile forced on every case, the generic epilogue where the
-  // lean one would run, then cuDNN.
+  // The tile chosen per layer, then each tile forced on every case, the lean epilogue 4 channels a
+  // step instead of 16, the generic epilogue where the lean one would run, then cuDNN.
   struct Run {
-    const char *kernel, *tile, *lean;
+    const char *kernel, *tile, *lean, *vec16;
   };
-  const std::vector<Run> runs = {{"1", "-1", "1"}, {"1", "0", "1"}, {"1", "1", "1"},
-                                 {"1", "2", "1"},  {"1", "-1", "0"}, {"0", "-1", "1"}};
+  const std::vector<Run> runs = {{"1", "-1", "1", "1"}, {"1", "0", "1", "1"},  {"1", "1", "1", "1"},
+                                 {"1", "2", "1", "1"},  {"1", "-1", "1", "0"}, {"1", "-1", "0", "1"},
+                                 {"0", "-1", "1", "1"}};
   uint32_t seed = 70;
-  for (const auto& [kernel, tile, lean] : runs) {
-    SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={} INGOT_INT8_IMMA_LEAN={}", kernel, tile, lean));
+  for (const auto& [kernel, tile, lean, vec16] : runs) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={} INGOT_INT8_IMMA_LEAN={} INGOT_INT8_IMMA_VEC16={}",
+                             kernel, tile, lean, vec16));
     const ScopedEnv imma("INGOT_INT8_IMMA", kernel), imma_tile("INGOT_INT8_IMMA_TILE", tile),
-        imma_lean("INGOT_INT8_IMMA_LEAN", lean);
+        imma_lean("INGOT_INT8_IMMA_LEAN", lean), imma_vec16("INGOT_INT8_IMMA_VEC16", vec16);
     const int64_t before = cuda::int8_implicit_gemm_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_implicit_gemm_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)

@@ -50,6 +50,30 @@ __global__ void quantize_kernel(const In* __restrict__ x, const float* __restric
   }
 }
 
+// Per tensor, four elements per thread step: one vector load and one 4-byte store (ResNet-50 int8's
+// input at batch 32, 4.8 M values: 21 us element by element on an H100). Same arithmetic as above.
+template <class T, int N>
+struct alignas(N * sizeof(T)) Vec {
+  T v[N];
+};
+template <class In, class Q>
+__global__ void quantize_tensor_x4_kernel(const Vec<In, 4>* __restrict__ x, const float* __restrict__ scale,
+                                          const Q* __restrict__ zp, Vec<Q, 4>* __restrict__ y, int64_t quads) {
+  constexpr float lo = float(std::numeric_limits<Q>::lowest()), hi = float(std::numeric_limits<Q>::max());
+  const float s = scale[0], z = zp ? float(zp[0]) : 0.0f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < quads; i += int64_t(gridDim.x) * blockDim.x) {
+    const Vec<In, 4> in = x[i];
+    Vec<Q, 4> out;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v = rintf(float(load(in.v[j])) / s);
+      v = v == v ? v + z : z;
+      out.v[j] = Q(fminf(fmaxf(v, lo), hi));
+    }
+    y[i] = out;
+  }
+}
+
 template <class Q>
 __global__ void dequantize_kernel(const Q* __restrict__ x, const float* __restrict__ scale, const Q* __restrict__ zp,
                                   float* __restrict__ y, int64_t n, int64_t channels, int64_t inner) {
@@ -83,6 +107,12 @@ void quantize_linear(KernelContext& ctx) {
   dispatch_device<DType::Float32, DType::Float16, DType::BFloat16>(x.dtype(), [&]<class In>() {
     dispatch<DType::UInt8, DType::Int8>(out, [&]<class Q>() {
       const Q* zp = ctx.has_input(2) ? ptr<const Q>(ctx.input(2)) : nullptr;
+      const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+      if (s.channels == 1 && n % 4 == 0 && aligned(x.raw_data(), 4 * sizeof(In)) && aligned(y.raw_data(), 4)) {
+        quantize_tensor_x4_kernel<In, Q><<<blocks_for(n / 4), kThreads, 0, stream()>>>(
+            ptr<const Vec<In, 4>>(x), ptr<const float>(scale), zp, ptr<Vec<Q, 4>>(y), n / 4);
+        return;
+      }
       quantize_kernel<In, Q><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<const In>(x), ptr<const float>(scale), zp,
                                                                         ptr<Q>(y), n, s.channels, s.inner);
     });

@@ -314,6 +314,7 @@ struct LeanEpilogue {
   const int8_t* residual = nullptr;
   float rq = 0;                  // r_scale / y_scale
   float lo = -128, hi = 127;     // the activation's clamp in output units, within int8's range
+  bool vec16 = false;            // K a multiple of 16, Y and the residual 16-byte aligned: 16 channels a step
 };
 
 // Rows of C the epilogue stages per pass: all BM if they fit the operand buffers, else fewer,
@@ -466,6 +467,48 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
       }
     }
     __syncthreads();
+    if constexpr (kLean) {
+      if (lean.vec16) {
+        // 16 channels of a pixel per step: one 16-byte residual load and one 16-byte store, the
+        // residual loads of all of a thread's steps issued before any of them is used (element by
+        // element, each step waited for its own load: the latency, not the bandwidth, bounded
+        // the memory-bound 1x1 layers).
+        constexpr int kItems = kPassRows * (BN / 16), kSteps = (kItems + kThreads - 1) / kThreads;
+        int4 res[kSteps];
+#pragma unroll
+        for (int it = 0; it < kSteps; ++it) {
+          const int t = tid + it * kThreads, row = t / (BN / 16), m = m0 + row0 + row, n = n0 + (t % (BN / 16)) * 16;
+          res[it] = make_int4(0, 0, 0, 0);
+          if (lean.residual && t < kItems && m < d.m && n < d.k)
+            res[it] = *reinterpret_cast<const int4*>(lean.residual + int64_t(m) * d.k + n);
+        }
+#pragma unroll
+        for (int it = 0; it < kSteps; ++it) {
+          const int t = tid + it * kThreads, row = t / (BN / 16), col = (t % (BN / 16)) * 16;
+          const int m = m0 + row0 + row, n = n0 + col;
+          if (t >= kItems || m >= d.m || n >= d.k) continue;
+          const int32_t* acc_row = tile + row * LD + col;
+          const int8_t* r = reinterpret_cast<const int8_t*>(&res[it]);
+          int4 packed;
+          int8_t* o = reinterpret_cast<int8_t*>(&packed);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int4 v = *reinterpret_cast<const int4*>(acc_row + 4 * q);
+            const float4 sc = *reinterpret_cast<const float4*>(lean.scale + n + 4 * q);
+            const float4 bi = *reinterpret_cast<const float4*>(lean.bias + n + 4 * q);
+            float f[4] = {fmaf(float(v.x), sc.x, bi.x), fmaf(float(v.y), sc.y, bi.y), fmaf(float(v.z), sc.z, bi.z),
+                          fmaf(float(v.w), sc.w, bi.w)};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              if (lean.residual) f[j] = fmaf(lean.rq, float(r[4 * q + j]), f[j]);
+              o[4 * q + j] = int8_t(__float2int_rn(fminf(fmaxf(f[j], lean.lo), lean.hi)));
+            }
+          }
+          *reinterpret_cast<int4*>(y + int64_t(m) * d.k + n) = packed;
+        }
+        continue;
+      }
+    }
 #pragma unroll 1
     for (int t = tid; t < kPassRows * (BN / 4); t += kThreads) {
       const int row = t / (BN / 4), col = (t % (BN / 4)) * 4;
@@ -778,6 +821,7 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
   lean.rq = float(rq);
   if (relu) lean.lo = 0;
   if (relu_max > 0) lean.hi = std::min(127.0f, float(double(relu_max) / ys));
+  lean.vec16 = k % 16 == 0 && flags::enabled("INGOT_INT8_IMMA_VEC16") && (!lean.residual || aligned16(lean.residual));
   return lean;
 }
 
@@ -817,7 +861,8 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : g.out_channels > 64 && blocks(128, 128) >= sms ? 0
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
-  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  lean.vec16 = lean.vec16 && aligned16(y.raw_data());
   const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
