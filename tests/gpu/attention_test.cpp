@@ -125,7 +125,12 @@ TEST(CudaAttention, CudnnPlansAreBuiltAheadFromTheStore) {
   const int64_t prebuilt = cuda::AttentionGraph::prebuilt(), runs = cuda::AttentionGraph::runs();
   EXPECT_GE(cuda::AttentionGraph::prebuild_stored_plans(), 1);
   EXPECT_GT(cuda::AttentionGraph::prebuilt(), prebuilt);
+  const int64_t handles = cuda::AttentionGraph::build_handles();
+  EXPECT_LE(handles, 1) << "one build handle per device, whatever the number of packages loaded";
   EXPECT_EQ(cuda::AttentionGraph::prebuild_stored_plans(), 0) << "built once";
+  cuda::AttentionGraph::forget_shared();
+  EXPECT_GE(cuda::AttentionGraph::prebuild_stored_plans(), 1) << "built again, on the same handle";
+  EXPECT_EQ(cuda::AttentionGraph::build_handles(), handles);
   const tuning::Stats before = tuning::algorithms().stats();
   // Another signature of the same problem (a new node state) takes the shared plan built ahead.
   attrs["scale"] = Attribute(0.25f);

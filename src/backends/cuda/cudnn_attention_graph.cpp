@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/cudnn_graph.h"
@@ -210,41 +211,82 @@ bool AttentionGraph::has_stored_plans() {
   return enabled() && !tuning::algorithms().with_prefix(sdpa_graph::spec_prefix()).empty();
 }
 
-int AttentionGraph::prebuild_stored_plans() {
-  if (!has_stored_plans()) return 0;
-  // A cuDNN handle of this thread's own on a stream of its own (the device's handle belongs to the
-  // run's thread), kept for the process: the plans it builds keep referring to it.
+namespace sdpa_graph {
+
+std::atomic<int64_t> g_build_handles{0};
+
+// The cuDNN handle (on a stream of its own) that builds a device's plans ahead: the device's usual
+// handle belongs to the run's thread. Made by the first build that has work and kept for the process
+// (the plans it builds keep referring to it); `mu` serializes the builds that use it.
+struct BuildContext {
+  std::mutex mu;
   cudaStream_t stream = nullptr;
   cudnnHandle_t handle = nullptr;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+};
+
+BuildContext* build_context() {
+  static std::mutex mu;
+  static std::map<int, BuildContext> contexts;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();
-    return 0;
+    return nullptr;
   }
-  if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS || cudnnSetStream(handle, stream) != CUDNN_STATUS_SUCCESS) {
-    if (handle) (void)cudnnDestroy(handle);
-    (void)cudaStreamDestroy(stream);
-    return 0;
+  std::lock_guard lock(mu);
+  return &contexts[device];  // std::map: the element's address stays valid
+}
+
+}  // namespace sdpa_graph
+
+int AttentionGraph::prebuild_stored_plans() {
+  if (!has_stored_plans()) return 0;
+  // The work first: stored specs whose plan this process does not have yet.
+  const std::string prefix = sdpa_graph::spec_prefix();
+  std::vector<std::pair<std::string, AttentionGraphSpec>> todo;
+  {
+    sdpa_graph::Shared& sh = sdpa_graph::shared();
+    std::lock_guard lock(sh.mu);
+    for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
+      std::string tuning_key = key.substr(prefix.size());
+      auto spec = attention_spec_from_text(value);
+      if (spec && !sh.graphs.count(sdpa_graph::device_key(tuning_key))) todo.emplace_back(std::move(tuning_key), *spec);
+    }
   }
-  cudnn_graph::set_build_handle(handle);
+  if (todo.empty()) return 0;
+  sdpa_graph::BuildContext* bc = sdpa_graph::build_context();
+  if (!bc) return 0;
+  std::lock_guard build_lock(bc->mu);
+  if (!bc->handle) {
+    if (cudaStreamCreateWithFlags(&bc->stream, cudaStreamNonBlocking) != cudaSuccess) {
+      (void)cudaGetLastError();
+      bc->stream = nullptr;
+      return 0;
+    }
+    if (cudnnCreate(&bc->handle) != CUDNN_STATUS_SUCCESS || cudnnSetStream(bc->handle, bc->stream) != CUDNN_STATUS_SUCCESS) {
+      if (bc->handle) (void)cudnnDestroy(bc->handle);
+      (void)cudaStreamDestroy(bc->stream);
+      bc->handle = nullptr;
+      bc->stream = nullptr;
+      return 0;
+    }
+    ++sdpa_graph::g_build_handles;
+  }
+  cudnn_graph::set_build_handle(bc->handle);
   struct Reset {
     ~Reset() { cudnn_graph::set_build_handle(nullptr); }
   } reset;
-  const std::string prefix = sdpa_graph::spec_prefix();
   int built = 0;
-  for (const auto& [key, value] : tuning::algorithms().with_prefix(prefix)) {
-    const std::string tuning_key = key.substr(prefix.size());
-    const auto spec = attention_spec_from_text(value);
-    if (!spec) continue;
+  for (const auto& [tuning_key, spec] : todo) {
     sdpa_graph::Shared& sh = sdpa_graph::shared();
     const std::string dkey = sdpa_graph::device_key(tuning_key);
     std::lock_guard lock(sh.mu);
-    if (sh.graphs.count(dkey)) continue;
+    if (sh.graphs.count(dkey)) continue;  // a run built it meanwhile
     try {
-      std::shared_ptr<const AttentionGraph> g = build(*spec, nullptr, tuning_key);
+      std::shared_ptr<const AttentionGraph> g = build(spec, nullptr, tuning_key);
       if (!g) continue;  // not cached: the run searches with its own buffers
       {
         profiler::detail::PhaseScope warm_phase("cuDNN plan run ahead");
-        sdpa_graph::warm({g->plan_, g->workspace_}, *spec, handle, stream);
+        sdpa_graph::warm({g->plan_, g->workspace_}, spec, bc->handle, bc->stream);
       }
       sh.graphs.emplace(dkey, std::move(g));
       ++built;
@@ -254,6 +296,8 @@ int AttentionGraph::prebuild_stored_plans() {
   }
   return built;
 }
+
+int64_t AttentionGraph::build_handles() { return sdpa_graph::g_build_handles.load(); }
 
 int64_t AttentionGraph::prebuilt() { return sdpa_graph::g_prebuilt.load(); }
 

@@ -53,6 +53,7 @@ class AttentionGraph {
   static int prebuild_stored_plans();
   static bool has_stored_plans();
   static int64_t prebuilt();  // plans prebuild_stored_plans() built in this process (tests)
+  static int64_t build_handles();  // cuDNN handles prebuild_stored_plans() created (tests: one per device)
   static void forget_shared();  // drops the process's shared graphs (tests: what a fresh process has)
   static int64_t runs();  // calls run() made in this process (tests: which path ran)
   ~AttentionGraph();
