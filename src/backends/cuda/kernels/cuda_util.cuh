@@ -33,6 +33,12 @@ struct device_type<BFloat16> {
 template <class T>
 using device_t = typename device_type<T>::type;
 
+// V elements loaded or stored as one aligned vector access (V * sizeof(T) of 4, 8 or 16 bytes).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
 // Arithmetic type for an element type: float for the 16-bit floats, itself otherwise.
 template <class T>
 struct compute_type {

@@ -27,10 +27,6 @@ namespace ingot::cuda {
 Tensor cast_on_device(const Tensor& x, DType to, int opset);
 
 namespace {
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
 
 // ---- kernels -------------------------------------------------------------------------------
 

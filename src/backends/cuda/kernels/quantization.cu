@@ -52,10 +52,6 @@ __global__ void quantize_kernel(const In* __restrict__ x, const float* __restric
 
 // Per tensor, four elements per thread step: one vector load and one 4-byte store (ResNet-50 int8's
 // input at batch 32, 4.8 M values: 21 us element by element on an H100). Same arithmetic as above.
-template <class T, int N>
-struct alignas(N * sizeof(T)) Vec {
-  T v[N];
-};
 template <class In, class Q>
 __global__ void quantize_tensor_x4_kernel(const Vec<In, 4>* __restrict__ x, const float* __restrict__ scale,
                                           const Q* __restrict__ zp, Vec<Q, 4>* __restrict__ y, int64_t quads) {

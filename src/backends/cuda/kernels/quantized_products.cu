@@ -821,7 +821,6 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
   lean.rq = float(rq);
   if (relu) lean.lo = 0;
   if (relu_max > 0) lean.hi = std::min(127.0f, float(double(relu_max) / ys));
-  lean.vec16 = k % 16 == 0 && flags::enabled("INGOT_INT8_IMMA_VEC16") && (!lean.residual || aligned16(lean.residual));
   return lean;
 }
 
@@ -862,7 +861,8 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
   LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
-  lean.vec16 = lean.vec16 && aligned16(y.raw_data());
+  lean.vec16 = lean.scale && g.out_channels % 16 == 0 && aligned16(y.raw_data()) &&
+               (!lean.residual || aligned16(lean.residual)) && flags::enabled("INGOT_INT8_IMMA_VEC16");
   const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
