@@ -112,6 +112,10 @@ constexpr Flag kFlags[] = {
      "Float32 convolutions with few output pixels (batch 1's late layers) on Ingot's split-K kernel (0: cuDNN; "
      "A/B runs, the CUDA tests run both).",
      true},
+    {"INGOT_CONV_RESIDUAL_AFTER", Kind::Bool, "1",
+     "Float32 convolutions with a residual: cuDNN's graph runs the convolution and bias, the epilogue kernel the "
+     "residual and Relu (0: cuDNN's legacy fused call; A/B runs, the CUDA tests run both).",
+     true},
     {"INGOT_CONV_RETIME", Kind::Int, "1",
      "How many of cuDNN's fastest convolution algorithms to time again inside the model at convert time."},
     // Profiler

@@ -1,30 +1,35 @@
-// Channels-last layout for 2-D convolutional networks (the compile pipeline's layout step:
+// Channels-last layout for 1-D and 2-D convolutional networks (the compile pipeline's layout step:
 // compiler/compile.cpp runs it after to_half_precision for a CUDA target in float16 or bfloat16, and
 // for a CPU target, where it moves the int8 convolutions; INGOT_DISABLE_PASSES=channels-last skips
 // it). On the CPU, oneDNN's int8 convolutions compute channels last: given NCHW they reorder their
 // input and output at every call, which cost 3x the convolutions themselves on BlazeFace. cuDNN's tensor-core convolutions read and write
 // NHWC: through its graph API (backends/cuda/cudnn_conv_graph.h) ResNet-50 fp16 runs 3x faster
 // channels last than channels first on the H200; depthwise layers run Ingot's own NHWC kernel
-// (docs/PERFORMANCE.md).
+// (docs/PERFORMANCE.md). Given NCW, cuDNN transposes a 16-bit 1-D convolution's input and output
+// around its NWC kernel at every call (Whisper-tiny fp16 b32: ~290 us of its 4.2 ms).
 //
 // Rewrites, in graph order:
-//   - Conv and ai.ingot.FusedConv with a constant 4-D W and symmetric pads: FusedConv with layout
-//     "NHWC" on the channels-last copy of X (and R), W permuted to [M, kH, kW, C/group] at convert
-//     time; the result goes back to channels first through a Transpose that keeps the node's output
-//     name, so readers that stay channels first see no change;
+//   - Conv and ai.ingot.FusedConv with a constant 3-D or 4-D W and symmetric pads: FusedConv with
+//     layout "NHWC" on the channels-last copy of X (and R), W permuted to [M, kH, kW, C/group] (1-D:
+//     [M, kW, C/group]) at convert time; the result goes back to channels first through a Transpose
+//     that keeps the node's output name, so readers that stay channels first see no change;
 //   - ai.ingot.QuantizedConv (CPU target) likewise: layout "NHWC" on the channels-last X (and R), W
 //     permuted the same way;
 //   - elementwise nodes (activations, arithmetic, Clip, Cast, FusedElementwise, and per-tensor
 //     QuantizeLinear / DequantizeLinear) whose non-constant
-//     inputs all have a channels-last copy (4-D): computed on those copies; constant operands of
-//     rank <= 4 are permuted the same way (scalars stay), which keeps numpy broadcasting the same;
+//     inputs all have a channels-last copy of one rank (3-D or 4-D): computed on those copies;
+//     constant operands of at most that rank are permuted the same way (scalars stay), which keeps
+//     numpy broadcasting the same;
+//   - a model's own Transpose to channels last of a value we have channels last (a detection head
+//     before its Reshape; Whisper's [N, C, T] -> [N, T, C] after its convolutions): that copy;
 //   - GlobalAveragePool of a channels-last copy: ReduceMean over the spatial axes of it;
 //   - a 2-D MaxPool (no Indices) of a channels-last copy whose dtype the target's ai.ingot.MaxPool
 //     kernel takes (`pool_dtypes`): that op with layout "NHWC" (an int8 BlazeFace transposed around
 //     each of its pools).
-// A channels-last copy of a value that is itself the channels-first view of a channels-last value
-// is that value: Transpose pairs cancel as they are created, and dead_code drops the views nobody
-// reads. What stays channels first (pooling windows, reshapes, matrix products) reads the views.
+// Pooling, Concat and Resize follow 4-D values only. A channels-last copy of a value that is itself
+// the channels-first view of a channels-last value is that value: Transpose pairs cancel as they are
+// created, and dead_code drops the views nobody reads. What stays channels first (pooling windows,
+// reshapes, matrix products) reads the views.
 #include <ingot/ops.h>
 
 #include <algorithm>
@@ -57,24 +62,30 @@ bool is_elementwise(const Graph& g, const Node& n) {
   return OpCatalogue::instance().has_tag(n.domain, n.op_type, OpTag::Elementwise);
 }
 
-// The type of a channels-last copy (dims permuted when the rank is known).
-std::optional<ValueType> permuted_type(const Graph& g, const std::string& name) {
+// The type of a channels-last copy of a value of `rank` (dims permuted when the shape is known).
+std::optional<ValueType> permuted_type(const Graph& g, const std::string& name, size_t rank) {
   auto t = value_type(g, name);
   if (!t) return std::nullopt;
-  if (t->shape && t->shape->size() == 4) {
-    const auto& d = *t->shape;
-    t->shape = std::vector<Dim>{d[0], d[2], d[3], d[1]};
+  if (t->shape && t->shape->size() == rank) {
+    std::vector<Dim> d;
+    for (int64_t a : sem::to_channels_last_perm(rank)) d.push_back((*t->shape)[size_t(a)]);
+    t->shape = std::move(d);
   }
   return t;
 }
 
-bool symmetric_pads(const Node& n) {
+// Pads of a convolution with `spatial` window axes that are the same at both ends of each axis.
+bool symmetric_pads(const Node& n, size_t spatial) {
   auto ap = n.attrs.find("auto_pad");
   if (ap != n.attrs.end() && !ap->second.s.empty() && ap->second.s != "NOTSET" && ap->second.s != "VALID") return false;
   auto pads = n.attrs.find("pads");
   if (pads == n.attrs.end()) return true;
   const Ints& p = pads->second.ints;
-  return p.size() == 4 && p[0] == p[2] && p[1] == p[3];
+  if (p.size() != 2 * spatial) return false;
+  for (size_t i = 0; i < spatial; ++i) {
+    if (p[i] != p[i + spatial]) return false;
+  }
+  return true;
 }
 
 class Rewriter {
@@ -88,9 +99,11 @@ class Rewriter {
       taken_.insert(n.name);
       taken_.insert(n.outputs.begin(), n.outputs.end());
       auto perm = n.attrs.find("perm");
-      if (is_op(n, "Transpose") && n.inputs.size() == 1 && n.outputs.size() == 1 && perm != n.attrs.end() &&
-          perm->second.ints == sem::to_channels_first_perm(4))
-        model_first_views_[n.outputs[0]] = n.inputs[0];
+      if (is_op(n, "Transpose") && n.inputs.size() == 1 && n.outputs.size() == 1 && perm != n.attrs.end()) {
+        const size_t rank = perm->second.ints.size();
+        if ((rank == 3 || rank == 4) && perm->second.ints == sem::to_channels_first_perm(rank))
+          model_first_views_[n.outputs[0]] = n.inputs[0];
+      }
     }
   }
 
@@ -103,14 +116,15 @@ class Rewriter {
         convert_elementwise(n, out);
       } else if (is_op(n, "MaxPool") && pool_follows(n)) {
         convert_max_pool(n, out);
-      } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && last_.count(n.inputs[0])) {
+      } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && last_rank(n.inputs[0]) == 4) {
         convert_global_average(n, out);
-      } else if (is_op(n, "Concat") && n.outputs.size() == 1 && convertible_operands(n) && all_rank4(n)) {
+      } else if (is_op(n, "Concat") && n.outputs.size() == 1 && convertible_operands(n) == 4 && all_rank4(n)) {
         convert_concat(n, out);
-      } else if (is_op(n, "Transpose") && n.outputs.size() == 1 && n.inputs.size() == 1 && last_.count(n.inputs[0]) &&
-                 n.attrs.count("perm") && n.attrs.at("perm").ints == sem::to_channels_last_perm(4)) {
-        // The model's own NCHW -> NHWC of a value we already have channels last (a detection head
-        // before its Reshape): that copy, through an Identity (a view).
+      } else if (is_op(n, "Transpose") && n.outputs.size() == 1 && n.inputs.size() == 1 && last_rank(n.inputs[0]) &&
+                 n.attrs.count("perm") && n.attrs.at("perm").ints == sem::to_channels_last_perm(last_rank(n.inputs[0]))) {
+        // The model's own NC... -> N...C of a value we already have channels last (a detection
+        // head before its Reshape, Whisper's [N, C, T] -> [N, T, C]): that copy, through an
+        // Identity (a view).
         Node id;
         id.op_type = "Identity";
         id.name = n.name;
@@ -118,7 +132,7 @@ class Rewriter {
         id.outputs = n.outputs;
         out.push_back(std::move(id));
         changed_ = true;
-      } else if (is_op(n, "Resize") && n.outputs.size() == 1 && !n.inputs.empty() && last_.count(n.inputs[0]) &&
+      } else if (is_op(n, "Resize") && n.outputs.size() == 1 && !n.inputs.empty() && last_rank(n.inputs[0]) == 4 &&
                  resize_follows(n)) {
         convert_resize(n, out);
       } else {
@@ -150,22 +164,32 @@ class Rewriter {
       if (layout != n.attrs.end() && layout->second.s != "NCHW") return false;
     }
     const Tensor* w = n.inputs.size() >= 2 ? constant_initializer(g_, n.inputs[1]) : nullptr;
-    return w && w->rank() == 4 && w->device() == Device::cpu() && n.outputs.size() == 1 && symmetric_pads(n);
+    return w && (w->rank() == 3 || w->rank() == 4) && w->device() == Device::cpu() && n.outputs.size() == 1 &&
+           symmetric_pads(n, w->rank() - 2);
   }
 
-  // Every input is a channels-last value, a constant of rank <= 4, or omitted; at least one is a
-  // channels-last value.
-  bool convertible_operands(const Node& n) const {
-    bool any = false;
+  // The rank of `value`'s channels-last copy; 0 when it has none.
+  size_t last_rank(const std::string& value) const {
+    auto it = last_.find(value);
+    return it == last_.end() ? 0 : rank_.at(it->second);
+  }
+
+  // The rank of the channels-last values among the inputs when every input is one of them (all of
+  // one rank), a constant of at most that rank, or omitted, and at least one is; else 0.
+  size_t convertible_operands(const Node& n) const {
+    size_t rank = 0, constant_rank = 0;
     for (const auto& in : n.inputs) {
       if (in.empty()) continue;
-      if (last_.count(in)) {
-        any = true;
-      } else if (const Tensor* c = constant_initializer(g_, in); !c || c->rank() > 4) {
-        return false;
+      if (const size_t r = last_rank(in)) {
+        if (rank && r != rank) return 0;
+        rank = r;
+      } else if (const Tensor* c = constant_initializer(g_, in)) {
+        constant_rank = std::max(constant_rank, size_t(c->rank()));
+      } else {
+        return 0;
       }
     }
-    return any;
+    return constant_rank <= rank ? rank : 0;
   }
 
   // A name no value, initializer or node of the graph has (the graph's nodes are being moved out,
@@ -190,50 +214,56 @@ class Rewriter {
 
   // The channels-last copy of `value` (a Transpose made once; the source of a view we made; the
   // input of a model's own channels-first Transpose of a 4-D value).
-  std::string to_last(const std::string& value, std::vector<Node>& out) {
+  std::string to_last(const std::string& value, size_t rank, std::vector<Node>& out) {
     if (auto it = last_.find(value); it != last_.end()) return it->second;
-    if (auto it = model_first_views_.find(value); it != model_first_views_.end()) return last_[value] = it->second;
+    if (auto it = model_first_views_.find(value); it != model_first_views_.end()) {
+      rank_[it->second] = rank;
+      return last_[value] = it->second;
+    }
     Node t;
     t.op_type = "Transpose";
     t.name = fresh(value + "_nhwc");
     t.inputs = {value};
     t.outputs = {t.name};
-    t.attrs["perm"] = Attribute(sem::to_channels_last_perm(4));
-    if (auto type = permuted_type(g_, value)) g_.value_info[t.name] = {t.name, *type};
+    t.attrs["perm"] = Attribute(sem::to_channels_last_perm(rank));
+    if (auto type = permuted_type(g_, value, rank)) g_.value_info[t.name] = {t.name, *type};
     last_[value] = t.name;
+    rank_[t.name] = rank;
     out.push_back(std::move(t));
     return last_[value];
   }
 
-  // A constant operand permuted like the data (padded to rank 4 first); scalars as they are.
-  std::string constant_to_last(const std::string& name) {
+  // A constant operand permuted like data of `rank` (padded to that rank first); scalars as they are.
+  std::string constant_to_last(const std::string& name, size_t rank) {
     const Tensor& c = *constant_initializer(g_, name);
     if (c.numel() == 1) return name;
-    if (auto it = permuted_constants_.find(name); it != permuted_constants_.end()) return it->second;
-    Shape four(4 - c.rank(), 1);
-    four.insert(four.end(), c.shape().begin(), c.shape().end());
-    Tensor permuted = ops::transpose(c.reshape(four), sem::to_channels_last_perm(4));
+    const std::string key = name + "@" + std::to_string(rank);
+    if (auto it = permuted_constants_.find(key); it != permuted_constants_.end()) return it->second;
+    Shape padded(rank - size_t(c.rank()), 1);
+    padded.insert(padded.end(), c.shape().begin(), c.shape().end());
+    Tensor permuted = ops::transpose(c.reshape(padded), sem::to_channels_last_perm(rank));
     std::string fresh_name = fresh(name + "_nhwc");
     g_.initializers[fresh_name] = permuted;
-    return permuted_constants_[name] = fresh_name;
+    return permuted_constants_[key] = fresh_name;
   }
 
   // `n` (already given its channels-last inputs) writes a channels-last copy of its output; the
   // original name becomes a channels-first view of it.
-  void emit_with_view(Node n, std::vector<Node>& out) {
+  void emit_with_view(Node n, size_t rank, std::vector<Node>& out) {
     const std::string original = n.outputs[0];
     const std::string last = fresh(original + "_nhwc");
-    if (auto type = permuted_type(g_, original)) g_.value_info[last] = {last, *type};
+    if (auto type = permuted_type(g_, original, rank)) g_.value_info[last] = {last, *type};
     n.outputs[0] = last;
     Node view;
     view.op_type = "Transpose";
     view.name = fresh(original + "_nchw");
     view.inputs = {last};
     view.outputs = {original};
-    view.attrs["perm"] = Attribute(sem::to_channels_first_perm(4));
+    view.attrs["perm"] = Attribute(sem::to_channels_first_perm(rank));
     out.push_back(std::move(n));
     out.push_back(std::move(view));
     last_[original] = last;
+    rank_[last] = rank;
     changed_ = true;
   }
 
@@ -241,12 +271,12 @@ class Rewriter {
     if (n.op_type == "QuantizedConv") {
       Node c = n;
       c.attrs["layout"] = Attribute(std::string("NHWC"));
-      c.inputs[0] = to_last(n.inputs[0], out);
+      c.inputs[0] = to_last(n.inputs[0], 4, out);
       std::string w_name = fresh(n.inputs[3] + "_ohwi");
       g_.initializers[w_name] = ops::transpose(*constant_initializer(g_, n.inputs[3]), sem::to_channels_last_perm(4));
       c.inputs[3] = w_name;
-      if (c.inputs.size() > 9 && !c.inputs[9].empty()) c.inputs[9] = to_last(n.inputs[9], out);
-      emit_with_view(std::move(c), out);
+      if (c.inputs.size() > 9 && !c.inputs[9].empty()) c.inputs[9] = to_last(n.inputs[9], 4, out);
+      emit_with_view(std::move(c), 4, out);
       return;
     }
     Node c = n;
@@ -257,22 +287,24 @@ class Rewriter {
       model_.opsets[kIngotDomain] = 1;
     }
     c.attrs["layout"] = Attribute(std::string("NHWC"));
-    c.inputs[0] = to_last(n.inputs[0], out);
     const Tensor& w = *constant_initializer(g_, n.inputs[1]);
+    const size_t rank = w.rank();
+    c.inputs[0] = to_last(n.inputs[0], rank, out);
     std::string w_name = fresh(n.inputs[1] + "_ohwi");
-    g_.initializers[w_name] = ops::transpose(w, sem::to_channels_last_perm(4));
+    g_.initializers[w_name] = ops::transpose(w, sem::to_channels_last_perm(rank));
     c.inputs[1] = w_name;
-    if (c.inputs.size() > 3 && !c.inputs[3].empty()) c.inputs[3] = to_last(n.inputs[3], out);
-    emit_with_view(std::move(c), out);
+    if (c.inputs.size() > 3 && !c.inputs[3].empty()) c.inputs[3] = to_last(n.inputs[3], rank, out);
+    emit_with_view(std::move(c), rank, out);
   }
 
   void convert_elementwise(Node& n, std::vector<Node>& out) {
+    const size_t rank = convertible_operands(n);
     Node e = n;
     for (auto& in : e.inputs) {
       if (in.empty()) continue;
-      in = last_.count(in) ? last_.at(in) : constant_to_last(in);
+      in = last_.count(in) ? last_.at(in) : constant_to_last(in, rank);
     }
-    emit_with_view(std::move(e), out);
+    emit_with_view(std::move(e), rank, out);
   }
 
   // Resize with constant per-axis scales or sizes (not a crop, which reads the roi per axis).
@@ -309,7 +341,7 @@ class Rewriter {
       g_.initializers[name] = permuted;
       r.inputs[i] = name;
     }
-    emit_with_view(std::move(r), out);
+    emit_with_view(std::move(r), 4, out);
   }
 
   // Concat of channels-last copies along the same logical axis.
@@ -318,17 +350,17 @@ class Rewriter {
     Node c = n;
     for (auto& in : c.inputs) {
       if (in.empty()) continue;
-      in = last_.count(in) ? last_.at(in) : constant_to_last(in);
+      in = last_.count(in) ? last_.at(in) : constant_to_last(in, 4);
     }
     const int64_t axis = (attr_int(n, "axis", 0) + 4) % 4;
     static const int64_t position[4] = {0, 3, 1, 2};  // NCHW axis -> NHWC axis
     c.attrs["axis"] = Attribute(position[axis]);
-    emit_with_view(std::move(c), out);
+    emit_with_view(std::move(c), 4, out);
   }
 
   // A 2-D MaxPool without Indices of a channels-last value of a dtype the NHWC kernel takes.
   bool pool_follows(const Node& n) const {
-    if (n.outputs.size() != 1 || n.inputs.size() != 1 || !last_.count(n.inputs[0])) return false;
+    if (n.outputs.size() != 1 || n.inputs.size() != 1 || last_rank(n.inputs[0]) != 4) return false;
     auto kernel = n.attrs.find("kernel_shape");
     if (kernel == n.attrs.end() || kernel->second.ints.size() != 2) return false;
     auto t = value_type(g_, n.inputs[0]);
@@ -342,7 +374,7 @@ class Rewriter {
     p.attrs.erase("storage_order");  // (it orders Indices only)
     p.attrs["layout"] = Attribute(std::string("NHWC"));
     model_.opsets[kIngotDomain] = 1;
-    emit_with_view(std::move(p), out);
+    emit_with_view(std::move(p), 4, out);
   }
 
   void convert_global_average(Node& n, std::vector<Node>& out) {
@@ -360,7 +392,7 @@ class Rewriter {
     } else {
       r.attrs["axes"] = Attribute(axes);
     }
-    emit_with_view(std::move(r), out);
+    emit_with_view(std::move(r), 4, out);
   }
 
   Model& model_;
@@ -368,9 +400,10 @@ class Rewriter {
   ChannelsLastScope scope_;
   std::vector<DType> pool_dtypes_;  // of channels-last MaxPools (empty: none)
   std::map<std::string, std::string> last_;  // value -> its channels-last copy
+  std::map<std::string, size_t> rank_;       // a channels-last copy -> its rank (3 or 4)
   // The model's own NHWC -> NCHW Transposes (output -> input): that input is the output's channels-last copy.
   std::map<std::string, std::string> model_first_views_;
-  std::map<std::string, std::string> permuted_constants_;
+  std::map<std::string, std::string> permuted_constants_;  // "name@rank" -> the permuted copy
   std::set<std::string> taken_;  // names in use
   bool changed_ = false;
 };

@@ -753,6 +753,50 @@ TEST(CudaFusedConv, StoredConclusionsForResidualConvolutionsAreReused) {
   tuning::algorithms().clear();
 }
 
+// Float32 with a residual: cuDNN's graph computes the convolution and bias (no graph engine takes
+// the residual), the epilogue kernel the residual and Relu (INGOT_CONV_RESIDUAL_AFTER; 0: the legacy
+// fused call). Both against the CPU; the stored conclusions name the graph each built.
+TEST(CudaFusedConv, Float32ResidualAfterTheGraphMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  struct Case {
+    Shape x, w, y;
+    Attributes attrs;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 64, 14, 14}, {256, 64, 1, 1}, {2, 256, 14, 14}, {{"activation", "Relu"}}, true},
+      {{1, 32, 9, 11}, {48, 32, 3, 3}, {1, 48, 9, 11}, {{"pads", Ints{1, 1, 1, 1}}}, false},
+      {{3, 16, 40}, {24, 16, 3}, {3, 24, 20}, {{"pads", Ints{1, 1}}, {"strides", Ints{2}}, {"activation", "Relu"}}, true},
+      {{1, 8, 6, 6}, {12, 8, 1, 1}, {1, 12, 6, 6}, {{"activation", "HardSwish"}}, true},
+  };
+  for (const char* on : {"1", "0"}) {
+    ScopedEnv env("INGOT_CONV_RESIDUAL_AFTER", on);
+    tuning::algorithms().clear();
+    uint32_t seed = 300;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("x [{}] w [{}] residual after {}", fmt::join(c.x, ","), fmt::join(c.w, ","), on));
+      const Tensor x = rnd(DType::Float32, c.x, seed++), w = rnd(DType::Float32, c.w, seed++);
+      const Tensor b = c.bias ? rnd(DType::Float32, {c.w[0]}, seed++) : Tensor();
+      check("FusedConv", {x, w, b, rnd(DType::Float32, c.y, seed++)}, c.attrs, "ai.ingot");
+    }
+    size_t split = 0, whole = 0;
+    for (const auto& [key, value] : tuning::algorithms().entries()) {
+      if (key.find(".convgraph2.") == std::string::npos) continue;
+      split += key.find("|r=0|") != std::string::npos;
+      whole += key.find("|r=1|") != std::string::npos;
+    }
+    if (std::string(on) == "1") {
+      EXPECT_EQ(split, cases.size()) << "each convolution's graph without its residual";
+      EXPECT_EQ(whole, 0u);
+    } else {
+      EXPECT_EQ(whole, cases.size()) << "each convolution's graph with its residual (an engine or none)";
+    }
+  }
+  tuning::algorithms().clear();
+}
+
 TEST(CudaFusedConv, RepeatedCallsReuseThePlan) {
   INGOT_REQUIRE_GPU();
   // The same shapes twice (plan cached per node in a graph; eager calls exercise the build each time).

@@ -192,6 +192,24 @@ TEST(CudaReduce, LargeAndSplit) {
   expect_cuda_matches_cpu("ReduceMean", {half_full}, {}, 1, 1e-3, 2e-3);
 }
 
+// Means over the spatial axes of channels-last tensors ([N, H, W, C], axes 1 and 2: the squeeze-excite
+// and global pools of channels-last packages), which take the 16-byte vector column kernel where C is
+// a multiple of the vector and the scalar one where not; long reductions split across blocks.
+TEST(CudaReduce, ChannelsLastSpatialAxes) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<Shape> shapes = {{32, 7, 7, 960}, {4, 28, 28, 120}, {2, 56, 56, 24}, {3, 5, 5, 12}, {1, 9, 9, 8}};
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    for (const Shape& shape : shapes) {
+      const Tensor x = random_tensor(dt, shape, 31);
+      for (const std::string op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceSumSquare"}) {
+        SCOPED_TRACE(op + " " + std::string(dtype_name(dt)) + " " + shape_str(shape));
+        expect_cuda_matches_cpu(op, {x, ints64({1, 2})}, {}, 1, dt == DType::Float32 ? 1e-3 : -1,
+                                dt == DType::Float32 ? 1e-4 : -1);
+      }
+    }
+  }
+}
+
 TEST(CudaReduce, EmptyAndScalar) {
   INGOT_REQUIRE_GPU();
   const Tensor empty = Tensor::empty(DType::Float32, {3, 0, 4});

@@ -66,24 +66,93 @@ TEST(ChannelsLast, ConvolutionsAndWhatIsBetweenThemGoChannelsLast) {
   verify(*model);
 }
 
-// A model without 2-D convolutions (a 1-D Conv, as in Whisper's encoder stem, and a MatMul) is left
-// exactly as it was.
-TEST(ChannelsLast, LeavesModelsWithoutImageConvolutionsAlone) {
+// A model without convolutions (MatMul and an activation) is left exactly as it was.
+TEST(ChannelsLast, LeavesModelsWithoutConvolutionsAlone) {
   std::mt19937 rng(4);
   onnx::GraphProto g;
-  g.set_name("no_image_convs");
-  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "4", "16"});
-  ingot::testing::add_random_initializer(g, "w", {8, 4, 3}, rng);
+  g.set_name("no_convs");
+  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "4", "14"});
   ingot::testing::add_random_initializer(g, "m", {14, 5}, rng);
-  *g.add_node() = ingot::testing::make_node("Conv", {"x", "w"}, {"c"});
-  *g.add_node() = ingot::testing::make_node("Relu", {"c"}, {"r"});
+  *g.add_node() = ingot::testing::make_node("Relu", {"x"}, {"r"});
   *g.add_node() = ingot::testing::make_node("MatMul", {"r", "m"}, {"y"});
-  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "8", "5"});
-  auto model = import_onnx(ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "no_image_convs.onnx"));
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "4", "5"});
+  auto model = import_onnx(ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "no_convs.onnx"));
   const std::string before = print_graph(*model->graph);
   EXPECT_FALSE(to_channels_last(*model));
   EXPECT_EQ(print_graph(*model->graph), before);
   verify(*model);
+}
+
+// Whisper's encoder stem: Conv1d -> GELU -> Conv1d (stride 2) -> GELU -> Transpose [N, C, T] ->
+// [N, T, C] -> + positions. Both convolutions and the elementwise nodes between them go channels
+// last ([N, T, C]); the model's own Transpose becomes the channels-last copy itself, so the only
+// Transpose left is the input's; outputs equal the plain graph's.
+TEST(ChannelsLast, OneDimensionalConvolutionsGoChannelsLast) {
+  std::mt19937 rng(5);
+  onnx::GraphProto g;
+  g.set_name("stem_1d");
+  *g.add_input() = ingot::testing::tensor_info("x", onnx::TensorProto::FLOAT, {"N", "6", "20"});
+  ingot::testing::add_random_initializer(g, "w1", {8, 6, 3}, rng);
+  ingot::testing::add_random_initializer(g, "b1", {8}, rng);
+  ingot::testing::add_random_initializer(g, "w2", {8, 8, 3}, rng);
+  ingot::testing::add_random_initializer(g, "b2", {8}, rng);
+  ingot::testing::add_random_initializer(g, "scale", {8, 1}, rng);  // a per-channel constant (rank 2)
+  ingot::testing::add_random_initializer(g, "pos", {10, 8}, rng);
+  auto conv = [&](const char* x, const char* w, const char* b, const char* y, int64_t stride) {
+    onnx::NodeProto n = ingot::testing::make_node("Conv", {x, w, b}, {y});
+    auto* pads = n.add_attribute();
+    pads->set_name("pads");
+    pads->set_type(onnx::AttributeProto::INTS);
+    pads->add_ints(1);
+    pads->add_ints(1);
+    auto* strides = n.add_attribute();
+    strides->set_name("strides");
+    strides->set_type(onnx::AttributeProto::INTS);
+    strides->add_ints(stride);
+    *g.add_node() = n;
+  };
+  conv("x", "w1", "b1", "c1", 1);
+  *g.add_node() = ingot::testing::make_node("Sigmoid", {"c1"}, {"s1"});
+  *g.add_node() = ingot::testing::make_node("Mul", {"c1", "s1"}, {"a1"});
+  *g.add_node() = ingot::testing::make_node("Mul", {"a1", "scale"}, {"m1"});
+  conv("m1", "w2", "b2", "c2", 2);
+  *g.add_node() = ingot::testing::make_node("Relu", {"c2"}, {"a2"});
+  onnx::NodeProto t = ingot::testing::make_node("Transpose", {"a2"}, {"t"});
+  auto* perm = t.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t p : {0, 2, 1}) perm->add_ints(p);
+  *g.add_node() = t;
+  *g.add_node() = ingot::testing::make_node("Add", {"t", "pos"}, {"y"});
+  *g.add_output() = ingot::testing::tensor_info("y", onnx::TensorProto::FLOAT, {"N", "10", "8"});
+  const std::string path = ingot::testing::save_model(ingot::testing::model_with(std::move(g)), "stem_1d.onnx");
+  auto plain = import_onnx(path);
+  auto model = import_onnx(path);
+  compile(*model, {});
+  ASSERT_TRUE(to_channels_last(*model));
+  verify(*model);
+  int transposes = 0, nhwc_convs = 0;
+  for (const Node& n : model->graph->nodes) {
+    if (n.op_type == "Transpose") ++transposes;
+    if (n.op_type == "FusedConv" && attr_s(n, "layout") == "NHWC") ++nhwc_convs;
+    EXPECT_NE(n.op_type, "Conv") << print_graph(*model->graph);
+  }
+  EXPECT_EQ(nhwc_convs, 2) << print_graph(*model->graph);
+  EXPECT_EQ(transposes, 1) << "the input's only\n" << print_graph(*model->graph);
+  const std::string before = print_graph(*model->graph);
+  EXPECT_FALSE(to_channels_last(*model)) << "a second run changes nothing";
+  EXPECT_EQ(print_graph(*model->graph), before);
+  for (int64_t batch : {1, 3}) {
+    Tensor x = random_input({batch, 6, 20}, uint32_t(10 + batch));
+    std::vector<Tensor> want = run(plain, {x}), got = run(model, {x});
+    ASSERT_EQ(want.size(), 1u);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(want[0].shape(), got[0].shape());
+    std::vector<float> a = got[0].to_vector<float>(), b = want[0].to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], b[i], 1e-4f * std::max(1.0f, std::fabs(b[i]))) << "batch " << batch << " element " << i;
+    }
+  }
 }
 
 TEST(ChannelsLast, ComputesWhatThePlainGraphComputes) {

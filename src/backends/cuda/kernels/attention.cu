@@ -562,6 +562,19 @@ bool try_flash(const sem::AttentionArgs& a, const KernelContext& ctx, Tensor& y)
   auto go = [&]<class T>() {
     auto with_d = [&]<int D>() {
       constexpr int M = flash_m_tiles<D>();
+      if constexpr (std::is_same_v<T, float> && M == 2) {
+        // Float32 whose blocks would leave SMs idle (Whisper-tiny at batch 1: 6 heads x 12 blocks of
+        // 128 query rows on a 132-SM H100): one m-tile per warp, twice the blocks.
+        const int64_t blocks = a.batch * ((p.tq + flash_block_rows<M>() - 1) / flash_block_rows<M>());
+        if (blocks < cuda::sm_count()) {
+          if (a.has_mask) {
+            launch_flash<T, D, 1, true>(p, a.batch);
+          } else {
+            launch_flash<T, D, 1, false>(p, a.batch);
+          }
+          return;
+        }
+      }
       if (a.has_mask) {
         launch_flash<T, D, M, true>(p, a.batch);
       } else {

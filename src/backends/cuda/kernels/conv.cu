@@ -115,6 +115,30 @@ __global__ void epilogue_kernel(T* y, const T* bias, const T* residual, int64_t 
   }
 }
 
+// The epilogue without a bias, V elements per access: y = act(y + residual).
+template <class T, int V>
+__global__ void residual_epilogue_kernel(cuda::Vec<T, V>* y, const cuda::Vec<T, V>* residual, int64_t vectors,
+                                         FusedActivation act) {
+  using C = compute_t<T>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += int64_t(gridDim.x) * blockDim.x) {
+    cuda::Vec<T, V> a = y[i];
+    const cuda::Vec<T, V> r = residual ? residual[i] : cuda::Vec<T, V>{};
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      C v = load(a.v[j]);
+      if (residual) v += load(r.v[j]);
+      if (act == FusedActivation::Relu) v = v > C(0) ? v : C(0);
+      if (act == FusedActivation::HardSwish) {
+        C t = v * C(1.0 / 6.0) + C(0.5);
+        t = t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
+        v = v * t;
+      }
+      a.v[j] = store<T>(v);
+    }
+    y[i] = a;
+  }
+}
+
 // Depthwise 2-D convolution, channels last (one filter per channel): cuDNN's NHWC depthwise
 // kernels measured 2x slower than its NCHW ones on the H200 (MobileNetV3-Large fp16, batch 32:
 // 2.26 vs 1.11 ms for its 15 depthwise layers), so this kernel does them, with the epilogue. A
@@ -582,6 +606,9 @@ struct ConvPlan {
   // 1-D and 2-D forward convolutions: the graph API with bias, residual and Relu in it.
   std::unique_ptr<cuda::ConvGraph> graph;
   bool graph_tried = false;
+  // The graph holds the convolution and bias only; the residual and Relu follow on the epilogue
+  // kernel (float32 with a residual, which no graph engine takes: docs/PERFORMANCE.md).
+  bool residual_after = false;
   int cold_calls = 0;  // calls that ran on the cold tier while a worker prepared the graph's plan (or any plan)
 
   ConvPlan() = default;
@@ -891,6 +918,17 @@ void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, Fused
   // Channels last: the channel is the innermost index (a plane of 1).
   const int64_t plane = channels_last ? 1 : total / std::max<int64_t>(1, y.dim(0) * channels);
   cuda::dispatch_device<INGOT_CUDA_CONV_TYPES>(y.dtype(), [&]<class T>() {
+    constexpr int V = int(16 / sizeof(T));
+    auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    if (!bias && total % V == 0 && aligned16(y.raw_data()) && (!residual || aligned16(residual->raw_data()))) {
+      // A residual (and activation) alone, as after a graph convolution without its residual: 16 bytes an access.
+      using Vt = cuda::Vec<T, V>;
+      residual_epilogue_kernel<T, V><<<blocks_for(total / V), kThreads, 0, cuda::stream()>>>(
+          static_cast<Vt*>(y.raw_data()), residual ? static_cast<const Vt*>(residual->raw_data()) : nullptr, total / V,
+          act);
+      INGOT_CUDA_LAUNCH_CHECK();
+      return;
+    }
     epilogue_kernel<T><<<blocks_for(total), kThreads, 0, cuda::stream()>>>(
         cuda::ptr<T>(y), bias ? cuda::ptr<const T>(*bias) : nullptr, residual ? cuda::ptr<const T>(*residual) : nullptr,
         total, std::max<int64_t>(1, plane), channels, act);
@@ -1046,10 +1084,12 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     return false;
   }
   const bool relu = act == FusedActivation::Relu;
-  if (p.graph && (p.graph->spec().bias != (b != nullptr) || p.graph->spec().residual != (residual != nullptr) ||
-                  p.graph->spec().relu != relu)) {
+  if (p.graph && (p.graph->spec().bias != (b != nullptr) ||
+                  (p.graph->spec().residual || p.residual_after) != (residual != nullptr) ||
+                  (p.graph->spec().relu || (p.residual_after && relu)) != relu)) {
     p.graph.reset();  // the same node called with another set of inputs: build again
     p.graph_tried = false;
+    p.residual_after = false;
   }
   if (!p.graph_tried) {
     p.graph_tried = true;
@@ -1076,14 +1116,19 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
       s.dilation[i] = axis(g.win.dilations, i, 1);
     }
     s.bias = b != nullptr;
-    s.residual = residual != nullptr;
-    s.relu = relu;
+    // Exact float32 with a residual: no graph engine takes it, and the legacy API's fused call runs
+    // cuDNN's oldest implicit GEMM (ResNet-50 fp32 b32: 160-230 us for each 1x1 convolution with a
+    // residual, 1.3-2x the same products without one). The graph then computes the convolution and
+    // bias, the epilogue kernel the residual and Relu (INGOT_CONV_RESIDUAL_AFTER=0: the legacy path).
+    p.residual_after = residual && x.dtype() == DType::Float32 && !p.tf32 && flags::enabled("INGOT_CONV_RESIDUAL_AFTER");
+    s.residual = residual != nullptr && !p.residual_after;
+    s.relu = relu && !p.residual_after;
     const std::string key = fmt::format(
         "{}|{}{}|x={}|w={}|pads={}|stride={}|dil={}|g={}|{}|b={}|r={}|relu={}", cuda::arch_name(),
         dtype_name(x.dtype()), s.tf32 ? "|tf32" : "", shape_str(x.shape()), shape_str(w.shape()),
         shape_str(Ints{s.pad_begin[0], s.pad_begin[1], s.pad_end[0], s.pad_end[1]}), shape_str(g.win.strides),
         shape_str(g.win.dilations), g.group, g.channels_last ? "nhwc" : "nchw", int(s.bias), int(s.residual),
-        int(relu));
+        int(s.relu));
     // A plan a background worker has queued or is building: this call on the cold tier, the plan
     // next time. A few calls at most: a queue no worker drains (one that failed to start) is then
     // taken over by build(), as without the cold tier.
@@ -1096,6 +1141,13 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
     p.graph = cuda::ConvGraph::build(s, args, key);
   }
   if (!p.graph) return false;
+  if (p.residual_after) {
+    cuda::ConvGraphArgs conv_only = args;
+    conv_only.residual = nullptr;
+    p.graph->run(conv_only);
+    apply_epilogue(y, nullptr, residual, act, g.out_channels, g.channels_last);
+    return true;
+  }
   p.graph->run(args);
   if (act == FusedActivation::HardSwish) apply_epilogue(y, nullptr, nullptr, act, g.out_channels, g.channels_last);
   return true;
