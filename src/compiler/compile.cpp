@@ -26,7 +26,7 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   if (half && !pass_disabled("to-half-precision")) {
     steps.push_back({"precision", "to-half-precision", [compute](Model& m) { return to_half_precision(m, compute); }});
   }
-  // Channels last: on a CUDA target every 2-D convolution of a 16-bit model (cuDNN's tensor-core
+  // Channels last: on a CUDA target every 1-D and 2-D convolution of a 16-bit model (cuDNN's tensor-core
   // layout; float32 ones too with INGOT_CHANNELS_LAST=1, an experiment: cuDNN's float32 kernels are
   // channels first); on either target the int8 convolutions (fuse-qdq's QuantizedConv: oneDNN's and
   // cuDNN's int8 kernels compute channels last).

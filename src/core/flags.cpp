@@ -112,6 +112,12 @@ constexpr Flag kFlags[] = {
      "Float32 convolutions with few output pixels (batch 1's late layers) on Ingot's split-K kernel (0: cuDNN; "
      "A/B runs, the CUDA tests run both).",
      true},
+    {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "1",
+     "Also time the engines of cuDNN's fallback heuristic list when choosing a graph's plan (0: the instant "
+     "heuristic's only; A/B runs at convert time).",
+     true},
+    {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
+     "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},
     {"INGOT_CONV_RESIDUAL_AFTER", Kind::Bool, "1",
      "Float32 convolutions with a residual: cuDNN's graph runs the convolution and bias, the epilogue kernel the "
      "residual and Relu (0: cuDNN's legacy fused call; A/B runs, the CUDA tests run both).",

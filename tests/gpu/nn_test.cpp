@@ -653,6 +653,9 @@ TEST(CudaFusedConv, ConvolutionsWhosePlanIsBeingBuiltRunOnTheColdTier) {
 TEST(CudaFusedConv, LegacyConvolutionsRunOnTheColdTierWhilePlansArePrepared) {
   INGOT_REQUIRE_GPU();
   const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");  // cuDNN's plans: not the split-K kernel
+  // The legacy API's fused call for the residual (by default the graph runs the convolution and
+  // bias, the epilogue kernel the residual: Float32ResidualAfterTheGraphMatchesTheCpu).
+  const ScopedEnv legacy_residual("INGOT_CONV_RESIDUAL_AFTER", "0");
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
   if (cuda::cold_kernels() == cuda::ColdKernels::Never) GTEST_SKIP() << "INGOT_CUDA_COLD_KERNELS=0";
   const bool preparing_only = cuda::cold_kernels() == cuda::ColdKernels::WhilePreparing;  // the default

@@ -524,6 +524,11 @@ TEST(CudaPool, MaxPoolChannelsLast) {
     }
   }
   expect_nhwc_max_pool_matches_cpu(with_nans(DType::Float32, {1, 6, 6, 8}, 142, 5), {{"kernel_shape", Ints{2, 2}}});
+  // The unrolled 3x3 window: NaNs, dilations.
+  expect_nhwc_max_pool_matches_cpu(with_nans(DType::Float32, {1, 6, 6, 8}, 143, 5),
+                                   {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}});
+  expect_nhwc_max_pool_matches_cpu(random_tensor(DType::Float16, {2, 9, 9, 16}, 144),
+                                   {{"kernel_shape", Ints{3, 3}}, {"dilations", Ints{2, 2}}, {"pads", Ints{1, 2, 2, 1}}});
 }
 
 TEST(CudaPool, AverageAndLpPool) {

@@ -887,6 +887,48 @@ std::string scale_after_bias_model() {
   return save(std::move(g), "scale_after_bias.onnx");
 }
 
+// A transformer's projections of one x: q = (x wq + bq) * 0.125, k = x wk, v = x wv + bv, with
+// `rows` rows of x. Few rows: one FusedMatMul over [wq*0.125 wk wv] and a Split; many: three products.
+std::string projections_model(int64_t rows, int64_t n, const std::string& file) {
+  std::mt19937 rng(29);
+  onnx::GraphProto g;
+  g.set_name("projections");
+  *g.add_input() = float_info("x", {1, rows, 16});
+  for (const char* w : {"wq", "wk", "wv"}) add_random_initializer(g, w, {16, n}, rng);
+  add_random_initializer(g, "bq", {n}, rng);
+  add_random_initializer(g, "bv", {n}, rng);
+  add_scalar(g, "eighth", 0.125f);
+  *g.add_node() = make_node("MatMul", {"x", "wq"}, {"pq"});
+  *g.add_node() = make_node("Add", {"pq", "bq"}, {"bq_sum"});
+  *g.add_node() = make_node("Mul", {"bq_sum", "eighth"}, {"q"});
+  *g.add_node() = make_node("MatMul", {"x", "wk"}, {"k"});
+  *g.add_node() = make_node("MatMul", {"x", "wv"}, {"pv"});
+  *g.add_node() = make_node("Add", {"pv", "bv"}, {"v"});
+  for (const char* y : {"q", "k", "v"}) *g.add_output() = float_info(y, {1, rows, n});
+  return save(std::move(g), file);
+}
+
+TEST(MergeSiblingMatMuls, SmallProjectionsOfOneInputBecomeOneProduct) {
+  const std::string path = projections_model(50, 24, "projections_small.onnx");
+  auto ops = ops_after_pipeline(path);
+  EXPECT_EQ(ops, (std::vector<std::string>{"FusedMatMul", "Split"}));
+  auto model = import_onnx(path);
+  compile(*model, {});
+  const Node& mm = model->graph->nodes.at(0);
+  EXPECT_EQ(mm.attrs.at("alpha").f, 1.0f) << "0.125 folded into wq (exact), the others at 1";
+  EXPECT_EQ(model->graph->initializers.at(mm.inputs.at(1)).shape(), (Shape{16, 72}));
+  EXPECT_EQ(model->graph->nodes.at(1).outputs, (std::vector<std::string>{"q", "k", "v"}));
+  expect_optimized_matches_plain(path);
+}
+
+TEST(MergeSiblingMatMuls, LargeProductsStayApart) {
+  // 20000 rows x 512 columns: 157 x 4 tiles of 128 x 128 each, enough to fill a GPU alone.
+  const std::string path = projections_model(20000, 512, "projections_large.onnx");
+  auto ops = ops_after_pipeline(path);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "FusedMatMul") + std::count(ops.begin(), ops.end(), "MatMul"), 3);
+}
+
 TEST(FuseMatMulBiasAct, FoldsAScaleAfterAConstantBias) {
   const std::string path = scale_after_bias_model();
   auto model = import_onnx(path);

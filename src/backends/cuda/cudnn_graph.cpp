@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "backends/cuda/cuda_runtime.h"
 #include "core/flags.h"
@@ -23,28 +25,57 @@ constexpr int64_t kMaxCandidates = 8;
 
 thread_local cudnnHandle_t t_build_handle = nullptr;
 
-// The heuristic's engine configurations for the graph that `allowed` accepts, best first (at most
-// kMaxCandidates).
-std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph,
-                                                     const Problem& problem) {
+std::string describe_config(Builder& b, cudnnBackendDescriptor_t config);
+
+// The engine configurations of one heuristic mode for the graph, best first. A mode cuDNN refuses:
+// an error (check's) where `required`, else none.
+std::vector<cudnnBackendDescriptor_t> heuristic_configs(Builder& b, cudnnBackendDescriptor_t graph,
+                                                        cudnnBackendHeurMode_t mode, bool required) {
   cudnnBackendDescriptor_t heur = b.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   Builder::set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
   Builder::set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-  check(cudnnBackendFinalize(heur));
   int64_t count = 0;
-  check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr));
+  cudnnStatus_t st = cudnnBackendFinalize(heur);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    if (required) check(st);
+    return {};
+  }
   std::vector<cudnnBackendDescriptor_t> configs;
   for (int64_t i = 0; i < count; ++i) configs.push_back(b.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
   int64_t got = 0;
-  check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                 configs.data()));
-  configs.resize(size_t(std::max<int64_t>(0, std::min(got, count))));
-  std::vector<cudnnBackendDescriptor_t> allowed;
-  for (cudnnBackendDescriptor_t c : configs) {
-    if (int64_t(allowed.size()) < kMaxCandidates && (!problem.allowed || problem.allowed(b, c))) allowed.push_back(c);
+  st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                configs.data());
+  if (st != CUDNN_STATUS_SUCCESS) {
+    if (required) check(st);
+    return {};
   }
+  configs.resize(size_t(std::max<int64_t>(0, std::min(got, count))));
+  return configs;
+}
+
+// The configurations to time for the graph that `allowed` accepts: the instant heuristic's best
+// (at most kMaxCandidates), then those of the fallback list not among them (at most kMaxCandidates
+// more; INGOT_CUDNN_FALLBACK_ENGINES=0 leaves them out). The fallback list is what cudnn.benchmark
+// adds in PyTorch: for ResNet-50's float32 layers it holds the FFT and small-tile engines that the
+// instant heuristic does not rank (torch's picks for the 3x3 layers at batch 32).
+std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph,
+                                                     const Problem& problem) {
+  std::vector<cudnnBackendDescriptor_t> allowed;
+  std::set<std::string> seen;
+  auto take = [&](cudnnBackendHeurMode_t mode, bool required) {
+    int64_t taken = 0;
+    for (cudnnBackendDescriptor_t c : heuristic_configs(b, graph, mode, required)) {
+      if (taken == kMaxCandidates) break;
+      if (problem.allowed && !problem.allowed(b, c)) continue;
+      if (!seen.insert(describe_config(b, c)).second) continue;
+      allowed.push_back(c);
+      ++taken;
+    }
+  };
+  take(CUDNN_HEUR_MODE_A, true);
+  if (flags::enabled("INGOT_CUDNN_FALLBACK_ENGINES")) take(CUDNN_HEUR_MODE_FALLBACK, false);
   return allowed;
 }
 

@@ -192,8 +192,9 @@ bool run_split_k_conv(const sem::ConvGeometry& g, const Tensor& x, const Tensor&
   const int64_t pixels = y.numel() / std::max<int64_t>(1, g.out_channels);  // batch x output positions
   const int64_t depth = g.in_channels * kh * kw;
   // Few output pixels and a modest product: where cuDNN's float32 engines leave most SMs idle
-  // (batch 1). Larger problems fill the GPU on cuDNN's tiles.
-  if (pixels > 4096 || depth < 32 || pixels * g.out_channels * depth > (int64_t(1) << 28) ||
+  // (batch 1). Larger problems fill the GPU on cuDNN's tiles (INGOT_CONV_SPLIT_K_MAX_MACS).
+  const int64_t max_macs = flags::integer("INGOT_CONV_SPLIT_K_MAX_MACS");
+  if (pixels > 4096 || depth < 32 || pixels * g.out_channels * depth > max_macs ||
       x.numel() > INT_MAX || y.numel() > INT_MAX || w.numel() > INT_MAX)
     return false;
   SplitKDims d{};

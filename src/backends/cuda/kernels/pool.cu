@@ -128,14 +128,19 @@ struct Window2d {
   int ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-// f(ih, iw) for each tap of output (oh, ow) inside the input, in the reference loop's order.
-template <class F>
+// f(ih, iw) for each tap of output (oh, ow) inside the input, in the reference loop's order. K > 0:
+// a K x K window known at compile time (the loops unroll, so a thread's loads are all in flight
+// together); 0: g.kh x g.kw.
+template <int K = 0, class F>
 __device__ __forceinline__ void for_each_tap(const Window2d& g, int oh, int ow, F&& f) {
   const int y0 = oh * g.sh - g.ph, x0 = ow * g.sw - g.pw;
-  for (int kh = 0; kh < g.kh; ++kh) {
+  const int kh_n = K > 0 ? K : g.kh, kw_n = K > 0 ? K : g.kw;
+#pragma unroll
+  for (int kh = 0; kh < kh_n; ++kh) {
     const int ih = y0 + kh * g.dh;
     if (ih < 0 || ih >= g.ih) continue;
-    for (int kw = 0; kw < g.kw; ++kw) {
+#pragma unroll
+    for (int kw = 0; kw < kw_n; ++kw) {
       const int iw = x0 + kw * g.dw;
       if (iw >= 0 && iw < g.iw) f(ih, iw);
     }
@@ -143,7 +148,7 @@ __device__ __forceinline__ void for_each_tap(const Window2d& g, int oh, int ow, 
 }
 
 // Channels first: one thread per output element.
-template <class T>
+template <class T, int K>
 __global__ void max_pool_2d_kernel(const T* __restrict__ x, T* __restrict__ y, Window2d g, int total) {
   using A = acc_of<T>;
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += int(gridDim.x * blockDim.x)) {
@@ -151,7 +156,7 @@ __global__ void max_pool_2d_kernel(const T* __restrict__ x, T* __restrict__ y, W
     const T* xp = x + int64_t(plane) * g.ih * g.iw;
     A best = -std::numeric_limits<A>::infinity();
     bool first = true;
-    for_each_tap(g, oh, ow, [&](int ih, int iw) {
+    for_each_tap<K>(g, oh, ow, [&](int ih, int iw) {
       const A v = A(load(xp[ih * g.iw + iw]));
       if (v > best || first) best = v, first = false;  // the reference loop's comparison (NaN, ties)
     });
@@ -162,7 +167,7 @@ __global__ void max_pool_2d_kernel(const T* __restrict__ x, T* __restrict__ y, W
 // Channels last ([N, H, W, C]): one thread per output pixel and V channels (one 16-byte load per tap
 // where C allows, else one value), the taps in the reference loop's order and comparison per channel;
 // a window wholly in the padding gives the lowest value (the reference's -infinity, cast).
-template <class T, int V>
+template <class T, int V, int K>
 __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, Window2d g, int c, int total) {
   using A = acc_of<T>;
   using Load = std::conditional_t<V == 1, T, uint4>;
@@ -173,7 +178,7 @@ __global__ void max_pool_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y,
     const int ow = pix % g.ow, rest = pix / g.ow, oh = rest % g.oh, n = rest / g.oh;
     T best[V];
     bool first = true;
-    for_each_tap(g, oh, ow, [&](int ih, int iw) {
+    for_each_tap<K>(g, oh, ow, [&](int ih, int iw) {
       const Load in = reinterpret_cast<const Load*>(x + ((int64_t(n) * g.ih + ih) * g.iw + iw) * c)[cv];
       const T* v = reinterpret_cast<const T*>(&in);
 #pragma unroll
@@ -242,7 +247,11 @@ void pool(KernelContext& ctx) {
   Window2d g2;
   if (K == PoolKind::Max && !indices && window_2d(w, std::max(x.numel(), total), &g2)) {
     dispatch_device<INGOT_CUDA_FLOAT_TYPES, DType::Int8, DType::UInt8>(x.dtype(), [&]<class T>() {
-      max_pool_2d_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g2, int(total));
+      if (g2.kh == 3 && g2.kw == 3) {
+        max_pool_2d_kernel<T, 3><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g2, int(total));
+      } else {
+        max_pool_2d_kernel<T, 0><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g2, int(total));
+      }
       INGOT_CUDA_LAUNCH_CHECK();
     });
     return;
@@ -280,10 +289,12 @@ void ingot_max_pool(KernelContext& ctx) {
     const bool vectors = c % V == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
                          reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
     const int total = int(y.numel() / (vectors ? V : 1));
-    if (vectors) {
-      max_pool_nhwc_kernel<T, V><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g, c, total);
+    if (vectors && g.kh == 3 && g.kw == 3) {  // ResNet's 3x3 stride-2 pool: the taps unrolled
+      max_pool_nhwc_kernel<T, V, 3><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g, c, total);
+    } else if (vectors) {
+      max_pool_nhwc_kernel<T, V, 0><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g, c, total);
     } else {
-      max_pool_nhwc_kernel<T, 1><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g, c, total);
+      max_pool_nhwc_kernel<T, 1, 0><<<blocks_for(total), kThreads, 0, stream()>>>(ptr<const T>(x), ptr<T>(y), g, c, total);
     }
     INGOT_CUDA_LAUNCH_CHECK();
   });
