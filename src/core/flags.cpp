@@ -113,8 +113,8 @@ constexpr Flag kFlags[] = {
      "A/B runs, the CUDA tests run both).",
      true},
     {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "1",
-     "Also time the engines of cuDNN's fallback heuristic list when choosing a graph's plan (0: the instant "
-     "heuristic's only; A/B runs at convert time).",
+     "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (0: the "
+     "instant heuristic's only; A/B runs at convert time).",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},

@@ -162,6 +162,7 @@ cudnn_graph::Problem problem_of(const ConvGraphSpec& spec, const std::string& tu
   p.graph = [spec](Builder& b) { return operation_graph(b, spec); };
   p.allowed = [spec](Builder& b, cudnnBackendDescriptor_t config) { return numerics_allowed(b, config, spec); };
   p.run = [spec, args](const Plan& plan) { return execute(plan.plan, plan.workspace, spec, args); };
+  p.fallback_engines = spec.dtype == DType::Float32;
   return p;
 }
 

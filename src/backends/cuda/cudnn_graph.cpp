@@ -56,10 +56,10 @@ std::vector<cudnnBackendDescriptor_t> heuristic_configs(Builder& b, cudnnBackend
 }
 
 // The configurations to time for the graph that `allowed` accepts: the instant heuristic's best
-// (at most kMaxCandidates), then those of the fallback list not among them (at most kMaxCandidates
-// more; INGOT_CUDNN_FALLBACK_ENGINES=0 leaves them out). The fallback list is what cudnn.benchmark
-// adds in PyTorch: for ResNet-50's float32 layers it holds the FFT and small-tile engines that the
-// instant heuristic does not rank (torch's picks for the 3x3 layers at batch 32).
+// (at most kMaxCandidates), then, where the problem asks, those of the fallback list not among them
+// (at most kMaxCandidates more; INGOT_CUDNN_FALLBACK_ENGINES=0 leaves them out). The fallback list
+// is what cudnn.benchmark adds in PyTorch: for ResNet-50's float32 layers at batch 32 torch's
+// profile shows FFT and small-tile engines that the instant heuristic does not rank.
 std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph,
                                                      const Problem& problem) {
   std::vector<cudnnBackendDescriptor_t> allowed;
@@ -75,7 +75,7 @@ std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDes
     }
   };
   take(CUDNN_HEUR_MODE_A, true);
-  if (flags::enabled("INGOT_CUDNN_FALLBACK_ENGINES")) take(CUDNN_HEUR_MODE_FALLBACK, false);
+  if (problem.fallback_engines && flags::enabled("INGOT_CUDNN_FALLBACK_ENGINES")) take(CUDNN_HEUR_MODE_FALLBACK, false);
   return allowed;
 }
 

@@ -102,6 +102,9 @@ struct Problem {
   std::function<cudnnBackendDescriptor_t(Builder&)> graph;
   std::function<bool(Builder&, cudnnBackendDescriptor_t config)> allowed;  // null: every engine
   std::function<cudnnStatus_t(const Plan&)> run;
+  // Also time the fallback heuristic's engines (float32 convolutions: precompiled engines, among
+  // them the FFT and small-tile ones the instant heuristic does not rank; INGOT_CUDNN_FALLBACK_ENGINES=0: not).
+  bool fallback_engines = false;
 };
 
 // The plan of a stored choice: loaded from its serialized form when one was stored for this same
