@@ -112,9 +112,13 @@ constexpr Flag kFlags[] = {
      "Float32 convolutions with few output pixels (batch 1's late layers) on Ingot's split-K kernel (0: cuDNN; "
      "A/B runs, the CUDA tests run both).",
      true},
-    {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "1",
-     "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (0: the "
-     "instant heuristic's only; A/B runs at convert time).",
+    {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "0",
+     "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (1; "
+     "written, not yet measured on a GPU: docs/PERFORMANCE.md).",
+     true},
+    {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "0",
+     "The merge-sibling-matmuls pass: small products of one input with constant weights as one product and a "
+     "Split (1; written and tested on the CPU, not yet measured on a GPU: docs/PERFORMANCE.md).",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},

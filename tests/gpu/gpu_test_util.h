@@ -15,30 +15,11 @@
 
 #include "backends/cuda/cuda_runtime.h"
 #include "core/dispatch.h"
+#include "../unit/scoped_env.h"
 
 namespace ingot::gpu_test {
 
-// An environment switch (core/flags.h: read at every use) set for a scope, then restored.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using ::ingot::testing::ScopedEnv;  // tests/unit/scoped_env.h
 
 #define INGOT_REQUIRE_GPU() \
   if (!::ingot::cuda::available()) GTEST_SKIP() << "no CUDA device"

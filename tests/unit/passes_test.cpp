@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "passes/pass.h"
+#include "scoped_env.h"
 #include "test_util.h"
 
 using namespace ingot;
@@ -909,6 +910,7 @@ std::string projections_model(int64_t rows, int64_t n, const std::string& file) 
 }
 
 TEST(MergeSiblingMatMuls, SmallProjectionsOfOneInputBecomeOneProduct) {
+  const ingot::testing::ScopedEnv on("INGOT_MERGE_SIBLING_MATMULS", "1");
   const std::string path = projections_model(50, 24, "projections_small.onnx");
   auto ops = ops_after_pipeline(path);
   EXPECT_EQ(ops, (std::vector<std::string>{"FusedMatMul", "Split"}));
@@ -923,10 +925,17 @@ TEST(MergeSiblingMatMuls, SmallProjectionsOfOneInputBecomeOneProduct) {
 
 TEST(MergeSiblingMatMuls, LargeProductsStayApart) {
   // 20000 rows x 512 columns: 157 x 4 tiles of 128 x 128 each, enough to fill a GPU alone.
+  const ingot::testing::ScopedEnv on("INGOT_MERGE_SIBLING_MATMULS", "1");
   const std::string path = projections_model(20000, 512, "projections_large.onnx");
   auto ops = ops_after_pipeline(path);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "FusedMatMul") + std::count(ops.begin(), ops.end(), "MatMul"), 3);
+}
+
+TEST(MergeSiblingMatMuls, OffByDefault) {
+  const std::string path = projections_model(50, 24, "projections_default.onnx");
+  auto ops = ops_after_pipeline(path);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
 }
 
 TEST(FuseMatMulBiasAct, FoldsAScaleAfterAConstantBias) {

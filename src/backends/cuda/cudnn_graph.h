@@ -103,7 +103,8 @@ struct Problem {
   std::function<bool(Builder&, cudnnBackendDescriptor_t config)> allowed;  // null: every engine
   std::function<cudnnStatus_t(const Plan&)> run;
   // Also time the fallback heuristic's engines (float32 convolutions: precompiled engines, among
-  // them the FFT and small-tile ones the instant heuristic does not rank; INGOT_CUDNN_FALLBACK_ENGINES=0: not).
+  // them the FFT and small-tile ones the instant heuristic does not rank) when
+  // INGOT_CUDNN_FALLBACK_ENGINES=1 (off by default: not yet measured on a GPU).
   bool fallback_engines = false;
 };
 
