@@ -30,6 +30,10 @@
 # Environment (defaults in brackets):
 #   PYTHON [python3]  MODELS [resnet50 mobilenet_v3_large whisper_tiny_encoder]
 #   BATCHES ["1 32"]  PRECISIONS ["fp32 fp16"]
+#   CASES                              "MODEL:BATCH:PRECISION ..." (e.g. "resnet50:32:fp32
+#                                      whisper_tiny_encoder:1:fp32"): only these cases in the ingot and
+#                                      torch steps (one compilation each; the .onnx runs are left out), for a
+#                                      same-call check of a few cases when device time is short
 #   WARMUP [20] ITERATIONS [100]       warm-up and timed runs, for torch and `ingot bench` alike
 #   TOTAL_BUDGET_S [480]               the torch step's compile budget is what is left of this after the
 #                                      steps before it, minus TORCH_RESERVE_S [120] for its steady state
@@ -66,6 +70,8 @@ mkdir -p "$M" "$I" "$WORK/outputs"
 T0=$SECONDS
 step() { echo "==== [$((SECONDS - T0)) s] $*"; }
 skip() { [[ "$SKIP" == *" $1 "* ]]; }
+CASES="${CASES:-}"
+want() { [ -z "$CASES" ] || [[ " $CASES " == *" $1:$2:$3 "* ]]; }  # MODEL BATCH PRECISION
 
 dims() {  # input dims of model $1 at batch $2, comma-separated
   case "$1" in
@@ -111,9 +117,12 @@ if ! skip ingot; then
   for m in $MODELS; do
     for b in $BATCHES; do
       in="$M/$m.b$b.input.npy"
-      ingot_step "$m.b$b.fp32.onnx" "$INGOT" bench "$M/$m.onnx" --device "$DEVICE" --input "input=$in" --batch "$b" \
-        --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.fp32.onnx.json"
+      if [ -z "$CASES" ]; then
+        ingot_step "$m.b$b.fp32.onnx" "$INGOT" bench "$M/$m.onnx" --device "$DEVICE" --input "input=$in" --batch "$b" \
+          --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.fp32.onnx.json"
+      fi
       for p in $PRECISIONS; do
+        want "$m" "$b" "$p" || continue
         pkg="$M/$m.b$b.$p.ingot"
         start=$(date +%s%N)
         ingot_step "$m.b$b.$p.convert" "$INGOT" convert "$M/$m.onnx" -o "$pkg" --quiet --device "$DEVICE" \
@@ -158,7 +167,7 @@ if ! skip torch; then
   "$PY" "$ROOT/bench/torch_models.py" bench --models "$M" --batch $BATCHES --precision $PRECISIONS \
     --only $MODELS --variants ${TORCH_VARIANTS:-eager reduce-overhead compile} --warmup "$WARMUP" \
     --iterations "$ITERATIONS" --compile-budget-s "$budget" --device "$DEVICE" --json "$OUTDIR/torch.json" \
-    >"$OUTDIR/torch.log" 2>&1
+    ${CASES:+--cases $CASES} >"$OUTDIR/torch.log" 2>&1
   echo "exit $?"
   grep -E '^(torch |[a-z_0-9]+ +b[0-9]+ |compiled )|Error' "$OUTDIR/torch.log" | tail -n 60
 fi

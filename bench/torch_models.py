@@ -363,6 +363,8 @@ def cmd_bench(args):
         for precision in args.precision:
             dtype = torch.float16 if precision == "fp16" else torch.float32
             for name in names:
+                if args.cases and f"{name}:{batch}:{precision}" not in args.cases:
+                    continue
                 impl = spec[name].get("impl", "auto")
                 model = build(name, impl if name.startswith("whisper") else "auto", attn=args.attn)[0]
                 model.load_state_dict(weights[name])
@@ -445,6 +447,8 @@ def main():
                     help="Whisper attention in torch (the ONNX export always uses explicit MatMul/Softmax)")
     be.add_argument("--only", nargs="+", choices=MODELS)
     be.add_argument("--skip", nargs="*", default=[], choices=["host_io"])
+    be.add_argument("--cases", nargs="+", metavar="MODEL:BATCH:PRECISION",
+                    help="only these of the models x batches x precisions (e.g. resnet50:32:fp32)")
     be.add_argument("--json", required=True)
     args = ap.parse_args()
     if args.cmd == "export":
