@@ -193,8 +193,9 @@ TEST(CudaReduce, LargeAndSplit) {
 }
 
 // Means over the spatial axes of channels-last tensors ([N, H, W, C], axes 1 and 2: the squeeze-excite
-// and global pools of channels-last packages), which take the 16-byte vector column kernel where C is
-// a multiple of the vector and the scalar one where not; long reductions split across blocks.
+// and global pools of channels-last packages), which take the 16-byte vector column kernel (sums and
+// means) where C is a multiple of the vector and the scalar one where not (and for Max, SumSquare);
+// long reductions split across blocks.
 TEST(CudaReduce, ChannelsLastSpatialAxes) {
   INGOT_REQUIRE_GPU();
   const std::vector<Shape> shapes = {{32, 7, 7, 960}, {4, 28, 28, 120}, {2, 56, 56, 24}, {3, 5, 5, 12}, {1, 9, 9, 8}};

@@ -9,9 +9,9 @@
 // on the CPU. Each output element is then `reduce over r of x[kept.offset(o) + red.offset(r)]`.
 // When the innermost merged axis is reduced ("rows"), one warp (short reductions) or one block
 // (long ones) folds each output; when it is kept ("columns"), each block covers 32 consecutive
-// outputs (coalesced) with 8 threads splitting the reduced range; where the innermost kept axis is
-// contiguous in 16-byte vectors and one axis is reduced (a channels-last spatial mean: [N, H*W, C]),
-// each thread folds a vector of outputs from one 16-byte load per row instead (`reduce_cols_vec`:
+// outputs (coalesced) with 8 threads splitting the reduced range; for sums and means where the
+// innermost kept axis is contiguous in 16-byte vectors and one axis is reduced (a channels-last
+// spatial mean: [N, H*W, C]), each thread folds a vector of outputs from one 16-byte load per row instead (`reduce_cols_vec`:
 // the squeeze-excite means of MobileNetV3 fp16 b32 took 15-21 us each for 3-6 MB on the scalar
 // kernel, too few loads in flight). With few outputs and long
 // reductions the reduced range is also split across blocks (gridDim.y), the partial accumulators
@@ -324,31 +324,34 @@ void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced)
   const ReducePlan p = make_plan(x.shape(), reduced);
   const T* xp = ptr<const T>(x);
   const int64_t sms = sm_count();
-  // Columns in 16-byte vectors (floating types: the integer accumulators are 8 bytes).
+  // Columns in 16-byte vectors: sums and means of floating types (the spatial means of channels-last
+  // networks; the other kinds keep the scalar kernel, which spares their modules the instantiations).
   constexpr int V = int(16 / sizeof(T));
-  const bool vec = !p.rows && !Op::kShift && !std::is_integral_v<T> && V > 1 && p.red.rank == 1 &&
-                   p.kept.rank >= 1 && p.kept.stride[p.kept.rank - 1] == 1 && p.kept.size[p.kept.rank - 1] % V == 0 &&
-                   p.red.stride[0] % V == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0;
-  if (vec) {
-    const int64_t out_vectors = p.out_n / V, blocks = (out_vectors + 31) / 32;
-    // Split the rows until there are ~4 blocks per SM, each split at least 64 rows (8 loads a thread).
-    int64_t splits = 1;
-    if (blocks < 4 * sms) splits = std::clamp<int64_t>((4 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, p.count / 64));
-    splits = std::min<int64_t>(splits, 65535);
-    Tensor part_buf;
-    Acc* part = nullptr;
-    if (splits > 1) {
-      part_buf = Tensor::empty(DType::UInt8, {int64_t(sizeof(Acc)) * splits * p.out_n}, y.device());
-      part = static_cast<Acc*>(part_buf.raw_data());
-    }
-    reduce_cols_vec_kernel<Op, T, V><<<dim3(unsigned(blocks), unsigned(splits)), dim3(32, kColY), 0, stream()>>>(
-        xp, yp, part, p.kept, p.red.stride[0], out_vectors, p.count);
-    INGOT_CUDA_LAUNCH_CHECK();
-    if (splits > 1) {
-      reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count);
+  if constexpr ((K == ReduceKind::Sum || K == ReduceKind::Mean) && !std::is_integral_v<T> && V > 1) {
+    const bool vec = !p.rows && p.red.rank == 1 && p.kept.rank >= 1 && p.kept.stride[p.kept.rank - 1] == 1 &&
+                     p.kept.size[p.kept.rank - 1] % V == 0 && p.red.stride[0] % V == 0 &&
+                     reinterpret_cast<uintptr_t>(xp) % 16 == 0;
+    if (vec) {
+      const int64_t out_vectors = p.out_n / V, blocks = (out_vectors + 31) / 32;
+      // Split the rows until there are ~4 blocks per SM, each split at least 64 rows (8 loads a thread).
+      int64_t splits = 1;
+      if (blocks < 4 * sms) splits = std::clamp<int64_t>((4 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, p.count / 64));
+      splits = std::min<int64_t>(splits, 65535);
+      Tensor part_buf;
+      Acc* part = nullptr;
+      if (splits > 1) {
+        part_buf = Tensor::empty(DType::UInt8, {int64_t(sizeof(Acc)) * splits * p.out_n}, y.device());
+        part = static_cast<Acc*>(part_buf.raw_data());
+      }
+      reduce_cols_vec_kernel<Op, T, V><<<dim3(unsigned(blocks), unsigned(splits)), dim3(32, kColY), 0, stream()>>>(
+          xp, yp, part, p.kept, p.red.stride[0], out_vectors, p.count);
       INGOT_CUDA_LAUNCH_CHECK();
+      if (splits > 1) {
+        reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count);
+        INGOT_CUDA_LAUNCH_CHECK();
+      }
+      return;
     }
-    return;
   }
   // Parallelism from the outputs alone, in blocks; split the reduced range when it is too little.
   const bool block_rows = p.rows && p.count >= 2048;
