@@ -64,19 +64,26 @@ std::vector<cudnnBackendDescriptor_t> heuristic_configs(Builder& b, cudnnBackend
 std::vector<cudnnBackendDescriptor_t> engine_configs(Builder& b, cudnnBackendDescriptor_t graph,
                                                      const Problem& problem) {
   std::vector<cudnnBackendDescriptor_t> allowed;
-  std::set<std::string> seen;
+  // `seen`: the configurations taken, described, when a second list must skip them (not otherwise:
+  // the instant heuristic's list alone is taken as it always was).
+  std::set<std::string>* seen = nullptr;
   auto take = [&](cudnnBackendHeurMode_t mode, bool required) {
     int64_t taken = 0;
     for (cudnnBackendDescriptor_t c : heuristic_configs(b, graph, mode, required)) {
       if (taken == kMaxCandidates) break;
       if (problem.allowed && !problem.allowed(b, c)) continue;
-      if (!seen.insert(describe_config(b, c)).second) continue;
+      if (seen && !seen->insert(describe_config(b, c)).second) continue;
       allowed.push_back(c);
       ++taken;
     }
   };
   take(CUDNN_HEUR_MODE_A, true);
-  if (problem.fallback_engines && flags::enabled("INGOT_CUDNN_FALLBACK_ENGINES")) take(CUDNN_HEUR_MODE_FALLBACK, false);
+  if (problem.fallback_engines && flags::enabled("INGOT_CUDNN_FALLBACK_ENGINES")) {
+    std::set<std::string> described;
+    for (cudnnBackendDescriptor_t c : allowed) described.insert(describe_config(b, c));
+    seen = &described;
+    take(CUDNN_HEUR_MODE_FALLBACK, false);
+  }
   return allowed;
 }
 
