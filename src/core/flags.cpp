@@ -91,6 +91,11 @@ constexpr Flag kFlags[] = {
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",
      true},
+    {"INGOT_INT8_STEM_GATHER", Kind::Bool, "0",
+     "Those stem convolutions with int8 outputs and at most 8 input channels without the im2col matrix: the "
+     "channels padded to 4 or 8 and the taps gathered by Ingot's implicit GEMM (1; written, not yet run on a GPU; "
+     "0: im2col and a 1x1 convolution; the CUDA tests run both).",
+     true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
      "cuDNN's int8 engines. 0: on an H100 it ties them at batch 32 and is slower at batch 1 (ResNet-50: 2.31 vs 2.31 "
@@ -115,6 +120,14 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "0",
      "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (1; "
      "written, not yet measured on a GPU: docs/PERFORMANCE.md).",
+     true},
+    {"INGOT_GEMM_3XTF32", Kind::Bool, "0",
+     "Exact float32 matrix products of at least 2^24 multiply-adds on Ingot's 3xTF32 tensor-core kernel "
+     "(tf32x3_product.cuh: float32's accuracy) instead of cuBLASLt's FMA kernels (1; an A/B knob until measured).",
+     true},
+    {"INGOT_CUBLAS_FP32_EMULATION", Kind::Bool, "0",
+     "Float32 matrix products through cuBLAS's BF16x9 emulation (1: CUBLAS_COMPUTE_32F_EMULATED_16BFX9, float32 "
+     "accuracy on BF16 tensor cores where cuBLAS finds it faster; an A/B knob, not yet measured on a GPU).",
      true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "0",
      "The merge-sibling-matmuls pass: small products of one input with constant weights as one product and a "

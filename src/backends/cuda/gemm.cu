@@ -31,7 +31,9 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/tf32x3_product.cuh"
 #include "backends/cuda/kernels/tiled_product.cuh"
+#include "core/flags.h"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 
@@ -169,18 +171,17 @@ struct ProductStore {
   }
 };
 
+template <class T>
+ProductStore<T> product_store(const GemmArgs& g) {
+  return {static_cast<T*>(g.c), static_cast<const T*>(g.c_in ? g.c_in : g.c), static_cast<const T*>(g.bias), g.ldc,
+          g.stride_c, g.alpha, g.beta, g.epilogue};
+}
+
 void run_cold_product(const GemmArgs& g) {
   profiler::detail::PhaseScope phase("matrix product on the cold tier");
   count_cold_kernel_call();
   dispatch_device<DType::Float32, DType::Float16, DType::BFloat16>(g.dtype, [&]<class T>() {
-    const ProductStore<T> out{static_cast<T*>(g.c),
-                              static_cast<const T*>(g.c_in ? g.c_in : g.c),
-                              static_cast<const T*>(g.bias),
-                              g.ldc,
-                              g.stride_c,
-                              g.alpha,
-                              g.beta,
-                              g.epilogue};
+    const ProductStore<T> out = product_store<T>(g);
     const auto* a = static_cast<const T*>(g.a);
     const auto* b = static_cast<const T*>(g.b);
     auto launch = [&](auto ma, auto mb) { launch_tiled_product(g.m, g.n, g.k, g.batch, ma, mb, out); };
@@ -201,15 +202,27 @@ void run_cold_product(const GemmArgs& g) {
 
 // ---- plans ----
 
+// How a float32 product computes: 0 exact float32 (the default), 1 TF32 tensor cores (set_allow_tf32),
+// 2 cuBLAS's float32 emulation on BF16 tensor cores (INGOT_CUBLAS_FP32_EMULATION: each operand split
+// into three BF16 terms, float32's accuracy; cuBLAS uses it where it is faster unless
+// CUBLAS_EMULATION_STRATEGY=eager). Part of the plan key and of stored choices.
+int fp32_math(DType t) {
+  if (t != DType::Float32) return 0;
+  if (allow_tf32()) return 1;
+  return flags::enabled("INGOT_CUBLAS_FP32_EMULATION") ? 2 : 0;
+}
+
 struct Key {
   int device;
   DType dtype;
-  bool trans_a, trans_b, tf32, has_bias, beta_nonzero;
+  bool trans_a, trans_b;
+  int math;  // float32's: fp32_math()
+  bool has_bias, beta_nonzero;
   Epilogue epilogue;
   int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
   uint32_t align_a, align_b, align_c, align_bias;
   auto tie() const {
-    return std::tie(device, dtype, trans_a, trans_b, tf32, has_bias, beta_nonzero, epilogue, m, n, k, lda, ldb, ldc,
+    return std::tie(device, dtype, trans_a, trans_b, math, has_bias, beta_nonzero, epilogue, m, n, k, lda, ldb, ldc,
                     stride_a, stride_b, stride_c, batch, align_a, align_b, align_c, align_bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
@@ -271,7 +284,9 @@ void describe(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   const bool f64 = g.dtype == DType::Float64, i8 = g.dtype == DType::Int8;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
                                       : i8 ? CUBLAS_COMPUTE_32I
-                                           : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+                                      : key.math == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : key.math == 2 ? CUBLAS_COMPUTE_32F_EMULATED_16BFX9
+                                                      : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : i8 ? CUDA_R_32I : CUDA_R_32F;
   const cudaDataType_t out = i8 ? CUDA_R_32I : t;
   INGOT_CUBLAS_CHECK(lt().matmul_desc_create(&p.desc, compute, scale));
@@ -353,7 +368,7 @@ std::string tuning_key(const Key& k, bool fused) {
   return fmt::format("cublaslt{}.matmul.{}|{}|tA={}|tB={}|tf32={}|bias={}|beta={}|ep={}|fused={}|m={}|n={}|k={}|"
                      "ld={},{},{}|batch={}|stride={},{},{}|align={},{},{},{}",
                      lt().get_version(), arch_name(), dtype_name(k.dtype), int(k.trans_a), int(k.trans_b),
-                     int(k.tf32), int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
+                     k.math, int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
                      k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c, k.align_a, k.align_b,
                      k.align_c, k.align_bias);
 }
@@ -427,7 +442,7 @@ Key key_of(const GemmArgs& g) {
   key.dtype = g.dtype;
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
-  key.tf32 = g.dtype == DType::Float32 && allow_tf32();
+  key.math = fp32_math(g.dtype);
   key.has_bias = g.bias != nullptr;
   key.beta_nonzero = g.beta != 0.0f;
   key.epilogue = g.epilogue;
@@ -498,6 +513,21 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
 // Whether this product runs on the cold tier: while the warm-up is loading the package's products
 // (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
 // whose plan cannot be looked at because the lock is held.
+// Exact float32 products on Ingot's 3xTF32 kernel (tf32x3_product.cuh; INGOT_GEMM_3XTF32) where it
+// takes them and they are large enough for the tensor cores to matter; false: cuBLASLt's.
+std::atomic<int64_t> g_tf32x3_calls{0};
+bool tf32x3_product(const GemmArgs& g, const Key& key) {
+  if (g.dtype != DType::Float32 || key.math != 0 || g.m * g.n * g.k * g.batch < (int64_t(1) << 24) ||
+      !flags::enabled("INGOT_GEMM_3XTF32") ||
+      !tf32x3_product_fits(g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.stride_a, g.b, g.ldb, g.stride_b,
+                           g.batch))
+    return false;
+  launch_tf32x3_product(g.trans_b, g.m, g.n, g.k, static_cast<const float*>(g.a), g.lda, g.stride_a,
+                        static_cast<const float*>(g.b), g.ldb, g.stride_b, g.batch, product_store<float>(g));
+  g_tf32x3_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 bool cold_product(const GemmArgs& g, const Key& key) {
   const ColdKernels mode = cold_kernels();
   if (mode == ColdKernels::Never) return false;
@@ -547,6 +577,7 @@ void gemm(const GemmArgs& g) {
     run_cold_product(g);
     return;
   }
+  if (tf32x3_product(g, key)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& cache = plans();
   auto it = cache.find(key);
@@ -614,8 +645,8 @@ std::optional<StoredProblem> parse_problem(const std::string& text) {
     return std::nullopt;
   }
   if (g.dtype == DType::Undefined || m <= 0 || n <= 0 || k <= 0 || batch <= 0 || ep < 0 || ep > 2 ||
-      tf32 != int(g.dtype == DType::Float32 && allow_tf32())) {
-    return std::nullopt;  // the empty product has no plan; another TF32 setting, another key
+      tf32 != fp32_math(g.dtype)) {
+    return std::nullopt;  // the empty product has no plan; another float32 math, another key
   }
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.batch = batch;
   g.stride_a = sa, g.stride_b = sb, g.stride_c = sc;
@@ -719,6 +750,8 @@ int warm_stored_products() {
   }
   return warmed;
 }
+
+int64_t tf32x3_products() { return g_tf32x3_calls.load(std::memory_order_relaxed); }
 
 int64_t cached_products() {
   std::lock_guard<std::mutex> lock(g_mutex);

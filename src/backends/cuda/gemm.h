@@ -30,7 +30,8 @@ struct GemmArgs {
   Epilogue epilogue = Epilogue::None;
 };
 
-// Float32 uses exact float32 arithmetic unless cuda::allow_tf32(); 16-bit types accumulate in float32.
+// Float32 uses exact float32 arithmetic unless cuda::allow_tf32() (cuBLASLt's, or with INGOT_GEMM_3XTF32 Ingot's
+// 3xTF32 kernel: float32's accuracy on the tensor cores); 16-bit types accumulate in float32.
 void gemm(const GemmArgs& args);
 
 // Builds the plans of the stored choices in core/tuning.h for the current device (a loaded
@@ -42,6 +43,7 @@ void gemm(const GemmArgs& args);
 // session loads (Backend::prepare_async, INGOT_CUBLASLT_WARMUP).
 int warm_stored_products();
 int64_t cached_products();      // plans in the cache (tests)
+int64_t tf32x3_products();      // products run on the 3xTF32 kernel (INGOT_GEMM_3XTF32; tests)
 void forget_cached_products();  // empties it (tests: as in a fresh process)
 
 }  // namespace ingot::cuda

@@ -16,7 +16,7 @@
 // mask, read where the scores are, through broadcast strides) instead of Tq x Tk scores written and
 // read three times. Rows are padded by 8 elements in shared memory so that the fragment loads and
 // ldmatrix hit 32 distinct banks. Float32 runs the same schedule on m16n8k8 TF32 products, three
-// per product (3xTF32, below: about float32's accuracy).
+// per product (3xTF32, tensor_core.cuh: about float32's accuracy).
 //
 // Materialized path (everything else: float64, other head sizes, leading dims that do not
 // fold into two levels, INGOT_FLASH_ATTENTION=0): what the unfused graph does, in chunks of batches
@@ -71,6 +71,8 @@ using cuda::cp_async_wait;
 using cuda::ldmatrix_x4;
 using cuda::ldmatrix_x4_trans;
 using cuda::mma16816;
+using cuda::mma_3xtf32;
+using cuda::split_tf32;
 
 // 2^x by the SFU alone (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0, 2^-inf = 0): the
 // probabilities are rounded to 16 bits right after, and exp2f's extra range handling is a few
@@ -354,44 +356,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
   blk.store(o);
 }
 
-// ---- float32: three TF32 products per product (3xTF32) ----
-//
-// x = big + small, big = tf32(x), small = tf32(x - big): 22 of float32's 24 significand bits. A
-// product a b is big_a big_b + big_a small_b + small_a big_b (small_a small_b is below float32's
-// rounding), accumulated in float32: about float32's accuracy (what CUTLASS's
-// OpMultiplyAddFastF32, and so PyTorch's float32 memory-efficient attention, computes) at tensor
-// core rates; the materialized path's float32 cuBLASLt products run on the FMA units.
-
-// big: x rounded to TF32 (cvt.rna); small: x - big, exact in float32, passed as it is (the tensor
-// core reads a TF32 operand's upper 19 bits, so small is truncated to TF32: 2^-22 of x at most).
-__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
-  small = __float_as_uint(x - __uint_as_float(big));
-}
-
-// c += a (16x8, row-major fragment) * b (8x8, column-major fragment), TF32 inputs.
-__device__ __forceinline__ void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Split A fragments of M m-tiles times split B fragments of N n-tiles into c[m][n]: the three terms
-// term by term (small ones first), so that the M x N products between two that accumulate into the
-// same c hide the tensor core's latency.
-template <int M, int N>
-__device__ __forceinline__ void mma_3xtf32(float (&c)[M][N][4], const uint32_t (&a)[2][M][4],
-                                           const uint32_t (&b)[2][N][2]) {
-  constexpr int kA[3] = {1, 0, 0}, kB[3] = {0, 1, 0};  // (small, big), (big, small), (big, big)
-#pragma unroll
-  for (int term = 0; term < 3; ++term) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) {
-#pragma unroll
-      for (int m = 0; m < M; ++m) mma1688_tf32(c[m][n], a[kA[term]][m], b[kB[term]][n][0], b[kB[term]][n][1]);
-    }
-  }
-}
+// ---- float32: three TF32 products per product (3xTF32: split_tf32 and mma_3xtf32 in
+// tensor_core.cuh); the materialized path's float32 cuBLASLt products run on the FMA units ----
 
 // Fragments of m16n8k8 (lane = 4 g + i): A holds (g, i), (g + 8, i), (g, i + 4), (g + 8, i + 4);
 // B holds (k = i, n = g), (k = i + 4, n = g). P V takes P's C fragment (row g, keys 2i and 2i + 1

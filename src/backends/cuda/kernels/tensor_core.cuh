@@ -65,4 +65,44 @@ __device__ __forceinline__ void mma16832_s8(int32_t (&c)[4], const uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Float32 on the TF32 tensor cores, three products per product (3xTF32): the float32 flash
+// attention (attention.cu) and float32 matrix products (tf32x3_product.cuh).
+//
+// x = big + small, big = tf32(x), small = tf32(x - big): 22 of float32's 24 significand bits. A
+// product a b is big_a big_b + big_a small_b + small_a big_b (small_a small_b is below float32's
+// rounding), accumulated in float32: about float32's accuracy (what CUTLASS's
+// OpMultiplyAddFastF32, and so PyTorch's float32 memory-efficient attention, computes) at tensor
+// core rates.
+
+// big: x rounded to TF32 (cvt.rna); small: x - big, exact in float32, passed as it is (the tensor
+// core reads a TF32 operand's upper 19 bits, so small is truncated to TF32: 2^-22 of x at most).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  small = __float_as_uint(x - __uint_as_float(big));
+}
+
+// c += a (16x8, row-major fragment) * b (8x8, column-major fragment), TF32 inputs.
+__device__ __forceinline__ void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Split A fragments of M m-tiles times split B fragments of N n-tiles into c[m][n]: the three terms
+// term by term (small ones first), so that the M x N products between two that accumulate into the
+// same c hide the tensor core's latency.
+template <int M, int N>
+__device__ __forceinline__ void mma_3xtf32(float (&c)[M][N][4], const uint32_t (&a)[2][M][4],
+                                           const uint32_t (&b)[2][N][2]) {
+  constexpr int kA[3] = {1, 0, 0}, kB[3] = {0, 1, 0};  // (small, big), (big, small), (big, big)
+#pragma unroll
+  for (int term = 0; term < 3; ++term) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) mma1688_tf32(c[m][n], a[kA[term]][m], b[kB[term]][n][0], b[kB[term]][n][1]);
+    }
+  }
+}
+
 }  // namespace ingot::cuda
