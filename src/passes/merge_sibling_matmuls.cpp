@@ -1,5 +1,6 @@
-// Off unless INGOT_MERGE_SIBLING_MATMULS=1: written and tested for equal results on the CPU, not yet
-// measured on a GPU (the session's device time ran out: docs/PERFORMANCE.md).
+// On by default (INGOT_MERGE_SIBLING_MATMULS=0 turns it off): on an H100 the Whisper-tiny encoder's
+// fp32 package at batch 1 ran 1.616 -> 1.537 ms (docs/PERFORMANCE.md). On the CPU the merged
+// product is one larger GEMM and the Split one copy of its output (Whisper b1: 7 MB).
 // Merges matrix products that read the same A with constant weights of the same K (a transformer's
 // Q, K and V projections) into one FusedMatMul over the concatenated weights, whose output a Split
 // along the last axis hands back under the products' names:

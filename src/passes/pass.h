@@ -51,7 +51,7 @@ bool fuse_attention(Model& model);
 bool fuse_matmul_bias_act(Model& model);
 // Matrix products of one A with constant weights of one K, each too small to fill a GPU (a
 // transformer's Q, K, V projections at batch 1), as one FusedMatMul and a Split. See
-// merge_sibling_matmuls.cpp (off unless INGOT_MERGE_SIBLING_MATMULS=1).
+// merge_sibling_matmuls.cpp (INGOT_MERGE_SIBLING_MATMULS=0 turns it off).
 bool merge_sibling_matmuls(Model& model);
 // Chains of elementwise float ops (arithmetic, activations, Clip; GELU written out is one) whose
 // intermediates nothing else reads: one FusedElementwise node (domain "ai.ingot") each.

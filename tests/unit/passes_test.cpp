@@ -932,9 +932,12 @@ TEST(MergeSiblingMatMuls, LargeProductsStayApart) {
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "FusedMatMul") + std::count(ops.begin(), ops.end(), "MatMul"), 3);
 }
 
-TEST(MergeSiblingMatMuls, OffByDefault) {
+TEST(MergeSiblingMatMuls, OnByDefaultAndOffWhenAsked) {
   const std::string path = projections_model(50, 24, "projections_default.onnx");
   auto ops = ops_after_pipeline(path);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 1);
+  const ingot::testing::ScopedEnv off("INGOT_MERGE_SIBLING_MATMULS", "0");
+  ops = ops_after_pipeline(path);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
 }
 

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -31,7 +32,6 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
-#include "backends/cuda/kernels/tf32x3_product.cuh"
 #include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/flags.h"
 #include "core/tuning.h"
@@ -171,17 +171,18 @@ struct ProductStore {
   }
 };
 
-template <class T>
-ProductStore<T> product_store(const GemmArgs& g) {
-  return {static_cast<T*>(g.c), static_cast<const T*>(g.c_in ? g.c_in : g.c), static_cast<const T*>(g.bias), g.ldc,
-          g.stride_c, g.alpha, g.beta, g.epilogue};
-}
-
 void run_cold_product(const GemmArgs& g) {
   profiler::detail::PhaseScope phase("matrix product on the cold tier");
   count_cold_kernel_call();
   dispatch_device<DType::Float32, DType::Float16, DType::BFloat16>(g.dtype, [&]<class T>() {
-    const ProductStore<T> out = product_store<T>(g);
+    const ProductStore<T> out{static_cast<T*>(g.c),
+                              static_cast<const T*>(g.c_in ? g.c_in : g.c),
+                              static_cast<const T*>(g.bias),
+                              g.ldc,
+                              g.stride_c,
+                              g.alpha,
+                              g.beta,
+                              g.epilogue};
     const auto* a = static_cast<const T*>(g.a);
     const auto* b = static_cast<const T*>(g.b);
     auto launch = [&](auto ma, auto mb) { launch_tiled_product(g.m, g.n, g.k, g.batch, ma, mb, out); };
@@ -202,27 +203,15 @@ void run_cold_product(const GemmArgs& g) {
 
 // ---- plans ----
 
-// How a float32 product computes: 0 exact float32 (the default), 1 TF32 tensor cores (set_allow_tf32),
-// 2 cuBLAS's float32 emulation on BF16 tensor cores (INGOT_CUBLAS_FP32_EMULATION: each operand split
-// into three BF16 terms, float32's accuracy; cuBLAS uses it where it is faster unless
-// CUBLAS_EMULATION_STRATEGY=eager). Part of the plan key and of stored choices.
-int fp32_math(DType t) {
-  if (t != DType::Float32) return 0;
-  if (allow_tf32()) return 1;
-  return flags::enabled("INGOT_CUBLAS_FP32_EMULATION") ? 2 : 0;
-}
-
 struct Key {
   int device;
   DType dtype;
-  bool trans_a, trans_b;
-  int math;  // float32's: fp32_math()
-  bool has_bias, beta_nonzero;
+  bool trans_a, trans_b, tf32, has_bias, beta_nonzero;
   Epilogue epilogue;
   int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
   uint32_t align_a, align_b, align_c, align_bias;
   auto tie() const {
-    return std::tie(device, dtype, trans_a, trans_b, math, has_bias, beta_nonzero, epilogue, m, n, k, lda, ldb, ldc,
+    return std::tie(device, dtype, trans_a, trans_b, tf32, has_bias, beta_nonzero, epilogue, m, n, k, lda, ldb, ldc,
                     stride_a, stride_b, stride_c, batch, align_a, align_b, align_c, align_bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
@@ -284,9 +273,7 @@ void describe(Plan& p, const GemmArgs& g, const Key& key, bool fuse) {
   const bool f64 = g.dtype == DType::Float64, i8 = g.dtype == DType::Int8;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
                                       : i8 ? CUBLAS_COMPUTE_32I
-                                      : key.math == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                      : key.math == 2 ? CUBLAS_COMPUTE_32F_EMULATED_16BFX9
-                                                      : CUBLAS_COMPUTE_32F;
+                                           : (key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   const cudaDataType_t scale = f64 ? CUDA_R_64F : i8 ? CUDA_R_32I : CUDA_R_32F;
   const cudaDataType_t out = i8 ? CUDA_R_32I : t;
   INGOT_CUBLAS_CHECK(lt().matmul_desc_create(&p.desc, compute, scale));
@@ -368,7 +355,7 @@ std::string tuning_key(const Key& k, bool fused) {
   return fmt::format("cublaslt{}.matmul.{}|{}|tA={}|tB={}|tf32={}|bias={}|beta={}|ep={}|fused={}|m={}|n={}|k={}|"
                      "ld={},{},{}|batch={}|stride={},{},{}|align={},{},{},{}",
                      lt().get_version(), arch_name(), dtype_name(k.dtype), int(k.trans_a), int(k.trans_b),
-                     k.math, int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
+                     int(k.tf32), int(k.has_bias), int(k.beta_nonzero), int(k.epilogue), int(fused), k.m, k.n, k.k,
                      k.lda, k.ldb, k.ldc, k.batch, k.stride_a, k.stride_b, k.stride_c, k.align_a, k.align_b,
                      k.align_c, k.align_bias);
 }
@@ -442,7 +429,7 @@ Key key_of(const GemmArgs& g) {
   key.dtype = g.dtype;
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
-  key.math = fp32_math(g.dtype);
+  key.tf32 = g.dtype == DType::Float32 && (allow_tf32() || g.tf32);
   key.has_bias = g.bias != nullptr;
   key.beta_nonzero = g.beta != 0.0f;
   key.epilogue = g.epilogue;
@@ -513,18 +500,91 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
 // Whether this product runs on the cold tier: while the warm-up is loading the package's products
 // (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
 // whose plan cannot be looked at because the lock is held.
-// Exact float32 products on Ingot's 3xTF32 kernel (tf32x3_product.cuh; INGOT_GEMM_3XTF32) where it
-// takes them and they are large enough for the tensor cores to matter; false: cuBLASLt's.
-std::atomic<int64_t> g_tf32x3_calls{0};
-bool tf32x3_product(const GemmArgs& g, const Key& key) {
-  if (g.dtype != DType::Float32 || key.math != 0 || g.m * g.n * g.k * g.batch < (int64_t(1) << 24) ||
-      !flags::enabled("INGOT_GEMM_3XTF32") ||
-      !tf32x3_product_fits(g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.stride_a, g.b, g.ldb, g.stride_b,
-                           g.batch))
+// ---- 3xTF32: exact float32 products as one TF32 product over 3 K ----
+//
+// x = big + small, big = x rounded to TF32 (cvt.rna), small = x - big (exact in float32; the
+// tensor cores read its upper 19 bits, 2^-21 of x at most lost). A B = Ab Bb + Ab Bs + As Bb to
+// float32's accuracy (As Bs is below its rounding): CUTLASS's 3xTF32, which the float32 flash
+// attention computes term by term (tensor_core.cuh). Here the terms are one product of
+// A' = [Ab | Ab | As] ([M, 3K]) and B' = [Bb; Bs; Bb] ([3K, N]) through cuBLASLt's TF32 kernels,
+// the epilogue (alpha, beta, bias, activation) as the exact product's. On an H100 cuBLASLt's exact
+// float32 products run at ~45 TFLOP/s on the FMA units, its TF32 ones several times that, so three
+// times the work still wins where the product is large and A' (three times A, written per call
+// and read once) is small beside it. A is split in row chunks of at most 256 MB of A'.
+
+// y = the parts of x: along rows (stacked: part p of row r at row p R + r of y) or along columns
+// (row r of y = part 0 | part 1 | part 2 of x's row r). `order` holds the parts as 2 bits each
+// (low bits first): 0 big, 1 small, 2 big with Inf and NaN as 0. Inf and NaN stay in big (small
+// 0); a finite x whose TF32 rounding overflows keeps its truncation as big. The copy of big that
+// multiplies the other operand's small part holds no Inf: Inf times a small part of the opposite
+// sign would add -Inf to Inf (NaN) where the exact product is Inf.
+__global__ void split_tf32_kernel(const float* __restrict__ x, int64_t ld, float* __restrict__ y, int64_t rows,
+                                  int64_t cols, bool stack_rows, unsigned order) {
+  const int64_t total = 3 * rows * cols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t part, r, c;
+    if (stack_rows) {
+      part = i / (rows * cols);
+      r = (i / cols) % rows;
+      c = i % cols;
+    } else {
+      r = i / (3 * cols);
+      part = (i / cols) % 3;
+      c = i % cols;
+    }
+    const float v = x[r * ld + c];
+    uint32_t bits;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(v));
+    float big = __uint_as_float(bits);
+    if (isinf(big) && isfinite(v)) big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+    const float small = isfinite(v) ? v - big : 0.0f;
+    const unsigned which = (order >> (2 * part)) & 3u;
+    y[i] = which == 1 ? small : which == 2 && !isfinite(big) ? 0.0f : big;
+  }
+}
+
+// A' = [Ab | Ab (finite) | As], B' = [Bb; Bs; Bb (finite)]: Ab Bb + Ab Bs + As Bb.
+constexpr unsigned kSplitA = 0b01'10'00, kSplitB = 0b10'01'00;
+constexpr int64_t kSplitMinMacs = int64_t(1) << 30, kSplitChunkBytes = int64_t(256) << 20;
+std::atomic<int64_t> g_split_tf32_calls{0};
+
+void split_tf32(const float* x, int64_t ld, float* y, int64_t rows, int64_t cols, bool stack_rows, unsigned order) {
+  split_tf32_kernel<<<blocks_for(3 * rows * cols), kThreads, 0, stream()>>>(x, ld, y, rows, cols, stack_rows, order);
+  INGOT_CUDA_LAUNCH_CHECK();
+}
+
+// True when it ran `g` as 3xTF32 (exact float32 products of at least 2^30 multiply-adds, A not
+// transposed, one batch entry; INGOT_GEMM_3XTF32).
+bool split_tf32_product(const GemmArgs& g) {
+  if (g.dtype != DType::Float32 || g.tf32 || allow_tf32() || g.trans_a || g.batch != 1 || g.k * 3 > INT32_MAX ||
+      g.m * g.n * g.k < kSplitMinMacs || !flags::enabled("INGOT_GEMM_3XTF32"))
     return false;
-  launch_tf32x3_product(g.trans_b, g.m, g.n, g.k, static_cast<const float*>(g.a), g.lda, g.stride_a,
-                        static_cast<const float*>(g.b), g.ldb, g.stride_b, g.batch, product_store<float>(g));
-  g_tf32x3_calls.fetch_add(1, std::memory_order_relaxed);
+  int device = 0;
+  INGOT_CUDA_CHECK(cudaGetDevice(&device));
+  const Device dev{DeviceType::CUDA, device};
+  const int64_t k3 = 3 * g.k;
+  // B' = [Bb; Bs; Bb]: [3K, N], or transposed [N, 3K] = per row [Bb | Bs | Bb].
+  Tensor b3 = Tensor::empty(DType::Float32, g.trans_b ? Shape{g.n, k3} : Shape{k3, g.n}, dev);
+  split_tf32(static_cast<const float*>(g.b), g.ldb, ptr<float>(b3), g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
+             !g.trans_b, kSplitB);
+  const int64_t chunk = std::clamp<int64_t>(kSplitChunkBytes / (k3 * 4), 1, g.m);
+  Tensor a3 = Tensor::empty(DType::Float32, {chunk, k3}, dev);
+  for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
+    const int64_t rows = std::min(chunk, g.m - r0);
+    split_tf32(static_cast<const float*>(g.a) + r0 * g.lda, g.lda, ptr<float>(a3), rows, g.k, false, kSplitA);
+    GemmArgs part = g;
+    part.tf32 = true;
+    part.m = rows;
+    part.k = k3;
+    part.a = a3.raw_data();
+    part.lda = k3;
+    part.b = b3.raw_data();
+    part.ldb = g.trans_b ? k3 : g.n;
+    part.c = static_cast<float*>(g.c) + r0 * g.ldc;
+    if (g.c_in) part.c_in = static_cast<const float*>(g.c_in) + r0 * g.ldc;
+    gemm(part);
+  }
+  g_split_tf32_calls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -572,12 +632,12 @@ void gemm(const GemmArgs& g) {
     return;
   }
 
+  if (split_tf32_product(g)) return;
   const Key key = key_of(g);
   if (cold_product(g, key)) {
     run_cold_product(g);
     return;
   }
-  if (tf32x3_product(g, key)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& cache = plans();
   auto it = cache.find(key);
@@ -645,9 +705,11 @@ std::optional<StoredProblem> parse_problem(const std::string& text) {
     return std::nullopt;
   }
   if (g.dtype == DType::Undefined || m <= 0 || n <= 0 || k <= 0 || batch <= 0 || ep < 0 || ep > 2 ||
-      tf32 != fp32_math(g.dtype)) {
-    return std::nullopt;  // the empty product has no plan; another float32 math, another key
+      (tf32 && !(g.dtype == DType::Float32 && (allow_tf32() || flags::enabled("INGOT_GEMM_3XTF32")))) ||
+      (!tf32 && g.dtype == DType::Float32 && allow_tf32())) {
+    return std::nullopt;  // the empty product has no plan; another TF32 setting, another key
   }
+  g.tf32 = tf32 != 0;  // a 3xTF32 product's (split_tf32_product) when TF32 is not allowed
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.batch = batch;
   g.stride_a = sa, g.stride_b = sb, g.stride_c = sc;
   g.beta = beta ? 1.0f : 0.0f;
@@ -751,7 +813,7 @@ int warm_stored_products() {
   return warmed;
 }
 
-int64_t tf32x3_products() { return g_tf32x3_calls.load(std::memory_order_relaxed); }
+int64_t split_tf32_products() { return g_split_tf32_calls.load(std::memory_order_relaxed); }
 
 int64_t cached_products() {
   std::lock_guard<std::mutex> lock(g_mutex);

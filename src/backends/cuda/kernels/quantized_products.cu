@@ -331,8 +331,10 @@ __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImma
 
 //
 // kGather (path 0, a stem convolution): X has 4 or 8 channels (an image's 3 padded), so a 16-byte
-// piece of an A row holds 16 / c whole taps; each is one 4- or 8-byte load into registers, stored
-// to shared memory as the piece (zeros outside X and past the r s taps). W is [K, r s c padded to
+// piece of an A row holds 16 / c whole taps; each is one asynchronous 4- or 8-byte copy (zeros
+// outside X and past the r s taps), pipelined like the 16-byte ones (the first version loaded
+// them into registers and stored the piece: the loads' latency, exposed at every K step, made
+// ResNet-50 int8 b32's conv1 ~20 us slower than im2col and a 1x1 convolution). W is [K, r s c padded to
 // 16]. The im2col matrix is never written: ResNet-50 int8 b32's conv1 wrote and read 64 MB of it
 // (im2col 63 us + its 1x1 convolution 46 us on an H100).
 template <class Y, int BM, int BN, int WARPS_M, int WARPS_N, bool kLean, bool kGather = false>
@@ -384,33 +386,26 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     int8_t* as = smem[stage];
     int8_t* bs = smem[stage] + BM * kImmaBK;
     if constexpr (kGather) {
-      const int per = 16 / d.c, t0 = kk / d.c;  // taps in this piece, the first
-      int tr[4], ts[4];
-      bool tv[4];
+      // 16 / c whole taps of the piece, each one asynchronous copy of c bytes (zeros where the tap
+      // falls outside X or past the r s taps).
+      const int per = 16 / d.c, t0 = kk / d.c;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int t = t0 + q;
-        tv[q] = k_ok && q < per && t < d.taps;
-        tr[q] = t / d.s;
-        ts[q] = t - tr[q] * d.s;
-      }
+        if (q >= per) break;
+        const int t = t0 + q, tr = t / d.s, ts = t - tr * d.s;
+        const bool tv = k_ok && t < d.taps;
 #pragma unroll
-      for (int i = 0; i < AR; ++i) {
-        uint32_t v[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int iy = a_iy[i] + tr[q] * d.dil_h, ix = a_ix[i] + ts[q] * d.dil_w;
-          if (!tv[q] || iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) continue;
-          const int8_t* src = a_img[i] + (int64_t(iy) * d.w + ix) * d.c;
+        for (int i = 0; i < AR; ++i) {
+          const int iy = a_iy[i] + tr * d.dil_h, ix = a_ix[i] + ts * d.dil_w;
+          const bool ok = tv && iy >= 0 && iy < d.h && ix >= 0 && ix < d.w;
+          const int8_t* src = ok ? a_img[i] + (int64_t(iy) * d.w + ix) * d.c : x;
+          int8_t* dst = as + swizzled(tid / 4 + i * kRowsPerPass, chunk) + q * d.c;
           if (d.c == 4) {
-            v[q] = *reinterpret_cast<const uint32_t*>(src);
-          } else if (q < 2) {  // 8 channels: two words a tap
-            const uint2 t = *reinterpret_cast<const uint2*>(src);
-            v[2 * q] = t.x;
-            v[2 * q + 1] = t.y;
+            cp_async_small<4>(dst, src, ok);
+          } else {
+            cp_async_small<8>(dst, src, ok);
           }
         }
-        *reinterpret_cast<uint4*>(as + swizzled(tid / 4 + i * kRowsPerPass, chunk)) = make_uint4(v[0], v[1], v[2], v[3]);
       }
     }
 #pragma unroll
