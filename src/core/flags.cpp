@@ -93,8 +93,8 @@ constexpr Flag kFlags[] = {
      true},
     {"INGOT_INT8_STEM_GATHER", Kind::Bool, "0",
      "Those stem convolutions with int8 outputs and at most 8 input channels without the im2col matrix: the "
-     "channels padded to 4 or 8 and the taps gathered by Ingot's implicit GEMM (1; written, not yet run on a GPU; "
-     "0: im2col and a 1x1 convolution; the CUDA tests run both).",
+     "channels padded to 4 or 8 and the taps copied into Ingot's implicit GEMM's tiles (1: its GPU test passes on "
+     "an H100, its speed not yet measured; 0: im2col and a 1x1 convolution; the CUDA tests run both).",
      true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
@@ -124,7 +124,7 @@ constexpr Flag kFlags[] = {
     {"INGOT_GEMM_3XTF32", Kind::Bool, "0",
      "Exact float32 matrix products of at least 2^30 multiply-adds as one TF32 product over three times the K (each "
      "operand split into its TF32 part and the rest: 3xTF32, float32's accuracy; gemm.cu) instead of cuBLASLt's FMA "
-     "kernels (1; an A/B knob until measured).",
+     "kernels (1: its GPU test passes on an H100, its speed not yet measured).",
      true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
      "The merge-sibling-matmuls pass: small products of one input with constant weights as one product and a "
