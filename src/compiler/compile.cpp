@@ -17,7 +17,8 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
   for (const Pass& pass : lowering_passes()) add("lower", pass);
   if (options.optimize) {
     for (const Pass& pass : pipeline_passes()) {
-      if (!pass_disabled(pass.name)) add("optimize", pass);
+      if (pass_disabled(pass.name) || (pass.cuda_only && options.target != DeviceType::CUDA)) continue;
+      add("optimize", pass);
     }
   }
   // Reduced precision after the fusions (their patterns are written for float32 graphs).

@@ -127,8 +127,8 @@ constexpr Flag kFlags[] = {
      "kernels (1: its GPU test passes on an H100, its speed not yet measured).",
      true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
-     "The merge-sibling-matmuls pass: small products of one input with constant weights as one product and a "
-     "Split (0: off; Whisper-tiny encoder fp32 b1 1.616 -> 1.537 ms on an H100: docs/PERFORMANCE.md).",
+     "The merge-sibling-matmuls pass for CUDA targets: small products of one input with constant weights as one "
+     "product and a Split (0: off; Whisper-tiny encoder fp32 b1 1.616 -> 1.537 ms on an H100: docs/PERFORMANCE.md).",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},

@@ -1,6 +1,8 @@
-// On by default (INGOT_MERGE_SIBLING_MATMULS=0 turns it off): on an H100 the Whisper-tiny encoder's
-// fp32 package at batch 1 ran 1.616 -> 1.537 ms (docs/PERFORMANCE.md). On the CPU the merged
-// product is one larger GEMM and the Split one copy of its output (Whisper b1: 7 MB).
+// For CUDA targets (Pass::cuda_only), on by default (INGOT_MERGE_SIBLING_MATMULS=0 turns it off):
+// on an H100 the Whisper-tiny encoder's fp32 package at batch 1 ran 1.616 -> 1.537 ms
+// (docs/PERFORMANCE.md). On this project's 2-core CPU the Split's copy costs more than the merged
+// GEMM saves: Whisper's q, k, v at batch 1 as one block took 14.4-15.7 ms against 13.8-14.2 at 1
+// thread, 7.3-7.8 against 6.9-7.2 at 2.
 // Merges matrix products that read the same A with constant weights of the same K (a transformer's
 // Q, K and V projections) into one FusedMatMul over the concatenated weights, whose output a Split
 // along the last axis hands back under the products' names:

@@ -17,6 +17,9 @@ struct Pass {
   // whose rewrites stay inside one graph and name nothing new (a new name could shadow a value a
   // body reads from an enclosing graph).
   bool in_bodies = false;
+  // Only for CUDA targets: a rewrite that pays for itself on a GPU's launches and tile counts and
+  // costs a CPU more than it saves.
+  bool cuda_only = false;
 };
 
 // QDQ models: DequantizeLinear -> Conv/MatMul/Gemm [-> Add] [-> activation] [-> QuantizeLinear]
@@ -51,7 +54,7 @@ bool fuse_attention(Model& model);
 bool fuse_matmul_bias_act(Model& model);
 // Matrix products of one A with constant weights of one K, each too small to fill a GPU (a
 // transformer's Q, K, V projections at batch 1), as one FusedMatMul and a Split. See
-// merge_sibling_matmuls.cpp (INGOT_MERGE_SIBLING_MATMULS=0 turns it off).
+// merge_sibling_matmuls.cpp (CUDA targets; INGOT_MERGE_SIBLING_MATMULS=0 turns it off).
 bool merge_sibling_matmuls(Model& model);
 // Chains of elementwise float ops (arithmetic, activations, Clip; GELU written out is one) whose
 // intermediates nothing else reads: one FusedElementwise node (domain "ai.ingot") each.

@@ -18,7 +18,7 @@ namespace {
 // Conv -> BN -> Relu becomes one FusedConv), the pattern fusions that rewrite elementary ops into
 // the ops they spell out (layer normalization, hard-swish, softmax, then attention, which needs the
 // Softmax op: before the MatMul fusion takes the score MatMul's scale), the merge of small sibling
-// products (after the MatMul fusion: it merges fused products), the kernel fusions (elementwise chains after the
+// products for CUDA targets (after the MatMul fusion: it merges fused products), the kernel fusions (elementwise chains after the
 // Conv/MatMul epilogues have taken their bias and activation), and dead code last
 // to drop what the others orphaned. The pattern and kernel fusions that name nothing new also run
 // inside If/Loop/Scan bodies (Pass::in_bodies); folding already recurses by itself.
@@ -35,7 +35,7 @@ constexpr Pass kPipeline[] = {
     {"fuse-attention", fuse_attention},
     {"fuse-conv-add-relu", fuse_conv_add_relu, true},
     {"fuse-matmul-bias-act", fuse_matmul_bias_act, true},
-    {"merge-sibling-matmuls", merge_sibling_matmuls},
+    {"merge-sibling-matmuls", merge_sibling_matmuls, false, true},
     {"fuse-elementwise", fuse_elementwise, true},
     {"fuse-quantized-epilogue", fuse_quantized_epilogue},
     {"dead-code", dead_code},

@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "onnx/onnx_import.h"
 #include "passes/pass.h"
+#include "runtime/executor.h"
 #include "scoped_env.h"
 #include "test_util.h"
 
@@ -69,9 +70,9 @@ std::vector<std::string> ops_after(const std::string& path, bool (*pass)(Model&)
   return op_types(*model->graph);
 }
 
-std::vector<std::string> ops_after_pipeline(const std::string& path) {
+std::vector<std::string> ops_after_pipeline(const std::string& path, DeviceType target = DeviceType::CPU) {
   auto model = import_onnx(path);
-  compile(*model, {});
+  compile(*model, {.target = target});
   verify(*model);
   return op_types(*model->graph);
 }
@@ -909,35 +910,54 @@ std::string projections_model(int64_t rows, int64_t n, const std::string& file) 
   return save(std::move(g), file);
 }
 
+// The merged graph a CUDA target compiles, run by the CPU's kernels, against the model as it was
+// (the CPU target does not merge: Pass::cuda_only).
 TEST(MergeSiblingMatMuls, SmallProjectionsOfOneInputBecomeOneProduct) {
-  const ingot::testing::ScopedEnv on("INGOT_MERGE_SIBLING_MATMULS", "1");
   const std::string path = projections_model(50, 24, "projections_small.onnx");
-  auto ops = ops_after_pipeline(path);
-  EXPECT_EQ(ops, (std::vector<std::string>{"FusedMatMul", "Split"}));
+  EXPECT_EQ(ops_after_pipeline(path, DeviceType::CUDA), (std::vector<std::string>{"FusedMatMul", "Split"}));
   auto model = import_onnx(path);
-  compile(*model, {});
+  compile(*model, {.target = DeviceType::CUDA});
   const Node& mm = model->graph->nodes.at(0);
   EXPECT_EQ(mm.attrs.at("alpha").f, 1.0f) << "0.125 folded into wq (exact), the others at 1";
   EXPECT_EQ(model->graph->initializers.at(mm.inputs.at(1)).shape(), (Shape{16, 72}));
   EXPECT_EQ(model->graph->nodes.at(1).outputs, (std::vector<std::string>{"q", "k", "v"}));
-  expect_optimized_matches_plain(path);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(size_t(50 * 16));
+  for (float& v : x) v = dist(rng);
+  const Tensor input = Tensor::from_vector(x, {1, 50, 16});
+  auto run = [&](std::shared_ptr<Model> m) {
+    Executor executor(std::move(m), Device::cpu());
+    std::vector<Value> in{Value(input)};
+    std::vector<Tensor> out;
+    for (Value& v : executor.run(in).outputs) out.push_back(v.tensor);
+    return out;
+  };
+  const std::vector<Tensor> ya = run(import_onnx(path)), yb = run(std::move(model));
+  ASSERT_EQ(ya.size(), 3u);
+  ASSERT_EQ(yb.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(ya[i].shape(), yb[i].shape());
+    for (int64_t j = 0; j < ya[i].numel(); ++j) EXPECT_NEAR(ya[i].data<float>()[j], yb[i].data<float>()[j], 1e-5f) << i;
+  }
+  EXPECT_EQ(ops_after_pipeline(path), (std::vector<std::string>{"FusedMatMul", "MatMul", "FusedMatMul"}))
+      << "a CPU target keeps the three products";
 }
 
 TEST(MergeSiblingMatMuls, LargeProductsStayApart) {
   // 20000 rows x 512 columns: 157 x 4 tiles of 128 x 128 each, enough to fill a GPU alone.
-  const ingot::testing::ScopedEnv on("INGOT_MERGE_SIBLING_MATMULS", "1");
   const std::string path = projections_model(20000, 512, "projections_large.onnx");
-  auto ops = ops_after_pipeline(path);
+  auto ops = ops_after_pipeline(path, DeviceType::CUDA);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "FusedMatMul") + std::count(ops.begin(), ops.end(), "MatMul"), 3);
 }
 
 TEST(MergeSiblingMatMuls, OnByDefaultAndOffWhenAsked) {
   const std::string path = projections_model(50, 24, "projections_default.onnx");
-  auto ops = ops_after_pipeline(path);
+  auto ops = ops_after_pipeline(path, DeviceType::CUDA);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 1);
   const ingot::testing::ScopedEnv off("INGOT_MERGE_SIBLING_MATMULS", "0");
-  ops = ops_after_pipeline(path);
+  ops = ops_after_pipeline(path, DeviceType::CUDA);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Split"), 0);
 }
 
@@ -1063,8 +1083,10 @@ TEST(ConstantFolding, FoldsInsideSubgraphs) {
 }
 
 TEST(Pipeline, ListsPassesAndReportsEachRun) {
-  std::vector<std::string> names;
-  for (const Pass& p : pipeline_passes()) names.emplace_back(p.name);
+  std::vector<std::string> names;  // what a CPU target runs: all but the CUDA-only passes
+  for (const Pass& p : pipeline_passes()) {
+    if (!p.cuda_only) names.emplace_back(p.name);
+  }
   // Shape simplification feeds constant folding, which feeds everything else; the QDQ folding goes
   // before constant folding (which would turn the int8 weights into float ones); dead code goes last.
   ASSERT_GE(names.size(), 4u);
@@ -1073,9 +1095,13 @@ TEST(Pipeline, ListsPassesAndReportsEachRun) {
   EXPECT_EQ(names[2], "constant-folding");
   EXPECT_EQ(names.back(), "dead-code");
   // Both backends have the integer kernels: a CUDA target folds the Q/DQ pairs too.
-  bool cuda_folds = false;
-  for (const CompileStep& s : compile_steps({true, DType::Float32, DeviceType::CUDA})) cuda_folds |= s.name == "fuse-qdq";
+  bool cuda_folds = false, cuda_merges = false;
+  for (const CompileStep& s : compile_steps({true, DType::Float32, DeviceType::CUDA})) {
+    cuda_folds |= s.name == "fuse-qdq";
+    cuda_merges |= s.name == "merge-sibling-matmuls";
+  }
   EXPECT_TRUE(cuda_folds);
+  EXPECT_TRUE(cuda_merges) << "the CUDA-only merge runs for a CUDA target";
   auto model = import_onnx(conv_bn_model(true));
   std::vector<std::string> ran;
   bool changed = compile(*model, {}, [&](const CompileStep& s, bool, const Model&) {
