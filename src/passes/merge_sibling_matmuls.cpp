@@ -77,8 +77,7 @@ bool merge_sibling_matmuls(Model& model) {
     groups[key].push_back(*m);
   }
   std::vector<bool> removed(g.nodes.size(), false);
-  std::map<size_t, Node> replacements;
-  std::map<size_t, Node> after;  // each merged product's Split, placed right after it
+  std::map<size_t, std::vector<Node>> replacements;  // each merged product, then its Split
   bool changed = false;
   for (auto& [key, members] : groups) {
     if (members.size() < 2) continue;
@@ -145,22 +144,13 @@ bool merge_sibling_matmuls(Model& model) {
     model.opsets[kIngotDomain] = 1;
     // The merged product and its Split where the first member was: they read A and constants only,
     // and every reader of a member's output comes after that member.
-    replacements[members[0].index] = std::move(mm);
-    after[members[0].index] = std::move(split);
+    std::vector<Node>& placed = replacements[members[0].index];
+    placed.push_back(std::move(mm));
+    placed.push_back(std::move(split));
     changed = true;
   }
-  if (!changed) return false;
-  std::vector<Node> nodes;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (auto it = replacements.find(i); it != replacements.end()) {
-      nodes.push_back(std::move(it->second));
-      nodes.push_back(std::move(after.at(i)));
-    } else if (!removed[i]) {
-      nodes.push_back(std::move(g.nodes[i]));
-    }
-  }
-  g.nodes = std::move(nodes);
-  return true;
+  if (changed) replace_nodes(g, removed, replacements);
+  return changed;
 }
 
 }  // namespace ingot

@@ -160,18 +160,24 @@ inline std::optional<double> scalar_constant(const Graph& g, const std::string& 
 }
 
 // Rebuilds g.nodes: drops the removed nodes and puts each replacement where the node of its index
-// was (a fused node sits where the last node it absorbed was, after everything it reads).
-inline void replace_nodes(Graph& g, const std::vector<bool>& removed, std::map<size_t, Node>& replacements) {
+// was (a fused node sits where the last node it absorbed was, after everything it reads); a list
+// of replacements goes there in its order (a merged product and the Split after it).
+inline void replace_nodes(Graph& g, const std::vector<bool>& removed, std::map<size_t, std::vector<Node>>& replacements) {
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (auto it = replacements.find(i); it != replacements.end()) {
-      nodes.push_back(std::move(it->second));
+      for (Node& n : it->second) nodes.push_back(std::move(n));
     } else if (!removed[i]) {
       nodes.push_back(std::move(g.nodes[i]));
     }
   }
   g.nodes = std::move(nodes);
+}
+inline void replace_nodes(Graph& g, const std::vector<bool>& removed, std::map<size_t, Node>& replacements) {
+  std::map<size_t, std::vector<Node>> lists;
+  for (auto& [i, n] : replacements) lists[i].push_back(std::move(n));
+  replace_nodes(g, removed, lists);
 }
 
 // Drops the removed nodes, keeping the order of the others.
