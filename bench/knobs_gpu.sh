@@ -7,6 +7,8 @@
 #                           one package each), and the batch-32 output's max abs difference between
 #                           the two (a run after two warm-up runs: `ingot run --repeat 3`; below the
 #                           table, with OUTDIR/outputs.txt)
+#   INGOT_CONV_3XTF32       ResNet-50 fp32 and the Whisper-tiny encoder fp32 at batch 32 (read at run
+#                           time)
 #   INGOT_INT8_STEM_GATHER  ResNet-50 int8 at batch 32 (`ingot quantize --symmetric` with random
 #                           calibration inputs, then `ingot convert --device cuda`; read at run time)
 # Usage (GPU machine, repository root; python3 with torch, torchvision, transformers):
@@ -66,6 +68,12 @@ for x, y in zip(a, b):
 if not a or len(a) != len(b):
     print("\nWhisper-tiny fp32 b32 outputs: missing (whisper.run.*.log)")
 PY
+
+# 3xTF32 convolutions: ResNet-50 fp32 b32, Whisper-tiny fp32 b32 (its two stem convolutions).
+"$INGOT" convert "$WORK/resnet50.onnx" -o "$WORK/resnet50.b32.fp32.ingot" --quiet --device cuda \
+  --input-shape input=32,3,224,224 >"$OUT/resnet50.fp32.convert.log" 2>&1 || echo "knobs_gpu: resnet50 fp32 convert failed"
+ab INGOT_CONV_3XTF32 "ResNet-50 fp32 b32" "$WORK/resnet50.b32.fp32.ingot"
+ab INGOT_CONV_3XTF32 "Whisper-tiny fp32 b32" "$WORK/whisper.b32.fp32.ingot"
 
 # The gathered int8 stem: ResNet-50 int8 b32.
 "$PY" - "$WORK/calib" <<'PY'

@@ -126,6 +126,11 @@ constexpr Flag kFlags[] = {
      "operand split into its TF32 part and the rest: 3xTF32, float32's accuracy; gemm.cu) instead of cuBLASLt's FMA "
      "kernels (1: its GPU test passes on an H100, its speed not yet measured).",
      true},
+    {"INGOT_CONV_3XTF32", Kind::Bool, "0",
+     "Exact float32 convolutions of at least 2^30 multiply-adds (group 1, no activation but Relu) as one TF32 "
+     "convolution over three times the input channels (3xTF32: float32's accuracy; conv.cu). 1: written, not yet "
+     "run on a GPU.",
+     true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
      "The merge-sibling-matmuls pass for CUDA targets: small products of one input with constant weights as one "
      "product and a Split (0: off; Whisper-tiny encoder fp32 b1 1.616 -> 1.537 ms on an H100: docs/PERFORMANCE.md).",

@@ -5,11 +5,14 @@
 #include <limits>
 
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/split_tf32.h"
 #include "core/math_mode.h"
 #include "gpu_test_util.h"
 
 namespace ingot::gpu_test {
 namespace {
+
+using Ints = std::vector<int64_t>;
 
 double max_relative_error(const Tensor& expected, const Tensor& actual) {
   std::vector<double> a = as_doubles(expected), b = as_doubles(actual);
@@ -125,6 +128,24 @@ TEST(CudaTf32, SplitProductsMatchFloat64) {
                 (long long)c.k, worst);
   }
   EXPECT_EQ(cuda::split_tf32_products() - before, int64_t(cases.size())) << "every case ran as 3xTF32";
+}
+
+// Exact float32 convolutions as 3xTF32 on cuDNN's TF32 engines (INGOT_CONV_3XTF32, conv.cu): a 3x3
+// Conv with bias (channels first) and a channels-last FusedConv with a residual and Relu, each of
+// at least 2^30 multiply-adds, against the CPU's float32 kernels at float32's tolerances.
+TEST(CudaTf32, SplitConvolutionsMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const ScopedEnv on("INGOT_CONV_3XTF32", "1");
+  ASSERT_FALSE(allow_tf32());
+  const int64_t before = cuda::split_tf32_convs();
+  const Tensor x = random_tensor(DType::Float32, {10, 64, 56, 56}, 61), w = random_tensor(DType::Float32, {64, 64, 3, 3}, 62);
+  const Tensor b = random_tensor(DType::Float32, {64}, 63);
+  expect_cuda_matches_cpu("Conv", {x, w, b}, {{"pads", Ints{1, 1, 1, 1}}});
+  const Tensor xl = random_tensor(DType::Float32, {13, 28, 28, 128}, 64), wl = random_tensor(DType::Float32, {96, 3, 3, 128}, 65);
+  const Tensor bl = random_tensor(DType::Float32, {96}, 66), rl = random_tensor(DType::Float32, {13, 28, 28, 96}, 67);
+  expect_cuda_matches_cpu("FusedConv", {xl, wl, bl, rl},
+                          {{"pads", Ints{1, 1, 1, 1}}, {"activation", "Relu"}, {"layout", "NHWC"}}, 1, -1, -1, "ai.ingot");
+  EXPECT_EQ(cuda::split_tf32_convs() - before, 2) << "both ran as 3xTF32 (a TF32 engine took each graph)";
 }
 
 }  // namespace

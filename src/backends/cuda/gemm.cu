@@ -32,6 +32,7 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/split_tf32.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/flags.h"
 #include "core/tuning.h"
@@ -500,58 +501,16 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
 // Whether this product runs on the cold tier: while the warm-up is loading the package's products
 // (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
 // whose plan cannot be looked at because the lock is held.
-// ---- 3xTF32: exact float32 products as one TF32 product over 3 K ----
+// ---- 3xTF32: exact float32 products as one TF32 product over 3 K (split_tf32.h) ----
 //
-// x = big + small, big = x rounded to TF32 (cvt.rna), small = x - big (exact in float32; the
-// tensor cores read its upper 19 bits, 2^-21 of x at most lost). A B = Ab Bb + Ab Bs + As Bb to
-// float32's accuracy (As Bs is below its rounding): CUTLASS's 3xTF32, which the float32 flash
-// attention computes term by term (tensor_core.cuh). Here the terms are one product of
 // A' = [Ab | Ab | As] ([M, 3K]) and B' = [Bb; Bs; Bb] ([3K, N]) through cuBLASLt's TF32 kernels,
 // the epilogue (alpha, beta, bias, activation) as the exact product's. On an H100 cuBLASLt's exact
 // float32 products run at ~45 TFLOP/s on the FMA units, its TF32 ones several times that, so three
-// times the work still wins where the product is large and A' (three times A, written per call
+// times the work can still win where the product is large and A' (three times A, written per call
 // and read once) is small beside it. A is split in row chunks of at most 256 MB of A'.
 
-// y = the parts of x: along rows (stacked: part p of row r at row p R + r of y) or along columns
-// (row r of y = part 0 | part 1 | part 2 of x's row r). `order` holds the parts as 2 bits each
-// (low bits first): 0 big, 1 small, 2 big with Inf and NaN as 0. Inf and NaN stay in big (small
-// 0); a finite x whose TF32 rounding overflows keeps its truncation as big. The copy of big that
-// multiplies the other operand's small part holds no Inf: Inf times a small part of the opposite
-// sign would add -Inf to Inf (NaN) where the exact product is Inf.
-__global__ void split_tf32_kernel(const float* __restrict__ x, int64_t ld, float* __restrict__ y, int64_t rows,
-                                  int64_t cols, bool stack_rows, unsigned order) {
-  const int64_t total = 3 * rows * cols;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t part, r, c;
-    if (stack_rows) {
-      part = i / (rows * cols);
-      r = (i / cols) % rows;
-      c = i % cols;
-    } else {
-      r = i / (3 * cols);
-      part = (i / cols) % 3;
-      c = i % cols;
-    }
-    const float v = x[r * ld + c];
-    uint32_t bits;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(v));
-    float big = __uint_as_float(bits);
-    if (isinf(big) && isfinite(v)) big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
-    const float small = isfinite(v) ? v - big : 0.0f;
-    const unsigned which = (order >> (2 * part)) & 3u;
-    y[i] = which == 1 ? small : which == 2 && !isfinite(big) ? 0.0f : big;
-  }
-}
-
-// A' = [Ab | Ab (finite) | As], B' = [Bb; Bs; Bb (finite)]: Ab Bb + Ab Bs + As Bb.
-constexpr unsigned kSplitA = 0b01'10'00, kSplitB = 0b10'01'00;
 constexpr int64_t kSplitMinMacs = int64_t(1) << 30, kSplitChunkBytes = int64_t(256) << 20;
 std::atomic<int64_t> g_split_tf32_calls{0};
-
-void split_tf32(const float* x, int64_t ld, float* y, int64_t rows, int64_t cols, bool stack_rows, unsigned order) {
-  split_tf32_kernel<<<blocks_for(3 * rows * cols), kThreads, 0, stream()>>>(x, ld, y, rows, cols, stack_rows, order);
-  INGOT_CUDA_LAUNCH_CHECK();
-}
 
 // True when it ran `g` as 3xTF32 (exact float32 products of at least 2^30 multiply-adds, A not
 // transposed, one batch entry; INGOT_GEMM_3XTF32).
@@ -565,13 +524,17 @@ bool split_tf32_product(const GemmArgs& g) {
   const int64_t k3 = 3 * g.k;
   // B' = [Bb; Bs; Bb]: [3K, N], or transposed [N, 3K] = per row [Bb | Bs | Bb].
   Tensor b3 = Tensor::empty(DType::Float32, g.trans_b ? Shape{g.n, k3} : Shape{k3, g.n}, dev);
-  split_tf32(static_cast<const float*>(g.b), g.ldb, ptr<float>(b3), g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
-             !g.trans_b, kSplitB);
+  const auto* b = static_cast<const float*>(g.b);
+  if (g.trans_b) {
+    split_tf32(b, ptr<float>(b3), g.n, g.ldb, g.k, 1, 1, kSplitB);  // [N, K] -> [N, 3K]
+  } else {
+    split_tf32(b, ptr<float>(b3), 1, 0, g.k, g.ldb, g.n, kSplitB);  // [K, N] -> [3K, N]
+  }
   const int64_t chunk = std::clamp<int64_t>(kSplitChunkBytes / (k3 * 4), 1, g.m);
   Tensor a3 = Tensor::empty(DType::Float32, {chunk, k3}, dev);
   for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
     const int64_t rows = std::min(chunk, g.m - r0);
-    split_tf32(static_cast<const float*>(g.a) + r0 * g.lda, g.lda, ptr<float>(a3), rows, g.k, false, kSplitA);
+    split_tf32(static_cast<const float*>(g.a) + r0 * g.lda, ptr<float>(a3), rows, g.lda, g.k, 1, 1, kSplitA);
     GemmArgs part = g;
     part.tf32 = true;
     part.m = rows;
