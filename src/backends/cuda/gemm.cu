@@ -498,9 +498,6 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
   tuning::algorithms().put(key, encode(p.candidates[*best]));
 }
 
-// Whether this product runs on the cold tier: while the warm-up is loading the package's products
-// (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
-// whose plan cannot be looked at because the lock is held.
 // ---- 3xTF32: exact float32 products as one TF32 product over 3 K (split_tf32.h) ----
 //
 // A' = [Ab | Ab | As] ([M, 3K]) and B' = [Bb; Bs; Bb] ([3K, N]) through cuBLASLt's TF32 kernels,
@@ -526,15 +523,15 @@ bool split_tf32_product(const GemmArgs& g) {
   Tensor b3 = Tensor::empty(DType::Float32, g.trans_b ? Shape{g.n, k3} : Shape{k3, g.n}, dev);
   const auto* b = static_cast<const float*>(g.b);
   if (g.trans_b) {
-    split_tf32(b, ptr<float>(b3), g.n, g.ldb, g.k, 1, 1, kSplitB);  // [N, K] -> [N, 3K]
+    split_tf32_operand(b, ptr<float>(b3), g.n, g.ldb, g.k, 1, 1, kSplitB);  // [N, K] -> [N, 3K]
   } else {
-    split_tf32(b, ptr<float>(b3), 1, 0, g.k, g.ldb, g.n, kSplitB);  // [K, N] -> [3K, N]
+    split_tf32_operand(b, ptr<float>(b3), 1, 0, g.k, g.ldb, g.n, kSplitB);  // [K, N] -> [3K, N]
   }
   const int64_t chunk = std::clamp<int64_t>(kSplitChunkBytes / (k3 * 4), 1, g.m);
   Tensor a3 = Tensor::empty(DType::Float32, {chunk, k3}, dev);
   for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
     const int64_t rows = std::min(chunk, g.m - r0);
-    split_tf32(static_cast<const float*>(g.a) + r0 * g.lda, ptr<float>(a3), rows, g.lda, g.k, 1, 1, kSplitA);
+    split_tf32_operand(static_cast<const float*>(g.a) + r0 * g.lda, ptr<float>(a3), rows, g.lda, g.k, 1, 1, kSplitA);
     GemmArgs part = g;
     part.tf32 = true;
     part.m = rows;
@@ -551,6 +548,9 @@ bool split_tf32_product(const GemmArgs& g) {
   return true;
 }
 
+// Whether this product runs on the cold tier: while the warm-up is loading the package's products
+// (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
+// whose plan cannot be looked at because the lock is held.
 bool cold_product(const GemmArgs& g, const Key& key) {
   const ColdKernels mode = cold_kernels();
   if (mode == ColdKernels::Never) return false;

@@ -1198,16 +1198,16 @@ bool run_split_tf32_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor
   ConvPlan& p = find_plan(ctx, g3, x3, w3_view, act == FusedActivation::Relu, /*force_tf32=*/true);
   if (p.graph_tried && !p.graph) return false;  // no TF32 engine takes it: the exact path, without splitting
   if (g.channels_last) {
-    cuda::split_tf32(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch * pixels, c, c, 1, 1, cuda::kSplitA);
+    cuda::split_tf32_operand(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch * pixels, c, c, 1, 1, cuda::kSplitA);
   } else {
-    cuda::split_tf32(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch, c * pixels, c, pixels, pixels, cuda::kSplitA);
+    cuda::split_tf32_operand(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch, c * pixels, c, pixels, pixels, cuda::kSplitA);
   }
   if (!st.w3.defined() || st.w3.shape() != w3_shape || !ctx.input_is_constant(1)) {
     st.w3 = w3_view;
     if (g.channels_last) {
-      cuda::split_tf32(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels * taps, c, c, 1, 1, cuda::kSplitB);
+      cuda::split_tf32_operand(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels * taps, c, c, 1, 1, cuda::kSplitB);
     } else {
-      cuda::split_tf32(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels, c * taps, c, taps, taps, cuda::kSplitB);
+      cuda::split_tf32_operand(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels, c * taps, c, taps, taps, cuda::kSplitB);
     }
   }
   if (!run_graph_conv(p, g3, x3, st.w3, b, residual, act, y)) return false;

@@ -858,6 +858,38 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
   return lean;
 }
 
+// The implicit GEMM's dimensions of a 1-D or 2-D convolution over `channels` (X's, padded) with rows
+// of W `kdim` bytes long.
+ImplicitGemmDims implicit_gemm_dims(const sem::QConvGeometry& g, int64_t channels, int64_t kdim) {
+  const sem::Window& win = g.win;
+  const bool two_d = win.in.size() == 2;
+  ImplicitGemmDims d{};
+  d.h = int(two_d ? win.in[0] : 1);
+  d.w = int(win.in.back());
+  d.c = int(channels);
+  d.k = int(g.out_channels);
+  d.s = int(win.kernel.back());
+  d.oh = int(two_d ? win.out[0] : 1);
+  d.ow = int(win.out.back());
+  d.pad_h = int(two_d ? win.pad_begin[0] : 0);
+  d.pad_w = int(win.pad_begin.back());
+  d.stride_h = int(two_d ? win.strides[0] : 1);
+  d.stride_w = int(win.strides.back());
+  d.dil_h = int(two_d ? win.dilations[0] : 1);
+  d.dil_w = int(win.dilations.back());
+  d.m = int(g.batch * d.oh * d.ow);
+  d.kdim = int(kdim);
+  return d;
+}
+
+// The implicit GEMM's lean epilogue for output `y` (16 channels a step where Y and the residual allow).
+LeanEpilogue implicit_gemm_lean(QuantState& st, const QuantizedProductArgs& a, int64_t k, const Tensor& y) {
+  LeanEpilogue lean = lean_epilogue(st, a, k);
+  lean.vec16 = lean.scale && k % 16 == 0 && aligned16(y.raw_data()) && (!lean.residual || aligned16(lean.residual)) &&
+               flags::enabled("INGOT_INT8_IMMA_VEC16");
+  return lean;
+}
+
 // Path 1's launch (INGOT_INT8_IMMA); false where the layer is not one the kernel takes.
 bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_IMMA") || !symmetric_int8(g, a) || g.win.in.size() > 2) return false;
@@ -869,22 +901,7 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
   const ChannelsBy16 padded = channels_by_16(st, g, a);
   const Tensor& x = padded.x();
   if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data())) return false;
-  ImplicitGemmDims d{};
-  d.h = int(two_d ? win.in[0] : 1);
-  d.w = int(win.in.back());
-  d.c = int(padded.channels);
-  d.k = int(g.out_channels);
-  d.s = int(win.kernel.back());
-  d.oh = int(oh);
-  d.ow = int(win.out.back());
-  d.pad_h = int(two_d ? win.pad_begin[0] : 0);
-  d.pad_w = int(win.pad_begin.back());
-  d.stride_h = int(two_d ? win.strides[0] : 1);
-  d.stride_w = int(win.strides.back());
-  d.dil_h = int(two_d ? win.dilations[0] : 1);
-  d.dil_w = int(win.dilations.back());
-  d.m = int(m);
-  d.kdim = int(kdim);
+  const ImplicitGemmDims d = implicit_gemm_dims(g, padded.channels, kdim);
   // The largest tile that still gives every SM a block: 128 x 128, 128 x 64 (also where K <= 64),
   // else 64 x 64 (batch 1's late layers).
   const auto blocks = [&](int bm, int bn) { return ((m + bm - 1) / bm) * ((g.out_channels + bn - 1) / bn); };
@@ -894,9 +911,7 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : g.out_channels > 64 && blocks(128, 128) >= sms ? 0
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
-  LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
-  lean.vec16 = lean.scale && g.out_channels % 16 == 0 && aligned16(y.raw_data()) &&
-               (!lean.residual || aligned16(lean.residual)) && flags::enabled("INGOT_INT8_IMMA_VEC16");
+  const LeanEpilogue lean = implicit_gemm_lean(st, a, g.out_channels, y);
   const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
@@ -1034,26 +1049,9 @@ bool run_gathered_stem(KernelContext& ctx, QuantState& st, const sem::QConvGeome
     st.w_gather = pad_channels(pad_channels(*a.w, cp).reshape({g.out_channels, 1, 1, taps * cp}), kdim);
   const Tensor x = g.channels == cp ? *a.x : pad_channels(*a.x, cp);
   if (!aligned16(x.raw_data())) return false;
-  ImplicitGemmDims d{};
-  d.h = int(win.in[0]);
-  d.w = int(win.in[1]);
-  d.c = int(cp);
-  d.k = int(g.out_channels);
-  d.s = int(win.kernel[1]);
-  d.oh = int(win.out[0]);
-  d.ow = int(win.out[1]);
-  d.pad_h = int(win.pad_begin[0]);
-  d.pad_w = int(win.pad_begin[1]);
-  d.stride_h = int(win.strides[0]);
-  d.stride_w = int(win.strides[1]);
-  d.dil_h = int(win.dilations[0]);
-  d.dil_w = int(win.dilations[1]);
-  d.m = int(pixels);
-  d.kdim = int(kdim);
+  ImplicitGemmDims d = implicit_gemm_dims(g, cp, kdim);
   d.taps = int(taps);
-  LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
-  lean.vec16 = lean.scale && g.out_channels % 16 == 0 && aligned16(y.raw_data()) &&
-               (!lean.residual || aligned16(lean.residual)) && flags::enabled("INGOT_INT8_IMMA_VEC16");
+  const LeanEpilogue lean = implicit_gemm_lean(st, a, g.out_channels, y);
   const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   const dim3 grid{unsigned((pixels + 127) / 128), unsigned((g.out_channels + 63) / 64)};
   if (lean.scale) {

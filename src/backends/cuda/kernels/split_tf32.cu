@@ -25,7 +25,7 @@ __global__ void split_tf32_kernel(const float* __restrict__ x, float* __restrict
 
 }  // namespace
 
-void split_tf32(const float* x, float* y, int64_t outer, int64_t ld_outer, int64_t c, int64_t ld_c, int64_t inner,
+void split_tf32_operand(const float* x, float* y, int64_t outer, int64_t ld_outer, int64_t c, int64_t ld_c, int64_t inner,
                 unsigned order) {
   const int64_t total = 3 * outer * c * inner;
   if (total == 0) return;

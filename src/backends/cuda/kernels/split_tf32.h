@@ -21,7 +21,7 @@ constexpr unsigned kSplitB = 0b10'01'00;  // [Bb; Bs; Bb (finite)]
 // y[o][p c + ch][i] = part p of x[o ld_outer + ch ld_c + i] for o < outer, ch < c, i < inner,
 // p < 3: x viewed as [outer, c, inner] (inner contiguous), y contiguous [outer, 3 c, inner]. On
 // stream().
-void split_tf32(const float* x, float* y, int64_t outer, int64_t ld_outer, int64_t c, int64_t ld_c, int64_t inner,
+void split_tf32_operand(const float* x, float* y, int64_t outer, int64_t ld_outer, int64_t c, int64_t ld_c, int64_t inner,
                 unsigned order);
 
 // Convolutions run as 3xTF32 (INGOT_CONV_3XTF32, conv.cu) in this process (tests).
