@@ -15,8 +15,6 @@
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and int8 (only when named: bench/int8_gpu.sh, int8 vs fp16 packages),
-#                                     and knobs (only when named: bench/knobs_gpu.sh, the CUDA switches still off
-#                                     until measured, each off and on side by side; needs torch),
 #                                     and pool (only when named: ResNet-50 b32 fp16/int8/fp32 packages converted
 #                                     with INGOT_CUDA_NHWC_POOL=0 and =1, side by side; needs torch),
 #                                     and startup (only when named: cold-start floor and phases, fresh processes),
@@ -347,11 +345,6 @@ for i in range(8): np.save(os.path.join(d, f'{i}.npy'), r.standard_normal((1, 3,
     # (bench/int8_gpu.sh; needs python3 with torch and torchvision): int8/int8.md.
     WORK="$dir/int8-work" bash "$ROOT/bench/int8_gpu.sh" "$ingot" "$out/int8" 2>&1 | tee "$out/int8.log" || true
     summary+=("int8: int8/int8.md (int8 vs fp16 packages on the GPU)")
-  fi
-  if [[ " $what " == *" knobs "* ]]; then
-    # The switches that are off until measured (bench/knobs_gpu.sh): knobs/knobs.md, written as it goes.
-    WORK="$dir/knobs-work" bash "$ROOT/bench/knobs_gpu.sh" "$ingot" "$out/knobs" 2>&1 | tee "$out/knobs.log" || true
-    summary+=("knobs: knobs/knobs.md (switches still off, each off and on)")
   fi
   if [[ " $what " == *" torch "* ]]; then
     # Ingot against PyTorch eager / torch.compile on models exported here (nothing from the bundle but

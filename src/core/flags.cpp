@@ -91,11 +91,6 @@ constexpr Flag kFlags[] = {
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",
      true},
-    {"INGOT_INT8_STEM_GATHER", Kind::Bool, "0",
-     "Those stem convolutions with int8 outputs and at most 8 input channels without the im2col matrix: the "
-     "channels padded to 4 or 8 and the taps copied into Ingot's implicit GEMM's tiles (1: its GPU test passes on "
-     "an H100, its speed not yet measured; 0: im2col and a 1x1 convolution; the CUDA tests run both).",
-     true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
      "cuDNN's int8 engines. 0: on an H100 it ties them at batch 32 and is slower at batch 1 (ResNet-50: 2.31 vs 2.31 "
@@ -120,16 +115,6 @@ constexpr Flag kFlags[] = {
     {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "0",
      "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (1; "
      "written, not yet measured on a GPU: docs/PERFORMANCE.md).",
-     true},
-    {"INGOT_GEMM_3XTF32", Kind::Bool, "0",
-     "Exact float32 matrix products of at least 2^30 multiply-adds as one TF32 product over three times the K (each "
-     "operand split into its TF32 part and the rest: 3xTF32, float32's accuracy; gemm.cu) instead of cuBLASLt's FMA "
-     "kernels (1: its GPU test passes on an H100, its speed not yet measured).",
-     true},
-    {"INGOT_CONV_3XTF32", Kind::Bool, "0",
-     "Exact float32 convolutions of at least 2^30 multiply-adds (group 1, no activation but Relu) as one TF32 "
-     "convolution over three times the input channels (3xTF32: float32's accuracy; conv.cu). 1: written, not yet "
-     "run on a GPU.",
      true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
      "The merge-sibling-matmuls pass for CUDA targets: small products of one input with constant weights as one "

@@ -293,9 +293,6 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
                                  {"1", "2", "1", "1"},  {"1", "-1", "1", "0"}, {"1", "-1", "0", "1"},
                                  {"0", "-1", "1", "1"}};
   uint32_t seed = 70;
-  // Its stem case on path 1 as im2col and a 1x1 convolution (the gathered stem, the same kernel
-  // reading X itself, has its test below).
-  const ScopedEnv no_gather("INGOT_INT8_STEM_GATHER", "0");
   for (const auto& [kernel, tile, lean, vec16] : runs) {
     SCOPED_TRACE(fmt::format("INGOT_INT8_IMMA={} INGOT_INT8_IMMA_TILE={} INGOT_INT8_IMMA_LEAN={} INGOT_INT8_IMMA_VEC16={}",
                              kernel, tile, lean, vec16));
@@ -313,8 +310,7 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
 // padded to 16 instead: ResNet-50's 7x7 stride-2 conv1 on 3 channels, MobileNetV3's 3x3 stride-2
 // first convolution with HardSwish (cuDNN, then the epilogue kernel), 1 channel 5x5 with a float
 // output, 8 channels 3x3 with an int8 residual, R S C past a multiple of 16 (3 x 3 x 4 = 36
-// columns padded to 48), odd sizes; and with the taps gathered by the implicit GEMM instead of an
-// im2col matrix (INGOT_INT8_STEM_GATHER=1, the default: int8 outputs of at most 8 channels).
+// columns padded to 48), 7x7 over 3 channels with a partial column tile, 5x5 over 2, odd sizes.
 TEST(CudaQuantizedProducts, StemConvolutionsThroughIm2colMatchTheCpu) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
@@ -373,24 +369,17 @@ TEST(CudaQuantizedProducts, StemConvolutionsThroughIm2colMatchTheCpu) {
     c.stride = 2;
     c.act = "Relu";
   });
-  // The gathered kernel takes the int8 outputs of at most 8 channels: all but the float one.
-  int64_t gathered = 0;
-  for (const ConvCase& c : cases) gathered += c.y_dtype == DType::Int8 && c.c <= 8;
   struct Run {
-    const char *stem, *imma, *gather;
+    const char *stem, *imma;
   };
   uint32_t seed = 110;
-  for (const auto& [stem, imma, gather] :
-       std::vector<Run>{{"1", "0", "1"}, {"1", "0", "0"}, {"1", "1", "0"}, {"0", "0", "1"}}) {
-    SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={} INGOT_INT8_STEM_GATHER={}", stem, imma, gather));
-    const ScopedEnv stem_switch("INGOT_INT8_STEM", stem), imma_switch("INGOT_INT8_IMMA", imma),
-        gather_switch("INGOT_INT8_STEM_GATHER", gather);
-    const int64_t before = cuda::int8_stem_calls(), gather_before = cuda::int8_stem_gather_calls();
+  for (const auto& [stem, imma] : std::vector<Run>{{"1", "0"}, {"1", "1"}, {"0", "0"}}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={}", stem, imma));
+    const ScopedEnv stem_switch("INGOT_INT8_STEM", stem), imma_switch("INGOT_INT8_IMMA", imma);
+    const int64_t before = cuda::int8_stem_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_stem_calls() - before, stem[0] == '1' ? int64_t(cases.size()) : 0)
         << "each case runs as a stem convolution exactly when the switch is on";
-    EXPECT_EQ(cuda::int8_stem_gather_calls() - gather_before, stem[0] == '1' && gather[0] == '1' ? gathered : 0)
-        << "the int8 outputs of at most 8 channels gather their taps when both switches are on";
   }
 }
 

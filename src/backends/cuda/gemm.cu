@@ -18,7 +18,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -32,9 +31,7 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
-#include "backends/cuda/kernels/split_tf32.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
-#include "core/flags.h"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
 
@@ -430,7 +427,7 @@ Key key_of(const GemmArgs& g) {
   key.dtype = g.dtype;
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
-  key.tf32 = g.dtype == DType::Float32 && (allow_tf32() || g.tf32);
+  key.tf32 = g.dtype == DType::Float32 && allow_tf32();
   key.has_bias = g.bias != nullptr;
   key.beta_nonzero = g.beta != 0.0f;
   key.epilogue = g.epilogue;
@@ -498,56 +495,6 @@ void choose_algorithm(Plan& p, const GemmArgs& g, const std::string& key) {
   tuning::algorithms().put(key, encode(p.candidates[*best]));
 }
 
-// ---- 3xTF32: exact float32 products as one TF32 product over 3 K (split_tf32.h) ----
-//
-// A' = [Ab | Ab | As] ([M, 3K]) and B' = [Bb; Bs; Bb] ([3K, N]) through cuBLASLt's TF32 kernels,
-// the epilogue (alpha, beta, bias, activation) as the exact product's. On an H100 cuBLASLt's exact
-// float32 products run at ~45 TFLOP/s on the FMA units, its TF32 ones several times that, so three
-// times the work can still win where the product is large and A' (three times A, written per call
-// and read once) is small beside it. A is split in row chunks of at most 256 MB of A'.
-
-constexpr int64_t kSplitMinMacs = int64_t(1) << 30, kSplitChunkBytes = int64_t(256) << 20;
-std::atomic<int64_t> g_split_tf32_calls{0};
-
-// True when it ran `g` as 3xTF32 (exact float32 products of at least 2^30 multiply-adds, A not
-// transposed, one batch entry; INGOT_GEMM_3XTF32).
-bool split_tf32_product(const GemmArgs& g) {
-  if (g.dtype != DType::Float32 || g.tf32 || allow_tf32() || g.trans_a || g.batch != 1 || g.k * 3 > INT32_MAX ||
-      g.m * g.n * g.k < kSplitMinMacs || !flags::enabled("INGOT_GEMM_3XTF32"))
-    return false;
-  int device = 0;
-  INGOT_CUDA_CHECK(cudaGetDevice(&device));
-  const Device dev{DeviceType::CUDA, device};
-  const int64_t k3 = 3 * g.k;
-  // B' = [Bb; Bs; Bb]: [3K, N], or transposed [N, 3K] = per row [Bb | Bs | Bb].
-  Tensor b3 = Tensor::empty(DType::Float32, g.trans_b ? Shape{g.n, k3} : Shape{k3, g.n}, dev);
-  const auto* b = static_cast<const float*>(g.b);
-  if (g.trans_b) {
-    split_tf32_operand(b, ptr<float>(b3), g.n, g.ldb, g.k, 1, 1, kSplitB);  // [N, K] -> [N, 3K]
-  } else {
-    split_tf32_operand(b, ptr<float>(b3), 1, 0, g.k, g.ldb, g.n, kSplitB);  // [K, N] -> [3K, N]
-  }
-  const int64_t chunk = std::clamp<int64_t>(kSplitChunkBytes / (k3 * 4), 1, g.m);
-  Tensor a3 = Tensor::empty(DType::Float32, {chunk, k3}, dev);
-  for (int64_t r0 = 0; r0 < g.m; r0 += chunk) {
-    const int64_t rows = std::min(chunk, g.m - r0);
-    split_tf32_operand(static_cast<const float*>(g.a) + r0 * g.lda, ptr<float>(a3), rows, g.lda, g.k, 1, 1, kSplitA);
-    GemmArgs part = g;
-    part.tf32 = true;
-    part.m = rows;
-    part.k = k3;
-    part.a = a3.raw_data();
-    part.lda = k3;
-    part.b = b3.raw_data();
-    part.ldb = g.trans_b ? k3 : g.n;
-    part.c = static_cast<float*>(g.c) + r0 * g.ldc;
-    if (g.c_in) part.c_in = static_cast<const float*>(g.c_in) + r0 * g.ldc;
-    gemm(part);
-  }
-  g_split_tf32_calls.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 // Whether this product runs on the cold tier: while the warm-up is loading the package's products
 // (it holds the plans' lock while CUDA loads a kernel), any product whose plan is not made yet, or
 // whose plan cannot be looked at because the lock is held.
@@ -595,7 +542,6 @@ void gemm(const GemmArgs& g) {
     return;
   }
 
-  if (split_tf32_product(g)) return;
   const Key key = key_of(g);
   if (cold_product(g, key)) {
     run_cold_product(g);
@@ -668,11 +614,9 @@ std::optional<StoredProblem> parse_problem(const std::string& text) {
     return std::nullopt;
   }
   if (g.dtype == DType::Undefined || m <= 0 || n <= 0 || k <= 0 || batch <= 0 || ep < 0 || ep > 2 ||
-      (tf32 && !(g.dtype == DType::Float32 && (allow_tf32() || flags::enabled("INGOT_GEMM_3XTF32")))) ||
-      (!tf32 && g.dtype == DType::Float32 && allow_tf32())) {
+      tf32 != int(g.dtype == DType::Float32 && allow_tf32())) {
     return std::nullopt;  // the empty product has no plan; another TF32 setting, another key
   }
-  g.tf32 = tf32 != 0;  // a 3xTF32 product's (split_tf32_product) when TF32 is not allowed
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.batch = batch;
   g.stride_a = sa, g.stride_b = sb, g.stride_c = sc;
   g.beta = beta ? 1.0f : 0.0f;
@@ -775,8 +719,6 @@ int warm_stored_products() {
   }
   return warmed;
 }
-
-int64_t split_tf32_products() { return g_split_tf32_calls.load(std::memory_order_relaxed); }
 
 int64_t cached_products() {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -28,13 +28,9 @@ struct GemmArgs {
   float alpha = 1.0f, beta = 0.0f;  // c = alpha * op(A) op(B) + beta * (c_in or c)
   const void* bias = nullptr;       // n values added to every row, or nullptr
   Epilogue epilogue = Epilogue::None;
-  bool tf32 = false;  // float32: this call may use TF32 even where cuda::allow_tf32() is off
 };
 
-// Float32 uses exact float32 arithmetic unless cuda::allow_tf32() (or args.tf32); 16-bit types
-// accumulate in float32. Large exact float32 products run as one TF32 product over three times the
-// K (INGOT_GEMM_3XTF32: each operand split into a TF32 part and the rest, "3xTF32"; float32's
-// accuracy at tensor-core rates).
+// Float32 uses exact float32 arithmetic unless cuda::allow_tf32(); 16-bit types accumulate in float32.
 void gemm(const GemmArgs& args);
 
 // Builds the plans of the stored choices in core/tuning.h for the current device (a loaded
@@ -46,7 +42,6 @@ void gemm(const GemmArgs& args);
 // session loads (Backend::prepare_async, INGOT_CUBLASLT_WARMUP).
 int warm_stored_products();
 int64_t cached_products();      // plans in the cache (tests)
-int64_t split_tf32_products();  // float32 products run as 3xTF32 (INGOT_GEMM_3XTF32) in this process (tests)
 void forget_cached_products();  // empties it (tests: as in a fresh process)
 
 }  // namespace ingot::cuda

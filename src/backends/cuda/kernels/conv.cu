@@ -15,7 +15,6 @@
 // When cuDNN has no algorithm for a geometry (or sizes exceed its 32-bit limits), a direct CUDA
 // loop computes the convolution instead, so a registered dtype never fails.
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +27,6 @@
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/kernels/conv_split_k.h"
-#include "backends/cuda/kernels/split_tf32.h"
 #include "core/flags.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/tuning.h"
@@ -629,7 +627,6 @@ struct ConvPlan {
 
 struct ConvState {
   std::vector<std::unique_ptr<ConvPlan>> plans;
-  Tensor w3;  // 3xTF32 (INGOT_CONV_3XTF32): the constant W split as [Wb | Ws | Wb] along its input channels
 };
 
 bool fits_int(const std::vector<int64_t>& v) {
@@ -891,11 +888,9 @@ void choose_algo(ConvPlan& p, bool transposed, const void* x, const void* w, voi
   }
 }
 
-// `force_tf32`: a 3xTF32 convolution's plan (TF32 on its split operands although TF32 is off).
-ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, bool want_fused,
-                    bool force_tf32 = false) {
+ConvPlan& find_plan(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, bool want_fused) {
   auto& plans = ctx.state<ConvState>().plans;
-  const bool tf32 = x.dtype() == DType::Float32 && (cuda::allow_tf32() || force_tf32);
+  const bool tf32 = x.dtype() == DType::Float32 && cuda::allow_tf32();
   for (size_t i = 0; i < plans.size(); ++i) {
     ConvPlan& p = *plans[i];
     if (p.x_shape == x.shape() && p.w_shape == w.shape() && p.dtype == x.dtype() && p.tf32 == tf32 &&
@@ -1170,51 +1165,6 @@ void run_without_cudnn(KernelContext& ctx, const ConvGeometry& g, const Tensor* 
   apply_epilogue(y, ctx.has_input(2) ? &ctx.input(2) : nullptr, residual, act, g.out_channels);
 }
 
-std::atomic<int64_t> g_split_tf32_convs{0};
-
-// An exact float32 convolution of at least 2^30 multiply-adds as 3xTF32 (split_tf32.h,
-// INGOT_CONV_3XTF32): X' = [Xb | Xb | Xs] and W' = [Wb | Ws | Wb] along the input channels, one
-// convolution on cuDNN's TF32 graph engines with the node's bias, residual and Relu. X' is three
-// times X, written per call; W' is made once for a constant W. False where it does not apply or no
-// TF32 engine takes the graph (the exact path runs then).
-bool run_split_tf32_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
-                         const Tensor* residual, FusedActivation act, Tensor& y) {
-  if (x.dtype() != DType::Float32 || cuda::allow_tf32() || g.transposed || g.group != 1 ||
-      (act != FusedActivation::None && act != FusedActivation::Relu) || !flags::enabled("INGOT_CONV_3XTF32"))
-    return false;
-  int64_t macs = g.batch * g.out_channels * g.in_channels;
-  for (size_t i = 0; i < g.win.out.size(); ++i) macs *= g.win.out[i] * g.win.kernel[i];
-  if (macs < (int64_t(1) << 30)) return false;
-  const int64_t c = g.in_channels, taps = w.numel() / (g.out_channels * c), pixels = x.numel() / (g.batch * c);
-  Shape x3_shape = x.shape(), w3_shape = w.shape();
-  const size_t axis = g.channels_last ? x3_shape.size() - 1 : 1;
-  x3_shape[axis] *= 3;
-  w3_shape[axis] *= 3;  // W: [K, C, k...] or, channels last, [K, k..., C]
-  Tensor x3 = Tensor::empty(DType::Float32, x3_shape, x.device());
-  ConvGeometry g3 = g;
-  g3.in_channels = 3 * c;
-  ConvState& st = ctx.state<ConvState>();
-  const Tensor w3_view = st.w3.defined() && st.w3.shape() == w3_shape ? st.w3 : Tensor::empty(DType::Float32, w3_shape, w.device());
-  ConvPlan& p = find_plan(ctx, g3, x3, w3_view, act == FusedActivation::Relu, /*force_tf32=*/true);
-  if (p.graph_tried && !p.graph) return false;  // no TF32 engine takes it: the exact path, without splitting
-  if (g.channels_last) {
-    cuda::split_tf32_operand(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch * pixels, c, c, 1, 1, cuda::kSplitA);
-  } else {
-    cuda::split_tf32_operand(cuda::ptr<const float>(x), cuda::ptr<float>(x3), g.batch, c * pixels, c, pixels, pixels, cuda::kSplitA);
-  }
-  if (!st.w3.defined() || st.w3.shape() != w3_shape || !ctx.input_is_constant(1)) {
-    st.w3 = w3_view;
-    if (g.channels_last) {
-      cuda::split_tf32_operand(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels * taps, c, c, 1, 1, cuda::kSplitB);
-    } else {
-      cuda::split_tf32_operand(cuda::ptr<const float>(w), cuda::ptr<float>(st.w3), g.out_channels, c * taps, c, taps, taps, cuda::kSplitB);
-    }
-  }
-  if (!run_graph_conv(p, g3, x3, st.w3, b, residual, act, y)) return false;
-  g_split_tf32_convs.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual = nullptr,
               FusedActivation act = FusedActivation::None) {
   const Tensor& x = ctx.input(0);
@@ -1235,7 +1185,6 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
       cuda::run_split_k_conv(g, x, w, b, residual, act, y))
     return;
   if (cuda::cold_kernels() == cuda::ColdKernels::Always && run_cold_conv(g, x, w, b, residual, act, y)) return;
-  if (run_split_tf32_conv(ctx, g, x, w, b, residual, act, y)) return;
   static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");  // an experiment: docs/PERFORMANCE.md
   if (direct_only) return run_without_cudnn(ctx, g, residual, act, y);
   ConvPlan& p = find_plan(ctx, g, x, w, want_fused);
@@ -1537,10 +1486,6 @@ void fused_conv_kernel(KernelContext& ctx) {
 }
 
 }  // namespace
-
-namespace cuda {
-int64_t split_tf32_convs() { return g_split_tf32_convs.load(std::memory_order_relaxed); }
-}  // namespace cuda
 
 INGOT_CUDA_KERNEL(Conv, conv_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES}).eager_state();
 INGOT_CUDA_KERNEL(ConvTranspose, conv_transpose_kernel).versions(1).dtypes({INGOT_CUDA_CONV_TYPES}).eager_state();

@@ -299,8 +299,7 @@ __global__ void __launch_bounds__(256)
 // points 0: the symmetric quantization cuDNN's int8 path also requires.
 struct ImplicitGemmDims {
   int h, w, c, k, s, oh, ow, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  int m, kdim;  // batch * oh * ow output pixels; r * s * c (gathered: r * s * c padded to 16)
-  int taps;     // gathered stems only: r * s
+  int m, kdim;  // batch * oh * ow output pixels; r * s * c
 };
 
 constexpr int kImmaBK = 64, kImmaStages = 3;
@@ -329,15 +328,7 @@ constexpr int epilogue_pass_rows(int bm, int wm, int row_bytes, int buffer_bytes
 // Byte offset of 16-byte column `chunk` (0..3) of row `row` in a tile of 64-byte rows.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImmaBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
-//
-// kGather (path 0, a stem convolution): X has 4 or 8 channels (an image's 3 padded), so a 16-byte
-// piece of an A row holds 16 / c whole taps; each is one asynchronous 4- or 8-byte copy (zeros
-// outside X and past the r s taps), pipelined like the 16-byte ones (the first version loaded
-// them into registers and stored the piece: the loads' latency, exposed at every K step, made
-// ResNet-50 int8 b32's conv1 ~20 us slower than im2col and a 1x1 convolution). W is [K, r s c padded to
-// 16]. The im2col matrix is never written: ResNet-50 int8 b32's conv1 wrote and read 64 MB of it
-// (im2col 63 us + its 1x1 convolution 46 us on an H100).
-template <class Y, int BM, int BN, int WARPS_M, int WARPS_N, bool kLean, bool kGather = false>
+template <class Y, int BM, int BN, int WARPS_M, int WARPS_N, bool kLean>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     implicit_gemm_conv_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, Y* __restrict__ y,
                               ImplicitGemmDims d, Epilogue e, LeanEpilogue lean) {
@@ -385,31 +376,8 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     }
     int8_t* as = smem[stage];
     int8_t* bs = smem[stage] + BM * kImmaBK;
-    if constexpr (kGather) {
-      // 16 / c whole taps of the piece, each one asynchronous copy of c bytes (zeros where the tap
-      // falls outside X or past the r s taps).
-      const int per = 16 / d.c, t0 = kk / d.c;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        if (q >= per) break;
-        const int t = t0 + q, tr = t / d.s, ts = t - tr * d.s;
-        const bool tv = k_ok && t < d.taps;
-#pragma unroll
-        for (int i = 0; i < AR; ++i) {
-          const int iy = a_iy[i] + tr * d.dil_h, ix = a_ix[i] + ts * d.dil_w;
-          const bool ok = tv && iy >= 0 && iy < d.h && ix >= 0 && ix < d.w;
-          const int8_t* src = ok ? a_img[i] + (int64_t(iy) * d.w + ix) * d.c : x;
-          int8_t* dst = as + swizzled(tid / 4 + i * kRowsPerPass, chunk) + q * d.c;
-          if (d.c == 4) {
-            cp_async_small<4>(dst, src, ok);
-          } else {
-            cp_async_small<8>(dst, src, ok);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < (kGather ? 0 : AR); ++i) {
+    for (int i = 0; i < AR; ++i) {
       const int iy = a_iy[i] + r * d.dil_h, ix = a_ix[i] + s * d.dil_w;
       const bool ok = k_ok && iy >= 0 && iy < d.h && ix >= 0 && ix < d.w;
       const int8_t* src = ok ? a_img[i] + (int64_t(iy) * d.w + ix) * d.c + c : x;
@@ -726,7 +694,6 @@ struct QuantState {
   bool graph_fused = false;  // the graph computes the whole epilogue (else the real value, float32)
   Tensor w_padded;  // cuDNN convolutions of few input channels: W with its channels padded to 16
   Tensor w_stem;    // path 0: W as [K, 1, 1, R S C padded to 16]
-  Tensor w_gather;  // path 0 gathered: W's channels padded to 4 or 8, as [K, 1, 1, R S C' padded to 16]
   // Matrix products through cuBLASLt: W transposed [N, K] int8, its column sums.
   Tensor w_t, column_sums;
 };
@@ -823,7 +790,6 @@ ChannelsBy16 channels_by_16(QuantState& st, const sem::QConvGeometry& g, const Q
 
 std::atomic<int64_t> g_implicit_gemm_calls{0};
 std::atomic<int64_t> g_stem_calls{0};
-std::atomic<int64_t> g_stem_gather_calls{0};
 
 // The lean epilogue's parameters where the node's epilogue is one it computes (scale null
 // otherwise: the generic one runs). Its vectors are made once per node (again when the parameters
@@ -858,38 +824,6 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
   return lean;
 }
 
-// The implicit GEMM's dimensions of a 1-D or 2-D convolution over `channels` (X's, padded) with rows
-// of W `kdim` bytes long.
-ImplicitGemmDims implicit_gemm_dims(const sem::QConvGeometry& g, int64_t channels, int64_t kdim) {
-  const sem::Window& win = g.win;
-  const bool two_d = win.in.size() == 2;
-  ImplicitGemmDims d{};
-  d.h = int(two_d ? win.in[0] : 1);
-  d.w = int(win.in.back());
-  d.c = int(channels);
-  d.k = int(g.out_channels);
-  d.s = int(win.kernel.back());
-  d.oh = int(two_d ? win.out[0] : 1);
-  d.ow = int(win.out.back());
-  d.pad_h = int(two_d ? win.pad_begin[0] : 0);
-  d.pad_w = int(win.pad_begin.back());
-  d.stride_h = int(two_d ? win.strides[0] : 1);
-  d.stride_w = int(win.strides.back());
-  d.dil_h = int(two_d ? win.dilations[0] : 1);
-  d.dil_w = int(win.dilations.back());
-  d.m = int(g.batch * d.oh * d.ow);
-  d.kdim = int(kdim);
-  return d;
-}
-
-// The implicit GEMM's lean epilogue for output `y` (16 channels a step where Y and the residual allow).
-LeanEpilogue implicit_gemm_lean(QuantState& st, const QuantizedProductArgs& a, int64_t k, const Tensor& y) {
-  LeanEpilogue lean = lean_epilogue(st, a, k);
-  lean.vec16 = lean.scale && k % 16 == 0 && aligned16(y.raw_data()) && (!lean.residual || aligned16(lean.residual)) &&
-               flags::enabled("INGOT_INT8_IMMA_VEC16");
-  return lean;
-}
-
 // Path 1's launch (INGOT_INT8_IMMA); false where the layer is not one the kernel takes.
 bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_IMMA") || !symmetric_int8(g, a) || g.win.in.size() > 2) return false;
@@ -901,7 +835,22 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
   const ChannelsBy16 padded = channels_by_16(st, g, a);
   const Tensor& x = padded.x();
   if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data())) return false;
-  const ImplicitGemmDims d = implicit_gemm_dims(g, padded.channels, kdim);
+  ImplicitGemmDims d{};
+  d.h = int(two_d ? win.in[0] : 1);
+  d.w = int(win.in.back());
+  d.c = int(padded.channels);
+  d.k = int(g.out_channels);
+  d.s = int(win.kernel.back());
+  d.oh = int(oh);
+  d.ow = int(win.out.back());
+  d.pad_h = int(two_d ? win.pad_begin[0] : 0);
+  d.pad_w = int(win.pad_begin.back());
+  d.stride_h = int(two_d ? win.strides[0] : 1);
+  d.stride_w = int(win.strides.back());
+  d.dil_h = int(two_d ? win.dilations[0] : 1);
+  d.dil_w = int(win.dilations.back());
+  d.m = int(m);
+  d.kdim = int(kdim);
   // The largest tile that still gives every SM a block: 128 x 128, 128 x 64 (also where K <= 64),
   // else 64 x 64 (batch 1's late layers).
   const auto blocks = [&](int bm, int bn) { return ((m + bm - 1) / bm) * ((g.out_channels + bn - 1) / bn); };
@@ -911,7 +860,9 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
                    : g.out_channels > 64 && blocks(128, 128) >= sms ? 0
                    : blocks(128, 64) >= sms                           ? 1
                                                                       : 2;
-  const LeanEpilogue lean = implicit_gemm_lean(st, a, g.out_channels, y);
+  LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  lean.vec16 = lean.scale && g.out_channels % 16 == 0 && aligned16(y.raw_data()) &&
+               (!lean.residual || aligned16(lean.residual)) && flags::enabled("INGOT_INT8_IMMA_VEC16");
   const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
   dispatch_y(a.y_dtype, [&]<class Y>() {
     auto launch = [&]<int BM, int BN, int WM, int WN>() {
@@ -1034,38 +985,6 @@ bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry
   return true;
 }
 
-// Path 0 without the im2col matrix (INGOT_INT8_STEM_GATHER): X's channels padded to 4 (or 8) and
-// the implicit GEMM gathering whole taps into its A tiles (kGather above). Int8 Y only (the other
-// outputs keep the im2col path). False where it does not apply.
-bool run_gathered_stem(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
-                       Tensor& y) {
-  const sem::Window& win = g.win;
-  if (!flags::enabled("INGOT_INT8_STEM_GATHER") || a.y_dtype != DType::Int8 || g.channels > 8) return false;
-  const int64_t cp = g.channels <= 4 ? 4 : 8, taps = win.kernel[0] * win.kernel[1];
-  const int64_t kdim = (taps * cp + 15) / 16 * 16, pixels = g.batch * win.out[0] * win.out[1];
-  if (kdim > 4096 || pixels > INT_MAX / 2 || a.x->numel() / std::max<int64_t>(g.batch, 1) * cp / g.channels > INT_MAX)
-    return false;  // 32-bit index math
-  if (!st.w_gather.defined() || !ctx.input_is_constant(3))  // [K, R, S, C'] is [K, R S C']
-    st.w_gather = pad_channels(pad_channels(*a.w, cp).reshape({g.out_channels, 1, 1, taps * cp}), kdim);
-  const Tensor x = g.channels == cp ? *a.x : pad_channels(*a.x, cp);
-  if (!aligned16(x.raw_data())) return false;
-  ImplicitGemmDims d = implicit_gemm_dims(g, cp, kdim);
-  d.taps = int(taps);
-  const LeanEpilogue lean = implicit_gemm_lean(st, a, g.out_channels, y);
-  const Epilogue e = lean.scale ? Epilogue{} : make_epilogue(a, st, g.out_channels, 1);  // channel = i % k
-  const dim3 grid{unsigned((pixels + 127) / 128), unsigned((g.out_channels + 63) / 64)};
-  if (lean.scale) {
-    implicit_gemm_conv_kernel<int8_t, 128, 64, 4, 2, true, true><<<grid, 256, 0, stream()>>>(
-        ptr<const int8_t>(x), ptr<const int8_t>(st.w_gather), ptr<int8_t>(y), d, e, lean);
-  } else {
-    implicit_gemm_conv_kernel<int8_t, 128, 64, 4, 2, false, true><<<grid, 256, 0, stream()>>>(
-        ptr<const int8_t>(x), ptr<const int8_t>(st.w_gather), ptr<int8_t>(y), d, e, lean);
-  }
-  INGOT_CUDA_LAUNCH_CHECK();
-  g_stem_gather_calls.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 // Path 0: a stem convolution (channels last, symmetric int8, fewer than 16 input channels, a
 // window larger than 1x1) as im2col and a 1x1 convolution over [N, OH, OW, R S C padded to 16] on
 // path 1 or 2. Padding each tap's 3 channels to 16 instead made ResNet-50's 7x7 conv1 multiply
@@ -1080,10 +999,6 @@ bool run_stem_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry&
     return false;
   const int64_t kdim = win.kernel[0] * win.kernel[1] * g.channels, kpad = (kdim + 15) / 16 * 16;
   const int64_t pixels = g.batch * win.out[0] * win.out[1];
-  if (run_gathered_stem(ctx, st, g, a, y)) {
-    g_stem_calls.fetch_add(1, std::memory_order_relaxed);
-    return true;
-  }
   if (kpad > 4096 || pixels * kpad > INT_MAX || a.x->numel() > INT_MAX) return false;  // 32-bit index math
   if (!st.w_stem.defined() || !ctx.input_is_constant(3))  // [K, R, S, C] is [K, R S C]: padded per row
     st.w_stem = pad_channels(a.w->reshape({g.out_channels, 1, 1, kdim}), kpad);
@@ -1356,6 +1271,5 @@ INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
 
 int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memory_order_relaxed); }
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
-int64_t int8_stem_gather_calls() { return g_stem_gather_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

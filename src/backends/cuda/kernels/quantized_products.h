@@ -8,7 +8,5 @@ namespace ingot::cuda {
 int64_t int8_implicit_gemm_calls();
 // How many stem convolutions ran as im2col and a 1x1 convolution (INGOT_INT8_STEM) in this process.
 int64_t int8_stem_calls();
-// How many of those gathered their taps in the implicit GEMM (INGOT_INT8_STEM_GATHER) instead.
-int64_t int8_stem_gather_calls();
 
 }  // namespace ingot::cuda

@@ -17,15 +17,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
 }
-// 4 or 8 bytes global -> shared (cp.async.ca: the sizes below 16 go through L1); `valid` false
-// zero-fills.
-template <int kBytes>
-__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem, bool valid) {
-  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int bytes = valid ? kBytes : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(gmem), "n"(kBytes), "r"(bytes));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>
@@ -75,7 +66,7 @@ __device__ __forceinline__ void mma16832_s8(int32_t (&c)[4], const uint32_t (&a)
 }
 
 // Float32 on the TF32 tensor cores, three products per product (3xTF32): the float32 flash
-// attention (attention.cu) and float32 matrix products (tf32x3_product.cuh).
+// attention (attention.cu).
 //
 // x = big + small, big = tf32(x), small = tf32(x - big): 22 of float32's 24 significand bits. A
 // product a b is big_a big_b + big_a small_b + small_a big_b (small_a small_b is below float32's
