@@ -91,6 +91,10 @@ constexpr Flag kFlags[] = {
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",
      true},
+    {"INGOT_INT8_STEM_ROWS", Kind::Bool, "0",
+     "Those stem convolutions' im2col matrix gathered by output-row segments staged in shared memory and written "
+     "16 bytes a store (1; written, not yet run on a GPU) instead of a byte per tap from global memory (0).",
+     true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
      "cuDNN's int8 engines. 0: on an H100 it ties them at batch 32 and is slower at batch 1 (ResNet-50: 2.31 vs 2.31 "
