@@ -15,6 +15,8 @@
 # Environment: PYTHON [python3] MODELS [resnet50 mobilenet_v3_large] BATCHES ["1 32"]
 #   WARMUP [20] ITERATIONS [100] CALIB_SAMPLES [16] WORK [OUTDIR/work]
 #   REUSE_EXPORT [0] (1: keep WORK's models and inputs when every one is there)
+#   AB_SWITCH [none] (an INGOT_* switch read at run time: each int8 package benched with it =0 and
+#   =1, alternating twice, the medians appended to int8.md below the table as they are measured)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -ne 2 ]; then
@@ -102,4 +104,18 @@ print(f"| {m} | {b} | {f16:.3f} | {i8:.3f} | {f16 / i8:.2f}x | {cos} | {err} |")
 EOF
   done
 done
+if [ -n "${AB_SWITCH:-}" ]; then
+  echo "" >>"$OUT/int8.md"
+  echo "| int8 package | $AB_SWITCH=0 ms | $AB_SWITCH=1 ms |" >>"$OUT/int8.md"
+  echo "|---|---:|---:|" >>"$OUT/int8.md"
+  for m in $MODELS; do for b in $BATCHES; do for round in 1 2; do
+    row="| $m b$b |"
+    for v in 0 1; do
+      ms=$(env "$AB_SWITCH=$v" "$INGOT" bench "$WORK/$m.b$b.int8.ingot" --device cuda --device-io --warmup "${WARMUP:-20}" \
+        --iterations "${ITERATIONS:-100}" 2>&1 | grep -o 'median [0-9.]*' | head -1 | cut -d' ' -f2)
+      row="$row ${ms:-failed} |"
+    done
+    echo "$row" >>"$OUT/int8.md"
+  done; done; done
+fi
 cat "$OUT/int8.md"

@@ -117,8 +117,9 @@ constexpr Flag kFlags[] = {
      "A/B runs, the CUDA tests run both).",
      true},
     {"INGOT_CUDNN_FALLBACK_ENGINES", Kind::Bool, "0",
-     "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (1; "
-     "written, not yet measured on a GPU: docs/PERFORMANCE.md).",
+     "Also time the engines of cuDNN's fallback heuristic list when choosing a float32 convolution's plan (1: an "
+     "A/B switch; on an H100 ResNet-50 fp32 b32 took 9.31 / 9.30 ms with it, 9.27 / 9.31 without: "
+     "docs/PERFORMANCE.md).",
      true},
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
      "The merge-sibling-matmuls pass for CUDA targets: small products of one input with constant weights as one "

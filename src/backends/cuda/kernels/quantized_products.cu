@@ -658,6 +658,8 @@ __global__ void __launch_bounds__(256) stem_im2col_kernel(const int8_t* __restri
 // last; zeros outside X) into shared memory, coalesced. A table made once per block maps each of
 // the kpad columns to its byte in that copy (-1: a zero column past R S C), so that a thread then
 // builds 16 columns of a pixel from 16 shared-memory reads and writes them as one 16-byte store.
+// The table has a spare word after every 16 entries: the threads of a warp read 16-column chunks,
+// which would otherwise start on only two banks.
 // The first kernel above loaded every byte from global memory once per tap with bounds checks
 // and wrote 4 bytes a store: 63 us for ResNet-50 int8 b32's 64 MB matrix on an H100, where
 // 16-byte stores of 64 MB take ~15 us.
@@ -671,8 +673,8 @@ struct StemRowDims {
 __global__ void __launch_bounds__(256) stem_im2col_rows_kernel(const int8_t* __restrict__ x,
                                                                int8_t* __restrict__ cols, StemRowDims d) {
   extern __shared__ __align__(16) int8_t stem_rows_smem[];
-  int* column = reinterpret_cast<int*>(stem_rows_smem);           // [kpad]: byte offset in `seg`, or -1
-  int8_t* seg = stem_rows_smem + size_t(d.kpad) * sizeof(int);  // [r][span_bytes]
+  int* column = reinterpret_cast<int*>(stem_rows_smem);  // [kpad / 16][17]: byte offset in `seg`, or -1
+  int8_t* seg = stem_rows_smem + size_t(d.kpad / 16 * 17) * sizeof(int);  // [r][span_bytes]
   const int row = int(blockIdx.x) / d.tiles_per_row, tile = int(blockIdx.x) - row * d.tiles_per_row;
   const int oy = row % d.oh, n = row / d.oh, ox0 = tile * d.tile, np = min(d.tile, d.ow - ox0);
   const int ix0 = ox0 * d.sw - d.pw, row_bytes = d.s * d.c;
@@ -682,7 +684,7 @@ __global__ void __launch_bounds__(256) stem_im2col_rows_kernel(const int8_t* __r
       const int ky = j / row_bytes, rem = j - ky * row_bytes, kx = rem / d.c, ch = rem - kx * d.c;
       off = ky * d.span_bytes + kx * d.dw * d.c + ch;
     }
-    column[j] = off;
+    column[j + j / 16] = off;
   }
   for (int i = int(threadIdx.x); i < d.r * d.span_bytes; i += int(blockDim.x)) {
     const int ky = i / d.span_bytes, b = i - ky * d.span_bytes;
@@ -695,14 +697,15 @@ __global__ void __launch_bounds__(256) stem_im2col_rows_kernel(const int8_t* __r
   const int chunks = d.kpad / 16, pixel_step = d.sw * d.c;  // kpad is a multiple of 16
   uint4* to = reinterpret_cast<uint4*>(cols + (int64_t(row) * d.ow + ox0) * d.kpad);
   for (int v = int(threadIdx.x); v < np * chunks; v += int(blockDim.x)) {
-    const int p = v / chunks, j0 = (v - p * chunks) * 16, base = p * pixel_step;
+    const int p = v / chunks, chunk = v - p * chunks, base = p * pixel_step;
+    const int* cols16 = column + chunk * 17;
     uint32_t words[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       uint32_t word = 0;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const int off = column[j0 + q * 4 + k];
+        const int off = cols16[q * 4 + k];
         const uint32_t byte = off < 0 ? 0u : uint32_t(uint8_t(seg[base + off]));
         word |= byte << (8 * k);
       }
@@ -723,7 +726,7 @@ bool launch_stem_im2col_rows(const Tensor& x, Tensor& cols, const sem::QConvGeom
   constexpr int64_t kSmem = 48 * 1024;
   auto smem_bytes = [&](int64_t tile) {
     const int64_t span = ((tile - 1) * d.sw + int64_t(d.s - 1) * d.dw + 1) * d.c;
-    return std::pair{span, kpad * int64_t(sizeof(int)) + d.r * span};
+    return std::pair{span, kpad / 16 * 17 * int64_t(sizeof(int)) + d.r * span};
   };
   int64_t tile = std::min<int64_t>(d.ow, 128);
   while (tile > 1 && smem_bytes(tile).second > kSmem) tile = (tile + 1) / 2;
