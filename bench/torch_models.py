@@ -27,6 +27,10 @@ Usage:
   python3 bench/torch_models.py bench --models DIR --batch 1 32 --precision fp32 fp16 --json FILE
       [--variants eager reduce-overhead compile] [--warmup 10] [--iterations 50]
       [--compile-budget-s S] [--device cuda|cpu] [--only MODEL ...] [--attn sdpa|eager]
+  python3 bench/torch_models.py kernels --models DIR --case MODEL:BATCH:PRECISION [--runs 5]
+      [--top 40] [--device cuda|cpu]
+      where eager torch's time goes, per kernel (torch.profiler over --runs calls after warm-up; same
+      settings as bench), to set beside `ingot profile --trace` of Ingot's package
 
 bench, per model x batch x precision: eager, torch.compile(model, dynamic=False) and
 torch.compile(model, mode="reduce-overhead", dynamic=False), each on a fresh dynamo cache; fp16 is
@@ -190,13 +194,11 @@ def whisper_encoder(impl, attn):
 
 def build(name, whisper_impl="auto", attn="eager"):
     """The architecture with fixed-seed random weights, in eval mode, on the CPU. Returns (model, impl)."""
-    import torchvision
-
     torch.manual_seed(SEED)
-    if name == "resnet50":
-        return torchvision.models.resnet50(weights=None).eval(), "torchvision"
-    if name == "mobilenet_v3_large":
-        return torchvision.models.mobilenet_v3_large(weights=None).eval(), "torchvision"
+    if name in ("resnet50", "mobilenet_v3_large"):
+        import torchvision  # here: the Whisper encoder needs only torch
+
+        return getattr(torchvision.models, name)(weights=None).eval(), "torchvision"
     if name == "whisper_tiny_encoder":
         model, impl = whisper_encoder(whisper_impl, attn)
         return model.eval(), impl
@@ -423,6 +425,46 @@ def cmd_bench(args):
     print(f"compiled variants' first calls: {compile_spent:.1f} s in all", flush=True)
 
 
+def cmd_kernels(args):
+    """Eager torch's kernels for one case: the per-kernel table of torch.profiler, slowest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        sys.exit("torch_models.py kernels: CUDA is not available (use --device cpu to debug)")
+    try:
+        name, batch, precision = args.case.split(":")
+        batch = int(batch)
+    except ValueError:
+        sys.exit(f"torch_models.py kernels: --case {args.case!r} is not MODEL:BATCH:PRECISION")
+    if name not in MODELS or precision not in ("fp32", "fp16"):
+        sys.exit(f"torch_models.py kernels: unknown model or precision in --case {args.case!r}")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    spec = {m["name"]: m for m in json.load(open(os.path.join(args.models, "models.json")))["models"]}
+    if name not in spec:
+        sys.exit(f"torch_models.py kernels: {name} is not in {args.models}/models.json")
+    dtype = torch.float16 if precision == "fp16" else torch.float32
+    model = build(name, spec[name].get("impl", "auto") if name.startswith("whisper") else "auto", attn=args.attn)[0]
+    model.load_state_dict(torch.load(os.path.join(args.models, f"{name}.pt"), map_location="cpu"))
+    model = model.eval().to(device=device, dtype=dtype)
+    x = torch.from_numpy(np.load(os.path.join(args.models, f"{name}.b{batch}.input.npy"))).to(device=device, dtype=dtype)
+    activity = ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU
+    with torch.inference_mode():
+        for _ in range(10):
+            model(x)
+        sync(device)
+        with profile(activities=[activity]) as prof:
+            for _ in range(args.runs):
+                model(x)
+            sync(device)
+    sort = "cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(f"torch {torch.__version__} eager, {name} b{batch} {precision} on {device}: {args.runs} runs after 10 "
+          f"warm-up (TF32 off, cudnn.benchmark on; attention {args.attn}); totals are over all runs")
+    print(prof.key_averages().table(sort_by=sort, row_limit=args.top, max_name_column_width=110))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -450,11 +492,20 @@ def main():
     be.add_argument("--cases", nargs="+", metavar="MODEL:BATCH:PRECISION",
                     help="only these of the models x batches x precisions (e.g. resnet50:32:fp32)")
     be.add_argument("--json", required=True)
+    ke = sub.add_parser("kernels", help="eager torch's per-kernel times for one case (torch.profiler)")
+    ke.add_argument("--models", required=True, help="the export directory")
+    ke.add_argument("--case", required=True, metavar="MODEL:BATCH:PRECISION")
+    ke.add_argument("--runs", type=int, default=5)
+    ke.add_argument("--top", type=int, default=40)
+    ke.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a debug run of the code path")
+    ke.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
     args = ap.parse_args()
     if args.cmd == "export":
         if 1 not in args.batches:
             ap.error("--batches must include 1 (the reference output is for batch 1)")
         cmd_export(args)
+    elif args.cmd == "kernels":
+        cmd_kernels(args)
     else:
         cmd_bench(args)
 

@@ -15,6 +15,8 @@
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and int8 (only when named: bench/int8_gpu.sh, int8 vs fp16 packages),
+#                                     and breakdown (only when named: bench/breakdown_gpu.sh, per CASES entry
+#                                     (MODEL:BATCH:PRECISION) Ingot's slowest nodes beside eager torch's kernels),
 #                                     and pool (only when named: ResNet-50 b32 fp16/int8/fp32 packages converted
 #                                     with INGOT_CUDA_NHWC_POOL=0 and =1, side by side; needs torch),
 #                                     and startup (only when named: cold-start floor and phases, fresh processes),
@@ -345,6 +347,12 @@ for i in range(8): np.save(os.path.join(d, f'{i}.npy'), r.standard_normal((1, 3,
     # (bench/int8_gpu.sh; needs python3 with torch and torchvision): int8/int8.md.
     WORK="$dir/int8-work" bash "$ROOT/bench/int8_gpu.sh" "$ingot" "$out/int8" 2>&1 | tee "$out/int8.log" || true
     summary+=("int8: int8/int8.md (int8 vs fp16 packages on the GPU)")
+  fi
+  if [[ " $what " == *" breakdown "* ]]; then
+    # Where the cases' time goes, Ingot per node beside eager torch per kernel (bench/breakdown_gpu.sh,
+    # CASES; needs torch): breakdown/breakdown.md and a file or two per case, written as it goes.
+    WORK="$dir/breakdown-work" bash "$ROOT/bench/breakdown_gpu.sh" "$ingot" "$out/breakdown" 2>&1 | tee "$out/breakdown.log" || true
+    summary+=("breakdown: breakdown/*.nodes.md, breakdown/*.torch.txt")
   fi
   if [[ " $what " == *" torch "* ]]; then
     # Ingot against PyTorch eager / torch.compile on models exported here (nothing from the bundle but
