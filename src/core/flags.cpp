@@ -91,10 +91,6 @@ constexpr Flag kFlags[] = {
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",
      true},
-    {"INGOT_INT8_STEM_ROWS", Kind::Bool, "0",
-     "Those stem convolutions' im2col matrix gathered by output-row segments staged in shared memory and written "
-     "16 bytes a store (1; written, not yet run on a GPU) instead of a byte per tap from global memory (0).",
-     true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "
      "cuDNN's int8 engines. 0: on an H100 it ties them at batch 32 and is slower at batch 1 (ResNet-50: 2.31 vs 2.31 "
@@ -124,6 +120,10 @@ constexpr Flag kFlags[] = {
     {"INGOT_MERGE_SIBLING_MATMULS", Kind::Bool, "1",
      "The merge-sibling-matmuls pass for CUDA targets: small products of one input with constant weights as one "
      "product and a Split (0: off; Whisper-tiny encoder fp32 b1 1.616 -> 1.537 ms on an H100: docs/PERFORMANCE.md).",
+     true},
+    {"INGOT_CONV_POINTWISE", Kind::Bool, "0",
+     "Float32 channels-first 1x1 convolutions (no padding) on Ingot's GEMM kernel with the bias, residual and "
+     "activation in it (0: cuDNN; written, not yet measured on a GPU; the CUDA tests run both).",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},

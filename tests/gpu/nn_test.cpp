@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cudnn_conv_graph.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels/conv_pointwise.h"
 #include "backends/cuda/kernels/conv_split_k.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
@@ -392,18 +393,42 @@ TEST(CudaFusedConv, Variants) {
   }
 }
 
+// Float32 FusedConv cases against the CPU with `flag` at 1 and at 0: `calls` (one of Ingot's own
+// kernels' counters) must count every case with it on and none with it off.
+struct F32ConvCase {
+  Shape x, w;
+  Attributes attrs;
+  bool bias, residual;
+};
+
+void check_f32_conv_cases(const std::vector<F32ConvCase>& cases, const char* flag, int64_t (*calls)(),
+                          uint32_t seed0) {
+  for (const char* on : {"1", "0"}) {
+    const ScopedEnv env(flag, on);
+    const int64_t before = calls();
+    uint32_t seed = seed0;
+    for (const F32ConvCase& c : cases) {
+      SCOPED_TRACE(fmt::format("x [{}] w [{}] {}={}", fmt::join(c.x, ","), fmt::join(c.w, ","), flag, on));
+      Tensor x = rnd(DType::Float32, c.x, seed++), w = rnd(DType::Float32, c.w, seed++);
+      std::vector<Tensor> in{x, w};
+      if (c.bias || c.residual) in.push_back(c.bias ? rnd(DType::Float32, {c.w[0]}, seed++) : Tensor());
+      if (c.residual) {  // the output's shape, from the CPU
+        const Tensor y = ops::call("FusedConv", {x, w}, c.attrs, 1, "ai.ingot")[0];
+        in.push_back(rnd(DType::Float32, y.shape(), seed++));
+      }
+      check("FusedConv", in, c.attrs, "ai.ingot");
+    }
+    EXPECT_EQ(calls() - before, std::string(on) == "1" ? int64_t(cases.size()) : 0) << flag << "=" << on;
+  }
+}
+
 // Float32 convolutions with few output pixels on the split-K kernel (conv_split_k.cu) against the
 // CPU, and the same with it off (cuDNN): output channels and pixels that are not multiples of the
 // 64 x 64 tile, reductions that are not a multiple of its 16-element slice, strides, dilations,
 // asymmetric pads, 1-D, several images in one pixel tile, one split and many, every epilogue input.
 TEST(CudaFusedConv, SplitKFloat32MatchesTheCpu) {
   INGOT_REQUIRE_GPU();
-  struct Case {
-    Shape x, w;
-    Attributes attrs;
-    bool bias, residual;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<F32ConvCase> cases = {
       {{1, 64, 7, 7}, {96, 64, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}, {"activation", "Relu"}}, true, true},
       {{1, 32, 15, 13},
        {70, 32, 3, 3},
@@ -416,27 +441,34 @@ TEST(CudaFusedConv, SplitKFloat32MatchesTheCpu) {
       {{1, 32, 4, 4}, {8, 32, 1, 1}, {}, true, false},  // one split
       {{1, 512, 7, 7}, {512, 512, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}, {"activation", "Relu"}}, true, false},
   };
-  for (const char* on : {"1", "0"}) {
-    ScopedEnv env("INGOT_CONV_SPLIT_K", on);
-    const int64_t before = cuda::split_k_conv_calls();
-    uint32_t seed = 200;
-    for (const Case& c : cases) {
-      SCOPED_TRACE(fmt::format("x [{}] w [{}] split-K {}", fmt::join(c.x, ","), fmt::join(c.w, ","), on));
-      Tensor x = rnd(DType::Float32, c.x, seed++), w = rnd(DType::Float32, c.w, seed++);
-      std::vector<Tensor> in{x, w};
-      if (c.bias || c.residual) in.push_back(c.bias ? rnd(DType::Float32, {c.w[0]}, seed++) : Tensor());
-      if (c.residual) {  // the output's shape, from the CPU
-        const Tensor y = ops::call("FusedConv", {x, w}, c.attrs, 1, "ai.ingot")[0];
-        in.push_back(rnd(DType::Float32, y.shape(), seed++));
-      }
-      check("FusedConv", in, c.attrs, "ai.ingot");
-    }
-    if (std::string(on) == "1") {
-      EXPECT_EQ(cuda::split_k_conv_calls() - before, int64_t(cases.size()));
-    } else {
-      EXPECT_EQ(cuda::split_k_conv_calls(), before);
-    }
-  }
+  check_f32_conv_cases(cases, "INGOT_CONV_SPLIT_K", cuda::split_k_conv_calls, 200);
+}
+
+// Float32 1x1 convolutions on Ingot's pointwise GEMM kernel (INGOT_CONV_POINTWISE; the split-K
+// kernel, which takes small ones first, off): ResNet-50's layer1 conv3 shape (16-byte path, bias,
+// residual, Relu), 7x7 images (49 pixels: element path, tiles across images), stride 2, input
+// channels not a multiple of 4 or 8, 64 output channels and fewer (64-row tiles), 1-D, HardSwish,
+// ragged tiles everywhere; with the switch off they go to cuDNN.
+TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<F32ConvCase> cases = {
+      {{2, 64, 56, 56}, {256, 64, 1, 1}, {{"activation", "Relu"}}, true, true},
+      {{3, 36, 7, 7}, {200, 36, 1, 1}, {{"activation", "HardSwish"}}, true, false},
+      {{2, 30, 9, 10}, {70, 30, 1, 1}, {{"strides", Ints{2, 2}}}, false, true},
+      {{2, 48, 100}, {33, 48, 1}, {{"activation", "Relu"}}, true, false},
+      {{24, 1024, 14, 14}, {256, 1024, 1, 1}, {{"activation", "Relu"}}, true, true},
+      {{4, 256, 20, 20}, {64, 256, 1, 1}, {{"activation", "Relu"}}, true, false},
+      {{2, 3, 16, 16}, {16, 3, 1, 1}, {}, false, false},
+      {{5, 20, 1, 1}, {130, 20, 1, 1}, {{"activation", "HardSwish"}}, true, true},  // squeeze-excite-like
+  };
+  const ScopedEnv no_split_k("INGOT_CONV_SPLIT_K", "0");
+  check_f32_conv_cases(cases, "INGOT_CONV_POINTWISE", cuda::pointwise_conv_calls, 300);
+  // Padding on a 1x1 window is not the kernel's.
+  const ScopedEnv env("INGOT_CONV_POINTWISE", "1");
+  const int64_t before = cuda::pointwise_conv_calls();
+  check("FusedConv", {rnd(DType::Float32, {1, 8, 5, 5}, 1), rnd(DType::Float32, {8, 8, 1, 1}, 2)},
+        {{"pads", Ints{1, 1, 1, 1}}}, "ai.ingot");
+  EXPECT_EQ(cuda::pointwise_conv_calls(), before);
 }
 
 // Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv_graph.h"
+#include "backends/cuda/kernels/conv_pointwise.h"
 #include "backends/cuda/kernels/conv_split_k.h"
 #include "core/flags.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
@@ -1182,7 +1183,7 @@ void run_conv(KernelContext& ctx, const ConvGeometry& g, const Tensor* residual 
   // the convolution plus the epilogue kernel on the H200: docs/PERFORMANCE.md).
   const bool want_fused = !g.transposed && act == FusedActivation::Relu && x.dtype() == DType::Float32;
   if (run_depthwise_nhwc(g, x, w, b, residual, act, y) || run_depthwise_nchw(g, x, w, b, residual, act, y) ||
-      cuda::run_split_k_conv(g, x, w, b, residual, act, y))
+      cuda::run_split_k_conv(g, x, w, b, residual, act, y) || cuda::run_pointwise_conv(g, x, w, b, residual, act, y))
     return;
   if (cuda::cold_kernels() == cuda::ColdKernels::Always && run_cold_conv(g, x, w, b, residual, act, y)) return;
   static const bool direct_only = flags::enabled("INGOT_CONV_DIRECT");  // an experiment: docs/PERFORMANCE.md

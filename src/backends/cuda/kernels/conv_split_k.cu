@@ -13,7 +13,7 @@
 // time go through shared memory (two buffers; the next slice is read into registers while this one
 // multiplies), W transposed there so that a thread's four output channels are one float4, and each
 // thread accumulates a 4 x 4 outer product. One split writes Y with the epilogue (bias, residual,
-// activation, as conv.cu's epilogue kernel computes it); several write partial sums that a second
+// activation: conv_f32_epilogue.cuh); several write partial sums that a second
 // kernel adds in split order (deterministic), then the epilogue.
 #include "backends/cuda/kernels/conv_split_k.h"
 
@@ -21,6 +21,7 @@
 #include <atomic>
 #include <climits>
 
+#include "backends/cuda/kernels/conv_f32_epilogue.cuh"
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "core/flags.h"
 
@@ -41,22 +42,6 @@ struct SplitKDims {
   int chunk;   // reduction elements per split (a multiple of kSlice)
 };
 
-struct SplitKEpilogue {
-  const float* bias = nullptr;
-  const float* residual = nullptr;
-  FusedActivation act = FusedActivation::None;
-};
-
-// conv.cu's epilogue_kernel for float32: y = act(acc + bias + residual); Relu sends NaN to 0, like
-// the CPU's; HardSwish keeps it.
-__device__ __forceinline__ float finish(float v, int k, int64_t out, const SplitKEpilogue& e) {
-  if (e.bias) v += e.bias[k];
-  if (e.residual) v += e.residual[out];
-  if (e.act == FusedActivation::Relu) v = v > 0.0f ? v : 0.0f;
-  if (e.act == FusedActivation::HardSwish) v *= fminf(fmaxf(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
-  return v;
-}
-
 // Y's offset of output channel k at pixel p (channels first).
 __device__ __forceinline__ int64_t y_offset(const SplitKDims& d, int k, int p) {
   const int plane = d.oh * d.ow, n = p / plane;
@@ -67,7 +52,7 @@ __device__ __forceinline__ int64_t y_offset(const SplitKDims& d, int k, int p) {
 // several splits, else null (Y written with the epilogue).
 __global__ void __launch_bounds__(kBlock)
     split_k_conv_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                        float* __restrict__ partial, SplitKDims d, SplitKEpilogue e) {
+                        float* __restrict__ partial, SplitKDims d, F32ConvEpilogue e) {
   __shared__ __align__(16) float ws[2][kSlice][kPadK];
   __shared__ __align__(16) float xs[2][kSlice][kTileP];
   const int tid = int(threadIdx.x);
@@ -160,7 +145,7 @@ __global__ void __launch_bounds__(kBlock)
         partial[(int64_t(blockIdx.z) * d.k + k) * d.pixels + p] = acc[u][v];
       } else {
         const int64_t out = y_offset(d, k, p);
-        y[out] = finish(acc[u][v], k, out, e);
+        y[out] = conv_finish(acc[u][v], k, out, e);
       }
     }
   }
@@ -168,14 +153,14 @@ __global__ void __launch_bounds__(kBlock)
 
 // Y from the splits' partial sums, added in split order, and the epilogue.
 __global__ void split_k_reduce_kernel(const float* __restrict__ partial, float* __restrict__ y, int splits,
-                                      SplitKDims d, SplitKEpilogue e) {
+                                      SplitKDims d, F32ConvEpilogue e) {
   const int64_t n = int64_t(d.k) * d.pixels;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float v = 0.0f;
     for (int z = 0; z < splits; ++z) v += partial[z * n + i];
     const int k = int(i / d.pixels), p = int(i - int64_t(k) * d.pixels);
     const int64_t out = y_offset(d, k, p);
-    y[out] = finish(v, k, out, e);
+    y[out] = conv_finish(v, k, out, e);
   }
 }
 
@@ -221,7 +206,7 @@ bool run_split_k_conv(const sem::ConvGeometry& g, const Tensor& x, const Tensor&
   const int64_t per_split = (slices + splits - 1) / splits;
   splits = (slices + per_split - 1) / per_split;
   d.chunk = int(per_split * kSlice);
-  const SplitKEpilogue e{bias ? ptr<const float>(*bias) : nullptr, residual ? ptr<const float>(*residual) : nullptr,
+  const F32ConvEpilogue e{bias ? ptr<const float>(*bias) : nullptr, residual ? ptr<const float>(*residual) : nullptr,
                          act};
   Tensor partial;
   if (splits > 1) partial = Tensor::empty(DType::Float32, {splits * g.out_channels * pixels}, y.device());

@@ -652,97 +652,6 @@ __global__ void __launch_bounds__(256) stem_im2col_kernel(const int8_t* __restri
   }
 }
 
-// The same gather by output-row segments (INGOT_INT8_STEM_ROWS): a block takes `tile` consecutive
-// pixels of one output row (n, oy) and first copies, for each kernel row ky, the one stretch of
-// X's row iy that they read ((tile - 1) sw + (S - 1) dw + 1 pixels of C bytes, contiguous channels
-// last; zeros outside X) into shared memory, coalesced. A table made once per block maps each of
-// the kpad columns to its byte in that copy (-1: a zero column past R S C), so that a thread then
-// builds 16 columns of a pixel from 16 shared-memory reads and writes them as one 16-byte store.
-// The table has a spare word after every 16 entries: the threads of a warp read 16-column chunks,
-// which would otherwise start on only two banks.
-// The first kernel above loaded every byte from global memory once per tap with bounds checks
-// and wrote 4 bytes a store: 63 us for ResNet-50 int8 b32's 64 MB matrix on an H100, where
-// 16-byte stores of 64 MB take ~15 us.
-std::atomic<int64_t> g_stem_row_gathers{0};
-
-struct StemRowDims {
-  int h, w, c, oh, ow, r, s, sh, sw, ph, pw, dh, dw, kdim, kpad;
-  int tile, tiles_per_row, span_bytes;  // pixels per block, blocks per output row, one ky's stretch
-};
-
-__global__ void __launch_bounds__(256) stem_im2col_rows_kernel(const int8_t* __restrict__ x,
-                                                               int8_t* __restrict__ cols, StemRowDims d) {
-  extern __shared__ __align__(16) int8_t stem_rows_smem[];
-  int* column = reinterpret_cast<int*>(stem_rows_smem);  // [kpad / 16][17]: byte offset in `seg`, or -1
-  int8_t* seg = stem_rows_smem + size_t(d.kpad / 16 * 17) * sizeof(int);  // [r][span_bytes]
-  const int row = int(blockIdx.x) / d.tiles_per_row, tile = int(blockIdx.x) - row * d.tiles_per_row;
-  const int oy = row % d.oh, n = row / d.oh, ox0 = tile * d.tile, np = min(d.tile, d.ow - ox0);
-  const int ix0 = ox0 * d.sw - d.pw, row_bytes = d.s * d.c;
-  for (int j = int(threadIdx.x); j < d.kpad; j += int(blockDim.x)) {
-    int off = -1;
-    if (j < d.kdim) {
-      const int ky = j / row_bytes, rem = j - ky * row_bytes, kx = rem / d.c, ch = rem - kx * d.c;
-      off = ky * d.span_bytes + kx * d.dw * d.c + ch;
-    }
-    column[j + j / 16] = off;
-  }
-  for (int i = int(threadIdx.x); i < d.r * d.span_bytes; i += int(blockDim.x)) {
-    const int ky = i / d.span_bytes, b = i - ky * d.span_bytes;
-    const int iy = oy * d.sh - d.ph + ky * d.dh, ix = ix0 + b / d.c;
-    seg[i] = iy >= 0 && iy < d.h && ix >= 0 && ix < d.w
-                 ? x[(int64_t(n) * d.h + iy) * d.w * d.c + int64_t(ix0) * d.c + b]
-                 : int8_t(0);
-  }
-  __syncthreads();
-  const int chunks = d.kpad / 16, pixel_step = d.sw * d.c;  // kpad is a multiple of 16
-  uint4* to = reinterpret_cast<uint4*>(cols + (int64_t(row) * d.ow + ox0) * d.kpad);
-  for (int v = int(threadIdx.x); v < np * chunks; v += int(blockDim.x)) {
-    const int p = v / chunks, chunk = v - p * chunks, base = p * pixel_step;
-    const int* cols16 = column + chunk * 17;
-    uint32_t words[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int off = cols16[q * 4 + k];
-        const uint32_t byte = off < 0 ? 0u : uint32_t(uint8_t(seg[base + off]));
-        word |= byte << (8 * k);
-      }
-      words[q] = word;
-    }
-    to[v] = make_uint4(words[0], words[1], words[2], words[3]);
-  }
-}
-
-// Launches the row-segment gather where its shared memory fits (48 KB: the tile shrinks for wide
-// windows); false otherwise (the caller runs stem_im2col_kernel).
-bool launch_stem_im2col_rows(const Tensor& x, Tensor& cols, const sem::QConvGeometry& g, int64_t kdim, int64_t kpad) {
-  const sem::Window& win = g.win;
-  StemRowDims d{int(win.in[0]),       int(win.in[1]),       int(g.channels),       int(win.out[0]),
-                int(win.out[1]),      int(win.kernel[0]),   int(win.kernel[1]),    int(win.strides[0]),
-                int(win.strides[1]),  int(win.pad_begin[0]), int(win.pad_begin[1]), int(win.dilations[0]),
-                int(win.dilations[1]), int(kdim),           int(kpad),             0, 0, 0};
-  constexpr int64_t kSmem = 48 * 1024;
-  auto smem_bytes = [&](int64_t tile) {
-    const int64_t span = ((tile - 1) * d.sw + int64_t(d.s - 1) * d.dw + 1) * d.c;
-    return std::pair{span, kpad / 16 * 17 * int64_t(sizeof(int)) + d.r * span};
-  };
-  int64_t tile = std::min<int64_t>(d.ow, 128);
-  while (tile > 1 && smem_bytes(tile).second > kSmem) tile = (tile + 1) / 2;
-  const auto [span, smem] = smem_bytes(tile);
-  if (smem > kSmem) return false;
-  d.tile = int(tile);
-  d.tiles_per_row = int((d.ow + tile - 1) / tile);
-  d.span_bytes = int(span);
-  const int64_t blocks = g.batch * d.oh * d.tiles_per_row;
-  if (blocks > INT_MAX || reinterpret_cast<uintptr_t>(cols.raw_data()) % 16 != 0) return false;  // 16-byte stores
-  stem_im2col_rows_kernel<<<unsigned(blocks), 256, size_t(smem), stream()>>>(ptr<const int8_t>(x), ptr<int8_t>(cols), d);
-  INGOT_CUDA_LAUNCH_CHECK();
-  g_stem_row_gathers.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 template <class F>
 void dispatch_y(DType y, F&& f) {
   dispatch<DType::UInt8, DType::Int8, DType::Float32>(y, std::forward<F>(f));
@@ -1101,12 +1010,10 @@ bool run_stem_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry&
                    int(win.strides[0]), int(win.strides[1]),  int(win.pad_begin[0]), int(win.pad_begin[1]),
                    int(win.dilations[0]), int(win.dilations[1]), int(kdim),        int(kpad),
                    block_pixels,        smem_row};
-  if (!flags::enabled("INGOT_INT8_STEM_ROWS") || !launch_stem_im2col_rows(*a.x, cols, g, kdim, kpad)) {
-    const unsigned blocks = unsigned((pixels + block_pixels - 1) / block_pixels);
-    stem_im2col_kernel<<<blocks, 256, size_t(block_pixels) * smem_row, stream()>>>(ptr<const int8_t>(*a.x),
-                                                                                  ptr<int8_t>(cols), d);
-    INGOT_CUDA_LAUNCH_CHECK();
-  }
+  const unsigned blocks = unsigned((pixels + block_pixels - 1) / block_pixels);
+  stem_im2col_kernel<<<blocks, 256, size_t(block_pixels) * smem_row, stream()>>>(ptr<const int8_t>(*a.x),
+                                                                                ptr<int8_t>(cols), d);
+  INGOT_CUDA_LAUNCH_CHECK();
   sem::QConvGeometry pointwise = g;
   pointwise.channels = kpad;
   pointwise.win.in = win.out;
@@ -1364,6 +1271,5 @@ INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
 
 int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memory_order_relaxed); }
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
-int64_t int8_stem_row_gathers() { return g_stem_row_gathers.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

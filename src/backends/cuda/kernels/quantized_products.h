@@ -8,7 +8,5 @@ namespace ingot::cuda {
 int64_t int8_implicit_gemm_calls();
 // How many stem convolutions ran as im2col and a 1x1 convolution (INGOT_INT8_STEM) in this process.
 int64_t int8_stem_calls();
-// How many of their im2col matrices were gathered by output-row segments (INGOT_INT8_STEM_ROWS).
-int64_t int8_stem_row_gathers();
 
 }  // namespace ingot::cuda
