@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashParam
 // B holds (k = i, n = g), (k = i + 4, n = g). P V takes P's C fragment (row g, keys 2i and 2i + 1
 // of an n-tile) as its A fragment with the key order permuted (key 2i as k = i, 2i + 1 as i + 4),
 // and reads V's rows in the same order. Rows padded by 4 floats: fragment loads hit 32 banks.
-template <int D, int M, bool kMask>
+template <int D, int M, bool kMask, bool kFastSplit>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashParams p) {
   constexpr int S = smem_row<float, D>();
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -390,16 +390,16 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashP
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         const float* qa = sq + ((warp * M + m) * 16 + g) * S + kk * 8 + i;
-        split_tf32(qa[0], a[0][m][0], a[1][m][0]);
-        split_tf32(qa[8 * S], a[0][m][1], a[1][m][1]);
-        split_tf32(qa[4], a[0][m][2], a[1][m][2]);
-        split_tf32(qa[8 * S + 4], a[0][m][3], a[1][m][3]);
+        split_tf32<kFastSplit>(qa[0], a[0][m][0], a[1][m][0]);
+        split_tf32<kFastSplit>(qa[8 * S], a[0][m][1], a[1][m][1]);
+        split_tf32<kFastSplit>(qa[4], a[0][m][2], a[1][m][2]);
+        split_tf32<kFastSplit>(qa[8 * S + 4], a[0][m][3], a[1][m][3]);
       }
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) {
         const float* kb = kt + (n * 8 + g) * S + kk * 8 + i;
-        split_tf32(kb[0], b[0][n][0], b[1][n][0]);
-        split_tf32(kb[4], b[0][n][1], b[1][n][1]);
+        split_tf32<kFastSplit>(kb[0], b[0][n][0], b[1][n][0]);
+        split_tf32<kFastSplit>(kb[4], b[0][n][1], b[1][n][1]);
       }
       mma_3xtf32(s, a, b);
     }
@@ -410,16 +410,16 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashP
       uint32_t a[2][M][4], b[2][D / 8][2];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        split_tf32(s[m][n][0], a[0][m][0], a[1][m][0]);
-        split_tf32(s[m][n][2], a[0][m][1], a[1][m][1]);
-        split_tf32(s[m][n][1], a[0][m][2], a[1][m][2]);
-        split_tf32(s[m][n][3], a[0][m][3], a[1][m][3]);
+        split_tf32<kFastSplit>(s[m][n][0], a[0][m][0], a[1][m][0]);
+        split_tf32<kFastSplit>(s[m][n][2], a[0][m][1], a[1][m][1]);
+        split_tf32<kFastSplit>(s[m][n][1], a[0][m][2], a[1][m][2]);
+        split_tf32<kFastSplit>(s[m][n][3], a[0][m][3], a[1][m][3]);
       }
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
         const float* vb = vt + (n * 8 + 2 * i) * S + j * 8 + g;
-        split_tf32(vb[0], b[0][j][0], b[1][j][0]);
-        split_tf32(vb[S], b[0][j][1], b[1][j][1]);
+        split_tf32<kFastSplit>(vb[0], b[0][j][0], b[1][j][0]);
+        split_tf32<kFastSplit>(vb[S], b[0][j][1], b[1][j][1]);
       }
       mma_3xtf32(o, a, b);
     }
@@ -435,15 +435,17 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 template <class T, int D, int M, bool kMask>
 void launch_flash(const FlashParams& p, int64_t batch) {
   constexpr int bytes = flash_smem_bytes<T, D, M>();
-  auto kernel = [] {
+  const bool fast_split = std::is_same_v<T, float> && flags::enabled("INGOT_TF32_FAST_SPLIT");
+  auto kernel = [fast_split] {
     if constexpr (std::is_same_v<T, float>) {
-      return flash_attention_f32_kernel<D, M, kMask>;
+      return fast_split ? flash_attention_f32_kernel<D, M, kMask, true> : flash_attention_f32_kernel<D, M, kMask, false>;
     } else {
       return flash_attention_kernel<T, D, M, kMask>;
     }
   }();
   if constexpr (bytes > 48 * 1024) {  // opt in to more shared memory, once per device
-    static std::atomic<uint64_t> raised{0};
+    static std::atomic<uint64_t> raised_for[2]{};  // per kernel variant
+    std::atomic<uint64_t>& raised = raised_for[fast_split];
     int device = 0;
     INGOT_CUDA_CHECK(cudaGetDevice(&device));
     const uint64_t bit = uint64_t(1) << (device & 63);

@@ -76,9 +76,18 @@ __device__ __forceinline__ void mma16832_s8(int32_t (&c)[4], const uint32_t (&a)
 
 // big: x rounded to TF32 (cvt.rna); small: x - big, exact in float32, passed as it is (the tensor
 // core reads a TF32 operand's upper 19 bits, so small is truncated to TF32: 2^-22 of x at most).
+// kFast (INGOT_TF32_FAST_SPLIT, an A/B switch): big is x's bits plus half a TF32 ulp, left for the
+// tensor core to truncate (the same rounding: to nearest, ties away) by one integer add instead of
+// the conversion instruction; small is x minus big's upper 19 bits.
+template <bool kFast = false>
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
-  small = __float_as_uint(x - __uint_as_float(big));
+  if constexpr (kFast) {
+    big = __float_as_uint(x) + 0x1000u;
+    small = __float_as_uint(x - __uint_as_float(big & 0xffffe000u));
+  } else {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+    small = __float_as_uint(x - __uint_as_float(big));
+  }
 }
 
 // c += a (16x8, row-major fragment) * b (8x8, column-major fragment), TF32 inputs.
