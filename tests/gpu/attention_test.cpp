@@ -57,19 +57,23 @@ TEST(CudaAttention, FlashKernelMatchesTheCpu) {
   for (DType dt : {DType::Float32, DType::Float16}) expect_attention_matches(dt, seed++, {70, 3, 150, 64}, {70, 3, 150, 64}, {70, 3, 150, 64});
 }
 
-// Float32's 3xTF32 operands split by an integer add instead of the conversion instruction
-// (INGOT_TF32_FAST_SPLIT): the same cases, the same tolerance.
-TEST(CudaAttention, Float32FastSplitMatchesTheCpu) {
+// Float32's 3xTF32 operands split by an integer add (INGOT_TF32_FAST_SPLIT=1, the default) and by
+// the conversion instruction (0): the same cases, the same tolerance.
+TEST(CudaAttention, Float32BothSplitsMatchTheCpu) {
   INGOT_REQUIRE_GPU();
-  const ScopedEnv fast("INGOT_TF32_FAST_SPLIT", "1");
-  uint32_t seed = 500;
-  for (int64_t d : {32, 64, 128}) {
-    for (auto [tq, tk] : {std::pair<int64_t, int64_t>{64, 64}, {77, 131}, {150, 1500}, {1, 5}}) {
-      expect_attention_matches(DType::Float32, seed++, {2, 3, tq, d}, {2, 3, tk, d}, {2, 3, tk, d});
+  for (const char* fast : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_TF32_FAST_SPLIT=") + fast);
+    const ScopedEnv env("INGOT_TF32_FAST_SPLIT", fast);
+    uint32_t seed = 500;
+    for (int64_t d : {32, 64, 128}) {
+      for (auto [tq, tk] : {std::pair<int64_t, int64_t>{64, 64}, {77, 131}, {150, 1500}, {1, 5}}) {
+        expect_attention_matches(DType::Float32, seed++, {2, 3, tq, d}, {2, 3, tk, d}, {2, 3, tk, d});
+      }
     }
+    expect_attention_matches(DType::Float32, seed++, {70, 3, 150, 64}, {70, 3, 150, 64}, {70, 3, 150, 64});
+    expect_attention_matches(DType::Float32, seed++, {2, 3, 77, 64}, {2, 3, 131, 64}, {2, 3, 131, 64},
+                             {2, 1, 77, 131});
   }
-  expect_attention_matches(DType::Float32, seed++, {70, 3, 150, 64}, {70, 3, 150, 64}, {70, 3, 150, 64});
-  expect_attention_matches(DType::Float32, seed++, {2, 3, 77, 64}, {2, 3, 131, 64}, {2, 3, 131, 64}, {2, 1, 77, 131});
 }
 
 TEST(CudaAttention, FlashKernelTakesBroadcastMasksAndSharedKeys) {

@@ -393,7 +393,7 @@ TEST(CudaFusedConv, Variants) {
   }
 }
 
-// Float32 FusedConv cases against the CPU with `flag` at 1 and at 0: `calls` (one of Ingot's own
+// Float32 FusedConv cases against the CPU with `flag` at `on` and at 0: `calls` (one of Ingot's own
 // kernels' counters) must count every case with it on and none with it off.
 struct F32ConvCase {
   Shape x, w;
@@ -402,8 +402,8 @@ struct F32ConvCase {
 };
 
 void check_f32_conv_cases(const std::vector<F32ConvCase>& cases, const char* flag, int64_t (*calls)(),
-                          uint32_t seed0) {
-  for (const char* on : {"1", "0"}) {
+                          uint32_t seed0, const char* on_value = "1") {
+  for (const char* on : {on_value, "0"}) {
     const ScopedEnv env(flag, on);
     const int64_t before = calls();
     uint32_t seed = seed0;
@@ -418,7 +418,7 @@ void check_f32_conv_cases(const std::vector<F32ConvCase>& cases, const char* fla
       }
       check("FusedConv", in, c.attrs, "ai.ingot");
     }
-    EXPECT_EQ(calls() - before, std::string(on) == "1" ? int64_t(cases.size()) : 0) << flag << "=" << on;
+    EXPECT_EQ(calls() - before, std::string(on) != "0" ? int64_t(cases.size()) : 0) << flag << "=" << on;
   }
 }
 
@@ -444,11 +444,12 @@ TEST(CudaFusedConv, SplitKFloat32MatchesTheCpu) {
   check_f32_conv_cases(cases, "INGOT_CONV_SPLIT_K", cuda::split_k_conv_calls, 200);
 }
 
-// Float32 1x1 convolutions on Ingot's pointwise GEMM kernel (INGOT_CONV_POINTWISE; the split-K
-// kernel, which takes small ones first, off): ResNet-50's layer1 conv3 shape (16-byte path, bias,
-// residual, Relu), 7x7 images (49 pixels: element path, tiles across images), stride 2, input
-// channels not a multiple of 4 or 8, 64 output channels and fewer (64-row tiles), 1-D, HardSwish,
-// ragged tiles everywhere; with the switch off they go to cuDNN.
+// Float32 1x1 convolutions on Ingot's pointwise GEMM kernel (INGOT_CONV_POINTWISE=2: every one it
+// takes; the split-K kernel, which takes small ones first, off): ResNet-50's layer1 conv3 shape
+// (16-byte path, bias, residual, Relu), 7x7 images (49 pixels: element path, tiles across images),
+// stride 2, input channels not a multiple of 4 or 8, 64 output channels and fewer (64-row tiles),
+// 1-D, HardSwish, ragged tiles everywhere; with the switch off they go to cuDNN. Then the default
+// (1) takes ResNet-50 b8's layer1 conv3 (a full grid of the 16-byte path) and leaves the rest.
 TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   const std::vector<F32ConvCase> cases = {
@@ -462,13 +463,26 @@ TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
       {{5, 20, 1, 1}, {130, 20, 1, 1}, {{"activation", "HardSwish"}}, true, true},  // squeeze-excite-like
   };
   const ScopedEnv no_split_k("INGOT_CONV_SPLIT_K", "0");
-  check_f32_conv_cases(cases, "INGOT_CONV_POINTWISE", cuda::pointwise_conv_calls, 300);
-  // Padding on a 1x1 window is not the kernel's.
+  check_f32_conv_cases(cases, "INGOT_CONV_POINTWISE", cuda::pointwise_conv_calls, 300, "2");
+  {  // Padding on a 1x1 window is not the kernel's.
+    const ScopedEnv env("INGOT_CONV_POINTWISE", "2");
+    const int64_t before = cuda::pointwise_conv_calls();
+    check("FusedConv", {rnd(DType::Float32, {1, 8, 5, 5}, 1), rnd(DType::Float32, {8, 8, 1, 1}, 2)},
+          {{"pads", Ints{1, 1, 1, 1}}}, "ai.ingot");
+    EXPECT_EQ(cuda::pointwise_conv_calls(), before);
+  }
   const ScopedEnv env("INGOT_CONV_POINTWISE", "1");
   const int64_t before = cuda::pointwise_conv_calls();
-  check("FusedConv", {rnd(DType::Float32, {1, 8, 5, 5}, 1), rnd(DType::Float32, {8, 8, 1, 1}, 2)},
-        {{"pads", Ints{1, 1, 1, 1}}}, "ai.ingot");
+  for (size_t i = 0; i < cases.size(); ++i) {  // none of the cases above is in the default's class
+    const F32ConvCase& c = cases[i];
+    check("FusedConv", {rnd(DType::Float32, c.x, 400 + uint32_t(i)), rnd(DType::Float32, c.w, 420 + uint32_t(i))},
+          c.attrs, "ai.ingot");
+  }
   EXPECT_EQ(cuda::pointwise_conv_calls(), before);
+  const Tensor x = rnd(DType::Float32, {8, 64, 56, 56}, 440), w = rnd(DType::Float32, {256, 64, 1, 1}, 441);
+  check("FusedConv", {x, w, rnd(DType::Float32, {256}, 442), rnd(DType::Float32, {8, 256, 56, 56}, 443)},
+        {{"activation", "Relu"}}, "ai.ingot");
+  EXPECT_EQ(cuda::pointwise_conv_calls() - before, 1) << "the default takes ResNet-50's layer1 conv3";
 }
 
 // Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D

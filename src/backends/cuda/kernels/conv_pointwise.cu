@@ -216,8 +216,9 @@ void launch(const PointwiseDims& d, bool vec, bool vec_w, const float* x, const 
 bool run_pointwise_conv(const sem::ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* bias,
                         const Tensor* residual, sem::FusedActivation act, Tensor& y) {
   const sem::Window& win = g.win;
-  if (!flags::enabled("INGOT_CONV_POINTWISE") || x.dtype() != DType::Float32 || g.transposed || g.channels_last ||
-      g.group != 1 || win.in.empty() || win.in.size() > 2)
+  const int64_t mode = flags::integer("INGOT_CONV_POINTWISE");
+  if (mode <= 0 || x.dtype() != DType::Float32 || g.transposed || g.channels_last || g.group != 1 || win.in.empty() ||
+      win.in.size() > 2)
     return false;
   for (size_t i = 0; i < win.in.size(); ++i) {
     if (win.kernel[i] != 1 || win.pad_begin[i] != 0 || win.pad_end[i] != 0) return false;
@@ -243,8 +244,15 @@ bool run_pointwise_conv(const sem::ConvGeometry& g, const Tensor& x, const Tenso
   const bool vec = d.sh == 1 && d.sw == 1 && plane % 4 == 0 && aligned16(x.raw_data()) && aligned16(y.raw_data()) &&
                    (!residual || aligned16(residual->raw_data()));
   const bool vec_w = d.c % 4 == 0 && aligned16(w.raw_data());
+  // Mode 1 (the default): where the kernel measured faster than cuDNN's engines (ResNet-50 fp32 b32 on
+  // an H100, per layer, docs/PERFORMANCE.md): the 16-byte path, 64 to 256 input channels, and a grid
+  // of at least two blocks per SM. Slower there: the element path (stride 2: 1.3-1.7x; 7x7 images:
+  // 1.3-2.4x) and 1,024 input channels over 14x14 (98 or 196 blocks: 1.1-1.4x); 512 was a tie.
+  const int bm = d.k <= 64 ? 64 : 128;
+  const int64_t blocks = (d.cols + kTileN - 1) / kTileN * ((d.k + bm - 1) / bm);
+  if (mode == 1 && (!vec || d.c < 64 || d.c > 256 || blocks < 2 * sm_count())) return false;
   // 64 output channels or fewer: tiles of 64 (half the threads) instead of half-empty tiles of 128.
-  if (d.k <= 64) {
+  if (bm == 64) {
     launch<64>(d, vec, vec_w, ptr<const float>(x), ptr<const float>(w), ptr<float>(y), e);
   } else {
     launch<128>(d, vec, vec_w, ptr<const float>(x), ptr<const float>(w), ptr<float>(y), e);

@@ -13,8 +13,8 @@
 namespace ingot::cuda {
 
 // y = act(conv(x, w) + bias + residual) when the convolution is one the kernel takes (float32, NCHW
-// or NCW, 1x1, one group, zero pads, not transposed: INGOT_CONV_POINTWISE); false otherwise, with
-// nothing run.
+// or NCW, 1x1, one group, zero pads, not transposed) and INGOT_CONV_POINTWISE gives it to the kernel
+// (1: where it measured faster than cuDNN; 2: always); false otherwise, with nothing run.
 bool run_pointwise_conv(const sem::ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* bias,
                         const Tensor* residual, sem::FusedActivation act, Tensor& y);
 // Convolutions run by run_pointwise_conv in this process (tests check that the kernel ran).
