@@ -7,6 +7,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/conv_pointwise.h"
 #include "backends/cuda/kernels/conv_split_k.h"
+#include "backends/cuda/kernels/gemm_3xtf32.h"
 #include "core/tuning.h"
 #include "gpu_test_util.h"
 
@@ -93,6 +94,53 @@ TEST(CudaMatMul, FusedAlphaBiasRelu) {
           {rnd(dt, {2, 1, 7, 13}, 20), rnd(dt, {1, 3, 13, 5}, 21), Tensor(), rnd(dt, {2, 3, 7, 5}, 22)}, {},
           "ai.ingot");
   }
+}
+
+// Float32 products on the 3xTF32 tensor-core kernel (INGOT_GEMM_3XTF32=2: every one it takes;
+// gemm_3xtf32.cu) against the CPU, then the same with it off (cuBLASLt): M, N and K that are not
+// multiples of its 128 x 128 x 32 tiles, a strided batch, A shared by a batch (stride 0), B
+// transposed, alpha, bias, Relu, a residual, a long K, Gemm's C scaled by beta (in place). Then the
+// default (1) takes a product whose grid fills the GPU and leaves a small one to cuBLASLt.
+TEST(CudaMatMul, Float32On3xTf32MatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const DType f = DType::Float32;
+  struct Case {
+    std::string op;
+    std::vector<Tensor> inputs;
+    Attributes attrs;
+    std::string domain;
+  };
+  const std::vector<Case> cases = {
+      {"MatMul", {rnd(f, {300, 132}, 1), rnd(f, {132, 260}, 2)}, {}, ""},
+      {"MatMul", {rnd(f, {3, 129, 36}, 3), rnd(f, {3, 36, 20}, 4)}, {}, ""},
+      {"MatMul", {rnd(f, {130, 64}, 5), rnd(f, {2, 64, 132}, 6)}, {}, ""},
+      {"FusedMatMul",
+       {rnd(f, {2, 200, 384}, 7), rnd(f, {384, 256}, 8), rnd(f, {256}, 9)},
+       {{"activation", std::string("Relu")}, {"alpha", 0.5f}},
+       "ai.ingot"},
+      {"FusedMatMul",
+       {rnd(f, {200, 96}, 10), rnd(f, {68, 96}, 11), rnd(f, {68}, 12), rnd(f, {200, 68}, 13)},
+       {{"transB", int64_t(1)}},
+       "ai.ingot"},
+      {"Gemm", {rnd(f, {64, 1536}, 14), rnd(f, {1536, 384}, 15), rnd(f, {384}, 16)}, {}, ""},
+      {"Gemm", {rnd(f, {40, 24}, 17), rnd(f, {24, 16}, 18), rnd(f, {40, 16}, 19)}, {{"beta", 0.5f}}, ""},
+  };
+  for (const char* on : {"2", "0"}) {
+    const ScopedEnv env("INGOT_GEMM_3XTF32", on);
+    const int64_t before = cuda::tf32x3_calls();
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} [{}] x [{}] INGOT_GEMM_3XTF32={}", c.op, fmt::join(c.inputs[0].shape(), ","),
+                               fmt::join(c.inputs[1].shape(), ","), on));
+      check(c.op, c.inputs, c.attrs, c.domain);
+    }
+    EXPECT_EQ(cuda::tf32x3_calls() - before, std::string(on) == "2" ? int64_t(cases.size()) : 0);
+  }
+  const ScopedEnv env("INGOT_GEMM_3XTF32", "1");
+  int64_t before = cuda::tf32x3_calls();
+  check("MatMul", {rnd(f, {64, 64}, 20), rnd(f, {64, 64}, 21)});
+  EXPECT_EQ(cuda::tf32x3_calls(), before) << "one block: left to cuBLASLt";
+  check("MatMul", {rnd(f, {4, 512, 384}, 22), rnd(f, {384, 1152}, 23)});  // Whisper's q/k/v at batch 4
+  EXPECT_EQ(cuda::tf32x3_calls() - before, 1) << "16 x 9 blocks: the kernel's";
 }
 
 // A stored product (a package's) warmed ahead: its plan is built from the stored choice and run once
@@ -462,7 +510,7 @@ TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
       {{2, 3, 16, 16}, {16, 3, 1, 1}, {}, false, false},
       {{5, 20, 1, 1}, {130, 20, 1, 1}, {{"activation", "HardSwish"}}, true, true},  // squeeze-excite-like
   };
-  const ScopedEnv no_split_k("INGOT_CONV_SPLIT_K", "0");
+  const ScopedEnv no_split_k("INGOT_CONV_SPLIT_K", "0"), no_3xtf32("INGOT_GEMM_3XTF32", "0");
   check_f32_conv_cases(cases, "INGOT_CONV_POINTWISE", cuda::pointwise_conv_calls, 300, "2");
   {  // Padding on a 1x1 window is not the kernel's.
     const ScopedEnv env("INGOT_CONV_POINTWISE", "2");
@@ -483,6 +531,33 @@ TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
   check("FusedConv", {x, w, rnd(DType::Float32, {256}, 442), rnd(DType::Float32, {8, 256, 56, 56}, 443)},
         {{"activation", "Relu"}}, "ai.ingot");
   EXPECT_EQ(cuda::pointwise_conv_calls() - before, 1) << "the default takes ResNet-50's layer1 conv3";
+}
+
+// Float32 1x1 convolutions on the 3xTF32 tensor-core kernel (INGOT_GEMM_3XTF32=2: every one it
+// takes; gemm_3xtf32.cu) against the CPU, and with it off: ResNet-50's layer1 conv3 (bias, residual,
+// Relu), output channels and pixels that are not multiples of the 128 x 128 tile, input channels
+// not a multiple of its 32-deep slices, a long reduction, 1-D, HardSwish, no bias. Then the default
+// (1) takes the products whose grid fills the GPU and leaves a small one.
+TEST(CudaFusedConv, PointwiseOn3xTf32MatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  const std::vector<F32ConvCase> cases = {
+      {{2, 64, 56, 56}, {256, 64, 1, 1}, {{"activation", "Relu"}}, true, true},
+      {{3, 36, 14, 14}, {200, 36, 1, 1}, {{"activation", "HardSwish"}}, true, false},
+      {{2, 48, 100}, {36, 48, 1}, {{"activation", "Relu"}}, true, false},
+      {{4, 1024, 14, 14}, {256, 1024, 1, 1}, {{"activation", "Relu"}}, true, true},
+      {{1, 8, 4, 4}, {12, 8, 1, 1}, {}, false, false},
+  };
+  const ScopedEnv no_split_k("INGOT_CONV_SPLIT_K", "0");
+  check_f32_conv_cases(cases, "INGOT_GEMM_3XTF32", cuda::tf32x3_calls, 500, "2");
+  const ScopedEnv env("INGOT_GEMM_3XTF32", "1");
+  int64_t before = cuda::tf32x3_calls();
+  check("FusedConv", {rnd(DType::Float32, {1, 8, 4, 4}, 520), rnd(DType::Float32, {12, 8, 1, 1}, 521)}, {}, "ai.ingot");
+  EXPECT_EQ(cuda::tf32x3_calls(), before) << "one block: left to the other kernels";
+  before = cuda::tf32x3_calls();
+  const Tensor x = rnd(DType::Float32, {8, 64, 56, 56}, 522), w = rnd(DType::Float32, {256, 64, 1, 1}, 523);
+  check("FusedConv", {x, w, rnd(DType::Float32, {256}, 524), rnd(DType::Float32, {8, 256, 56, 56}, 525)},
+        {{"activation", "Relu"}}, "ai.ingot");
+  EXPECT_EQ(cuda::tf32x3_calls() - before, 1) << "the default takes ResNet-50's layer1 conv3 at batch 8";
 }
 
 // Layout "NHWC" (the channels-last pass's 16-bit layout): cuDNN's NHWC descriptors for 2-D

@@ -1,4 +1,5 @@
 // TF32 is opt-in: float32 products are exact float32 by default and within TF32's error when allowed.
+#include "backends/cuda/kernels/gemm_3xtf32.h"
 #include "core/math_mode.h"
 #include "gpu_test_util.h"
 
@@ -28,6 +29,21 @@ TEST(CudaTf32, OffByDefaultAndBoundedWhenAllowed) {
   set_allow_tf32(false);
   EXPECT_LT(tf32, 5e-3);
   std::printf("max relative error: exact float32 %.2e, TF32 %.2e\n", exact, tf32);
+}
+
+// The 3xTF32 kernel (gemm_3xtf32.cu) is within exact float32's error bound, where one TF32 product
+// per product (above) is ~100x further off.
+TEST(CudaTf32, ThreeTermProductsKeepFloat32Accuracy) {
+  INGOT_REQUIRE_GPU();
+  Tensor a = random_tensor(DType::Float32, {512, 512}, 3), b = random_tensor(DType::Float32, {512, 512}, 4);
+  Tensor expected = ops::matmul(a, b);
+  const Device gpu{DeviceType::CUDA, 0};
+  const ScopedEnv env("INGOT_GEMM_3XTF32", "2");
+  const int64_t before = cuda::tf32x3_calls();
+  const double err = max_relative_error(expected, ops::matmul(a.to(gpu), b.to(gpu)));
+  EXPECT_EQ(cuda::tf32x3_calls() - before, 1);
+  EXPECT_LT(err, 1e-5);
+  std::printf("max relative error: 3xTF32 %.2e\n", err);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/gemm_3xtf32.h"
 #include "backends/cuda/kernels/tiled_product.cuh"
 #include "core/tuning.h"
 #include "profiler/hooks.h"
@@ -542,6 +543,7 @@ void gemm(const GemmArgs& g) {
     return;
   }
 
+  if (gemm_on_tf32x3(g)) return;  // float32 on the tensor cores: no plan to build or look up
   const Key key = key_of(g);
   if (cold_product(g, key)) {
     run_cold_product(g);

@@ -35,6 +35,7 @@
 #include "backends/cuda/cudnn_attention_graph.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/shared_memory_opt_in.cuh"
 #include "backends/cuda/kernels/tensor_core.cuh"
 #include "core/flags.h"
 #include "backends/cuda/kernels/reduction.h"
@@ -443,16 +444,9 @@ void launch_flash(const FlashParams& p, int64_t batch) {
       return flash_attention_kernel<T, D, M, kMask>;
     }
   }();
-  if constexpr (bytes > 48 * 1024) {  // opt in to more shared memory, once per device
+  if constexpr (bytes > 48 * 1024) {
     static std::atomic<uint64_t> raised_for[2]{};  // per kernel variant
-    std::atomic<uint64_t>& raised = raised_for[fast_split];
-    int device = 0;
-    INGOT_CUDA_CHECK(cudaGetDevice(&device));
-    const uint64_t bit = uint64_t(1) << (device & 63);
-    if (!(raised.load(std::memory_order_acquire) & bit)) {
-      INGOT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-      raised.fetch_or(bit, std::memory_order_acq_rel);
-    }
+    cuda::opt_in_shared_memory(kernel, bytes, raised_for[fast_split]);
   }
   const dim3 grid(unsigned(batch), unsigned((p.tq + flash_block_rows<M>() - 1) / flash_block_rows<M>()));
   kernel<<<grid, kWarps * 32, bytes, cuda::stream()>>>(p);

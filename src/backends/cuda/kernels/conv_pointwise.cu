@@ -23,6 +23,7 @@
 
 #include "backends/cuda/kernels/conv_f32_epilogue.cuh"
 #include "backends/cuda/kernels/cuda_util.cuh"
+#include "backends/cuda/kernels/gemm_3xtf32.h"
 #include "core/flags.h"
 
 namespace ingot::cuda {
@@ -211,13 +212,44 @@ void launch(const PointwiseDims& d, bool vec, bool vec_w, const float* x, const 
   go(pointwise_conv_kernel<BM, false, false>);
 }
 
+// Stride 1: per image, Y [K][pixels] = W [K][C] X [C][pixels], a batch of row-major products with W
+// shared, on the 3xTF32 kernel where INGOT_GEMM_3XTF32 gives it products (mode 1: a grid of at least
+// one block per SM) and TF32 is not allowed.
+bool on_tf32x3(const PointwiseDims& d, int64_t batch, const float* x, const float* w, float* y,
+               const F32ConvEpilogue& e) {
+  const int64_t mode = flags::integer("INGOT_GEMM_3XTF32");
+  if (mode <= 0 || allow_tf32()) return false;
+  Tf32x3Product p;
+  p.m = d.k;
+  p.n = d.plane;
+  p.k = d.c;
+  p.batch = batch;
+  p.a = w;
+  p.lda = d.c;
+  p.b = x;
+  p.ldb = d.plane;
+  p.stride_b = int64_t(d.c) * d.plane;
+  p.c = y;
+  p.ldc = d.plane;
+  p.stride_c = int64_t(d.k) * d.plane;
+  p.r = e.residual;
+  p.beta = e.residual ? 1.0f : 0.0f;
+  p.bias = e.bias;
+  p.bias_per_row = true;
+  p.act = e.act == sem::FusedActivation::Relu        ? Tf32x3Product::Act::Relu
+          : e.act == sem::FusedActivation::HardSwish ? Tf32x3Product::Act::HardSwish
+                                                     : Tf32x3Product::Act::None;
+  if (!tf32x3_fits(p) || (mode == 1 && tf32x3_blocks(p) < sm_count())) return false;
+  run_tf32x3(p);
+  return true;
+}
+
 }  // namespace
 
 bool run_pointwise_conv(const sem::ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* bias,
                         const Tensor* residual, sem::FusedActivation act, Tensor& y) {
   const sem::Window& win = g.win;
-  const int64_t mode = flags::integer("INGOT_CONV_POINTWISE");
-  if (mode <= 0 || x.dtype() != DType::Float32 || g.transposed || g.channels_last || g.group != 1 || win.in.empty() ||
+  if (x.dtype() != DType::Float32 || g.transposed || g.channels_last || g.group != 1 || win.in.empty() ||
       win.in.size() > 2)
     return false;
   for (size_t i = 0; i < win.in.size(); ++i) {
@@ -244,6 +276,9 @@ bool run_pointwise_conv(const sem::ConvGeometry& g, const Tensor& x, const Tenso
   const bool vec = d.sh == 1 && d.sw == 1 && plane % 4 == 0 && aligned16(x.raw_data()) && aligned16(y.raw_data()) &&
                    (!residual || aligned16(residual->raw_data()));
   const bool vec_w = d.c % 4 == 0 && aligned16(w.raw_data());
+  if (vec && on_tf32x3(d, g.batch, ptr<const float>(x), ptr<const float>(w), ptr<float>(y), e)) return true;
+  const int64_t mode = flags::integer("INGOT_CONV_POINTWISE");
+  if (mode <= 0) return false;
   // Mode 1 (the default): where the kernel measured faster than cuDNN's engines (ResNet-50 fp32 b32 on
   // an H100, per layer, docs/PERFORMANCE.md): the 16-byte path, 64 to 256 input channels, and a grid
   // of at least two blocks per SM. Slower there: the element path (stride 2: 1.3-1.7x; 7x7 images:
