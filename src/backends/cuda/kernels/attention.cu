@@ -66,6 +66,7 @@ struct FlashParams {
 
 // ---- sm_80+ building blocks (tensor_core.cuh; Ingot builds for sm_90) ----
 
+using cuda::aligned16;
 using cuda::cp_async16;
 using cuda::cp_async_commit;
 using cuda::cp_async_wait;
@@ -430,8 +431,6 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_f32_kernel(FlashP
 }
 
 bool flash_enabled() { return flags::enabled("INGOT_FLASH_ATTENTION"); }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class T, int D, int M, bool kMask>
 void launch_flash(const FlashParams& p, int64_t batch) {

@@ -51,6 +51,7 @@ Shape output_shape(const ConvGeometry& g) { return sem::conv_output_shape(g); }
 
 // ---- small kernels ----
 
+using cuda::aligned16;
 using cuda::blocks_for;
 using cuda::compute_t;
 using cuda::kThreads;
@@ -937,8 +938,6 @@ void apply_epilogue(Tensor& y, const Tensor* bias, const Tensor* residual, Fused
   });
 }
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // INGOT_DEPTHWISE_VEC=0 keeps every depthwise layer on the scalar kernel (for A/B runs and tests).
 bool depthwise_vec_enabled() {
   return flags::enabled("INGOT_DEPTHWISE_VEC");
@@ -983,7 +982,7 @@ bool run_depthwise_nhwc_vec(const DepthwiseParams& p, const Tensor& x, const Ten
   const int v = 16 / int(dtype_size(x.dtype()));
   if (p.dh != 1 || p.dw != 1 || (p.kw != 3 && p.kw != 5) || (p.sw != 1 && p.sw != 2) || p.c % v != 0) return false;
   for (const Tensor* t : {&x, static_cast<const Tensor*>(&y), b, residual}) {
-    if (t && !aligned(t->raw_data())) return false;
+    if (t && !aligned16(t->raw_data())) return false;
   }
   const int channel_threads = std::min(32, p.c / v);
   const int columns = depthwise_columns(int64_t(p.n) * p.oh * p.ow * (p.c / v));
@@ -1080,8 +1079,8 @@ bool run_graph_conv(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const T
   if (g.transposed || (rank != 1 && rank != 2)) return false;
   cuda::ConvGraphArgs args{x.raw_data(), w.raw_data(), b ? b->raw_data() : nullptr,
                            residual ? residual->raw_data() : nullptr, y.raw_data()};
-  if (!aligned(args.x) || !aligned(args.w) || !aligned(args.y) || (b && !aligned(args.bias)) ||
-      (residual && !aligned(args.residual))) {
+  if (!aligned16(args.x) || !aligned16(args.w) || !aligned16(args.y) || (b && !aligned16(args.bias)) ||
+      (residual && !aligned16(args.residual))) {
     return false;
   }
   const bool relu = act == FusedActivation::Relu;

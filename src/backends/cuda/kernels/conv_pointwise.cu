@@ -196,8 +196,6 @@ __global__ void __launch_bounds__(2 * BM, BM == 128 ? 2 : 3)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <int BM>
 void launch(const PointwiseDims& d, bool vec, bool vec_w, const float* x, const float* w, float* y,
             const F32ConvEpilogue& e) {

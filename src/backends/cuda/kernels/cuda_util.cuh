@@ -223,6 +223,9 @@ T* ptr(const Tensor& t) {
 constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.
+// Whether a pointer allows 16-byte vector accesses.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   int64_t needed = (n + threads - 1) / threads;
   int64_t cap = int64_t(sm_count()) * 32;

@@ -114,8 +114,6 @@ __global__ void where_kernel(const bool* __restrict__ c, const T* __restrict__ a
 
 // ---- launchers -----------------------------------------------------------------------------
 
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // When `small` broadcast to `y` repeats every k elements of y (its shape, leading 1s aside, is
 // y's trailing dims), k; else 0.
 inline int64_t repeat_period(const Shape& small, const Shape& y) {

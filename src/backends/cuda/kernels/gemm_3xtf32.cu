@@ -185,8 +185,6 @@ void launch(const Tf32x3Product& p) {
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
-
 }  // namespace
 
 bool tf32x3_fits(const Tf32x3Product& p) {

@@ -759,8 +759,6 @@ bool graph_takes_steps(const QuantizedProductArgs& a, float* relu_max, bool* rel
   return true;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // What the tensor-core paths (Ingot's implicit GEMM, cuDNN's int8 engines) take: channels last,
 // one group, int8 X at zero point 0 and int8 W at zero points 0.
 bool symmetric_int8(const sem::QConvGeometry& g, const QuantizedProductArgs& a) {
