@@ -15,6 +15,8 @@
 #                                     the custom-op story, the extension reload bench), and torch (only when named: ~8 minutes,
 #                                     bench/compare_torch.sh; needs python3 with torch and torchvision)
 #                                     and int8 (only when named: bench/int8_gpu.sh, int8 vs fp16 packages),
+#                                     and switches (only when named: bench/switch_ab_gpu.sh, run-time switches
+#                                     side by side on exported float packages: CASES, SETTINGS),
 #                                     and breakdown (only when named: bench/breakdown_gpu.sh, per CASES entry
 #                                     (MODEL:BATCH:PRECISION) Ingot's slowest nodes beside eager torch's kernels),
 #                                     and pool (only when named: ResNet-50 b32 fp16/int8/fp32 packages converted
@@ -341,6 +343,12 @@ for i in range(8): np.save(os.path.join(d, f'{i}.npy'), r.standard_normal((1, 3,
       done
     } 2>&1 | tee "$out/pool.log"
     summary+=("pool: pool.log (ResNet-50 b32 with and without the channels-last max pool)")
+  fi
+  if [[ " $what " == *" switches "* ]]; then
+    # Run-time switches side by side on exported float packages (bench/switch_ab_gpu.sh: CASES,
+    # SETTINGS, ROUNDS; needs torch): switches/switches.md, written as it goes.
+    WORK="$dir/switches-work" bash "$ROOT/bench/switch_ab_gpu.sh" "$ingot" "$out/switches" 2>&1 | tee "$out/switches.log" || true
+    summary+=("switches: switches/switches.md (each setting's medians, alternating)")
   fi
   if [[ " $what " == *" int8 "* ]]; then
     # Int8 against float16 packages of ResNet-50 and MobileNetV3-Large exported here
