@@ -470,6 +470,14 @@ void check_f32_conv_cases(const std::vector<F32ConvCase>& cases, const char* fla
   }
 }
 
+// ResNet-50's layer1 conv3 at batch 8 (bias, residual, Relu) against the CPU: the default class of
+// Ingot's 1x1 kernels; seeds seed .. seed + 3.
+void check_resnet50_layer1_conv3(uint32_t seed) {
+  const Tensor x = rnd(DType::Float32, {8, 64, 56, 56}, seed), w = rnd(DType::Float32, {256, 64, 1, 1}, seed + 1);
+  check("FusedConv", {x, w, rnd(DType::Float32, {256}, seed + 2), rnd(DType::Float32, {8, 256, 56, 56}, seed + 3)},
+        {{"activation", "Relu"}}, "ai.ingot");
+}
+
 // Float32 convolutions with few output pixels on the split-K kernel (conv_split_k.cu) against the
 // CPU, and the same with it off (cuDNN): output channels and pixels that are not multiples of the
 // 64 x 64 tile, reductions that are not a multiple of its 16-element slice, strides, dilations,
@@ -527,9 +535,7 @@ TEST(CudaFusedConv, PointwiseFloat32MatchesTheCpu) {
           c.attrs, "ai.ingot");
   }
   EXPECT_EQ(cuda::pointwise_conv_calls(), before);
-  const Tensor x = rnd(DType::Float32, {8, 64, 56, 56}, 440), w = rnd(DType::Float32, {256, 64, 1, 1}, 441);
-  check("FusedConv", {x, w, rnd(DType::Float32, {256}, 442), rnd(DType::Float32, {8, 256, 56, 56}, 443)},
-        {{"activation", "Relu"}}, "ai.ingot");
+  check_resnet50_layer1_conv3(440);
   EXPECT_EQ(cuda::pointwise_conv_calls() - before, 1) << "the default takes ResNet-50's layer1 conv3";
 }
 
@@ -554,9 +560,7 @@ TEST(CudaFusedConv, PointwiseOn3xTf32MatchesTheCpu) {
   check("FusedConv", {rnd(DType::Float32, {1, 8, 4, 4}, 520), rnd(DType::Float32, {12, 8, 1, 1}, 521)}, {}, "ai.ingot");
   EXPECT_EQ(cuda::tf32x3_calls(), before) << "one block: left to the other kernels";
   before = cuda::tf32x3_calls();
-  const Tensor x = rnd(DType::Float32, {8, 64, 56, 56}, 522), w = rnd(DType::Float32, {256, 64, 1, 1}, 523);
-  check("FusedConv", {x, w, rnd(DType::Float32, {256}, 524), rnd(DType::Float32, {8, 256, 56, 56}, 525)},
-        {{"activation", "Relu"}}, "ai.ingot");
+  check_resnet50_layer1_conv3(522);
   EXPECT_EQ(cuda::tf32x3_calls() - before, 1) << "the default takes ResNet-50's layer1 conv3 at batch 8";
 }
 

@@ -211,12 +211,9 @@ void launch(const PointwiseDims& d, bool vec, bool vec_w, const float* x, const 
 }
 
 // Stride 1: per image, Y [K][pixels] = W [K][C] X [C][pixels], a batch of row-major products with W
-// shared, on the 3xTF32 kernel where INGOT_GEMM_3XTF32 gives it products (mode 1: a grid of at least
-// one block per SM) and TF32 is not allowed.
+// shared, on the 3xTF32 kernel where it takes them (gemm_3xtf32.h).
 bool on_tf32x3(const PointwiseDims& d, int64_t batch, const float* x, const float* w, float* y,
                const F32ConvEpilogue& e) {
-  const int64_t mode = flags::integer("INGOT_GEMM_3XTF32");
-  if (mode <= 0 || allow_tf32()) return false;
   Tf32x3Product p;
   p.m = d.k;
   p.n = d.plane;
@@ -237,9 +234,7 @@ bool on_tf32x3(const PointwiseDims& d, int64_t batch, const float* x, const floa
   p.act = e.act == sem::FusedActivation::Relu        ? Tf32x3Product::Act::Relu
           : e.act == sem::FusedActivation::HardSwish ? Tf32x3Product::Act::HardSwish
                                                      : Tf32x3Product::Act::None;
-  if (!tf32x3_fits(p) || (mode == 1 && tf32x3_blocks(p) < sm_count())) return false;
-  run_tf32x3(p);
-  return true;
+  return run_tf32x3(p);
 }
 
 }  // namespace

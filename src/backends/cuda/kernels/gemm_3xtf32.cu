@@ -185,9 +185,7 @@ void launch(const Tf32x3Product& p) {
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
-}  // namespace
-
-bool tf32x3_fits(const Tf32x3Product& p) {
+bool fits(const Tf32x3Product& p) {
   if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0) return false;
   if (p.n % 4 || p.k % 4 || p.lda % 4 || p.ldb % 4 || p.ldc % 4 || p.stride_a % 4 || p.stride_b % 4 || p.stride_c % 4)
     return false;
@@ -196,23 +194,25 @@ bool tf32x3_fits(const Tf32x3Product& p) {
          p.k <= int64_t(INT_MAX) - kBK;
 }
 
-int64_t tf32x3_blocks(const Tf32x3Product& p) {
-  return (p.m + kBM - 1) / kBM * ((p.n + kBN - 1) / kBN) * p.batch;
-}
+}  // namespace
 
-void run_tf32x3(const Tf32x3Product& p) {
-  if (!tf32x3_fits(p)) fail("cuda::run_tf32x3: the product does not fit the kernel (m={} n={} k={})", p.m, p.n, p.k);
+bool run_tf32x3(const Tf32x3Product& p) {
+  const int64_t mode = flags::integer("INGOT_GEMM_3XTF32");
+  if (mode <= 0 || allow_tf32() || !fits(p)) return false;
+  // Mode 1: a grid of at least one block per SM (smaller ones stay on the libraries' kernels).
+  const int64_t blocks = (p.m + kBM - 1) / kBM * ((p.n + kBN - 1) / kBN) * p.batch;
+  if (mode == 1 && blocks < sm_count()) return false;
   if (p.trans_b) {
     launch<true>(p);
   } else {
     launch<false>(p);
   }
   g_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool gemm_on_tf32x3(const GemmArgs& g) {
-  const int64_t mode = flags::integer("INGOT_GEMM_3XTF32");
-  if (mode <= 0 || g.dtype != DType::Float32 || g.trans_a || allow_tf32()) return false;
+  if (g.dtype != DType::Float32 || g.trans_a) return false;
   Tf32x3Product p;
   p.m = g.m;
   p.n = g.n;
@@ -233,11 +233,7 @@ bool gemm_on_tf32x3(const GemmArgs& g) {
   p.beta = g.beta;
   p.bias = static_cast<const float*>(g.bias);
   p.act = g.epilogue == Epilogue::Relu ? Act::Relu : g.epilogue == Epilogue::Gelu ? Act::GeluTanh : Act::None;
-  if (!tf32x3_fits(p)) return false;
-  // Mode 1: a grid of at least one block per SM (below it cuBLASLt's split-K and smaller tiles win).
-  if (mode == 1 && tf32x3_blocks(p) < sm_count()) return false;
-  run_tf32x3(p);
-  return true;
+  return run_tf32x3(p);
 }
 
 int64_t tf32x3_calls() { return g_calls.load(std::memory_order_relaxed); }

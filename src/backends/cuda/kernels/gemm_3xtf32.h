@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "backends/cuda/gemm.h"
-#include "ops/semantics/fused_conv_args.h"
 
 namespace ingot::cuda {
 
@@ -26,17 +25,13 @@ struct Tf32x3Product {
   enum class Act : uint8_t { None, Relu, GeluTanh, HardSwish } act = Act::None;
 };
 
-// Whether the kernel takes the product: 16-byte aligned operands whose N, K, leading dimensions and
-// batch strides are multiples of 4, grid sizes within CUDA's.
-bool tf32x3_fits(const Tf32x3Product& p);
-// Thread blocks the product's grid has (its tiles; the callers' heuristics).
-int64_t tf32x3_blocks(const Tf32x3Product& p);
-// Runs a product that fits on cuda::stream().
-void run_tf32x3(const Tf32x3Product& p);
+// Runs the product on cuda::stream() where INGOT_GEMM_3XTF32 gives it to the kernel (1: grids of at
+// least one block per SM; 2: every product it takes), TF32 is not allowed, and the operands fit
+// (16-byte aligned, N, K, leading dimensions and batch strides multiples of 4, grid sizes within
+// CUDA's); false otherwise, with nothing run.
+bool run_tf32x3(const Tf32x3Product& p);
 
-// cuda::gemm's product on the kernel where INGOT_GEMM_3XTF32 gives it (1: the class measured faster
-// than cuBLASLt's float32 kernels; 2: every one it takes) and float32 is exact (TF32 not allowed);
-// false otherwise, with nothing run.
+// cuda::gemm's float32 product through run_tf32x3; false where it is not one.
 bool gemm_on_tf32x3(const GemmArgs& g);
 
 // Products run on the kernel in this process (tests check that it ran).
