@@ -16,10 +16,9 @@
 #   CASES ["resnet50:32:fp32 whisper_tiny_encoder:32:fp32"]
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -ne 2 ]; then
-  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+usage_unless $# 2
 INGOT="$1"
 OUT="$2"
 PY="${PYTHON:-python3}"
@@ -38,9 +37,6 @@ done
 "$PY" "$ROOT/bench/torch_models.py" export --out "$WORK" --batches $batches --only $models >"$OUT/export.log" 2>&1 ||
   { echo "breakdown_gpu: export failed (export.log)"; tail -3 "$OUT/export.log"; exit 1; }
 
-shape() {  # MODEL BATCH: the package's input shape
-  case "$1" in whisper*) echo "input=$2,80,3000" ;; *) echo "input=$2,3,224,224" ;; esac
-}
 package() {  # MODEL BATCH PRECISION: converts (once) and prints the package's path
   local pkg="$WORK/$1.b$2.$3.ingot" src="$WORK/$1.onnx" args=()
   if [ ! -f "$pkg" ]; then
@@ -62,7 +58,7 @@ EOF
     elif [ "$3" = fp16 ]; then
       args=(--precision fp16)
     fi
-    "$INGOT" convert "$src" -o "$pkg" --quiet --device cuda --input-shape "$(shape "$1" "$2")" "${args[@]}" \
+    "$INGOT" convert "$src" -o "$pkg" --quiet --device cuda --input-shape "input=$(model_dims "$1" "$2")" "${args[@]}" \
       >"$OUT/$1.b$2.$3.convert.log" 2>&1 || { echo "breakdown_gpu: $1 b$2 $3: convert failed" >&2; return 1; }
   fi
   echo "$pkg"

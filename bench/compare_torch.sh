@@ -49,10 +49,9 @@
 # Every step logs to OUTDIR and a failing step does not stop the others.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -ne 2 ]; then
-  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+usage_unless $# 2
 INGOT="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 OUTDIR="$2"
 PY="${PYTHON:-python3}"
@@ -72,13 +71,6 @@ step() { echo "==== [$((SECONDS - T0)) s] $*"; }
 skip() { [[ "$SKIP" == *" $1 "* ]]; }
 CASES="${CASES:-}"
 want() { [ -z "$CASES" ] || [[ " $CASES " == *" $1:$2:$3 "* ]]; }  # MODEL BATCH PRECISION
-
-dims() {  # input dims of model $1 at batch $2, comma-separated
-  case "$1" in
-    whisper*) echo "$2,80,3000" ;;
-    *) echo "$2,3,224,224" ;;
-  esac
-}
 
 ingot_step() {  # NAME CMD...: runs CMD, output in $I/NAME.log; on failure keeps the log's tail in $I/NAME.err
   local name="$1" rc=0
@@ -126,7 +118,7 @@ if ! skip ingot; then
         pkg="$M/$m.b$b.$p.ingot"
         start=$(date +%s%N)
         ingot_step "$m.b$b.$p.convert" "$INGOT" convert "$M/$m.onnx" -o "$pkg" --quiet --device "$DEVICE" \
-          --precision "$p" --input-shape "input=$(dims "$m" "$b")"
+          --precision "$p" --input-shape "input=$(model_dims "$m" "$b")"
         echo "{\"convert_ms\": $((($(date +%s%N) - start) / 1000000))}" >"$I/$m.b$b.$p.convert.json"
         ingot_step "$m.b$b.$p.ingot" "$INGOT" bench "$pkg" --device "$DEVICE" --input "input=$in" --batch "$b" \
           --warmup "$WARMUP" --iterations "$ITERATIONS" --json "$I/$m.b$b.$p.ingot.json" ${device_io[@]+"${device_io[@]}"}

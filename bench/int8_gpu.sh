@@ -19,10 +19,9 @@
 #   =1, alternating twice, the medians appended to int8.md below the table as they are measured)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -ne 2 ]; then
-  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+usage_unless $# 2
 INGOT="$1"
 OUT="$2"
 PY="${PYTHON:-python3}"
@@ -58,7 +57,7 @@ for m in $MODELS; do
     --report "$OUT/$m.int8.report.json" >"$OUT/$m.quantize.log" 2>&1 ||
     { echo "int8_gpu: $m quantize failed:"; tail -3 "$OUT/$m.quantize.log"; }
   for b in $BATCHES; do
-    shape="input=$b,3,224,224"
+    shape="input=$(model_dims "$m" "$b")"
     fp16="$WORK/$m.b$b.fp16.ingot"
     int8="$WORK/$m.b$b.int8.ingot"
     "$INGOT" convert "$WORK/$m.onnx" -o "$fp16" --device cuda --precision fp16 --input-shape "$shape" \
@@ -105,10 +104,8 @@ EOF
   done
 done
 if [ -n "${AB_SWITCH:-}" ]; then
-  echo "" >>"$OUT/int8.md"
-  echo "| int8 package | $AB_SWITCH=0 ms | $AB_SWITCH=1 ms |" >>"$OUT/int8.md"
-  echo "|---|---:|---:|" >>"$OUT/int8.md"
-  for m in $MODELS; do for b in $BATCHES; do for round in 1 2; do
+  printf '\n| int8 package | %s=0 ms | %s=1 ms |\n|---|---:|---:|\n' "$AB_SWITCH" "$AB_SWITCH" >>"$OUT/int8.md"
+  for m in $MODELS; do for b in $BATCHES; do for _ in 1 2; do
     row="| $m b$b |"
     for v in 0 1; do
       ms=$(env "$AB_SWITCH=$v" "$INGOT" bench "$WORK/$m.b$b.int8.ingot" --device cuda --device-io --warmup "${WARMUP:-20}" \

@@ -14,10 +14,9 @@
 #   ROUNDS [2] WARMUP [20] ITERATIONS [100] WORK [OUTDIR/work]
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -ne 2 ]; then
-  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+usage_unless $# 2
 INGOT="$1"
 OUT="$2"
 PY="${PYTHON:-python3}"
@@ -26,13 +25,6 @@ SETTINGS="${SETTINGS:-INGOT_GEMM_3XTF32=0;INGOT_GEMM_3XTF32=1}"
 WORK="${WORK:-$OUT/work}"
 mkdir -p "$OUT" "$WORK"
 REPORT="$OUT/switches.md"
-
-dims() {  # input dims of model $1 at batch $2 (bench/compare_torch.sh's)
-  case "$1" in
-    whisper*) echo "$2,80,3000" ;;
-    *) echo "$2,3,224,224" ;;
-  esac
-}
 
 models="" batches=""
 for c in $CASES; do
@@ -57,7 +49,7 @@ for c in $CASES; do
   IFS=: read -r m b p <<<"$c"
   pkg="$WORK/$m.b$b.$p.ingot"
   if ! "$INGOT" convert "$WORK/$m.onnx" -o "$pkg" --quiet --device cuda --precision "$p" \
-    --input-shape "input=$(dims "$m" "$b")" >"$OUT/$m.b$b.$p.convert.log" 2>&1; then
+    --input-shape "input=$(model_dims "$m" "$b")" >"$OUT/$m.b$b.$p.convert.log" 2>&1; then
     echo "| $c | (conversion failed: $(tail -n 1 "$OUT/$m.b$b.$p.convert.log")) | | |" >>"$REPORT"
     continue
   fi
