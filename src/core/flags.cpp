@@ -131,6 +131,14 @@ constexpr Flag kFlags[] = {
      "activation in it: 1 where it measured faster than cuDNN (stride 1, 64-256 input channels, a full grid), 2 "
      "every one it takes (A/B runs, tests), 0 none.",
      true},
+    {"INGOT_GEMM_3XTF32_MIN_FILL", Kind::Int, "50",
+     "INGOT_GEMM_3XTF32=1 takes a product only where at least this percentage of its 128 x 128 x 32 tiles' "
+     "products are the product's (narrow layers stay on cuBLASLt and cuDNN).",
+     true},
+    {"INGOT_GEMM_3XTF32_TILE_SUMS", Kind::Bool, "1",
+     "The 3xTF32 kernel sums each k tile's products apart and adds them to its accumulators in float32 (the "
+     "tensor core's adds truncate); 0 accumulates on the tensor core over all of K (A/B runs).",
+     true},
     {"INGOT_GEMM_3XTF32", Kind::Int, "0",
      "Float32 matrix products (MatMul, Gemm, FusedMatMul) and stride-1 1x1 convolutions on Ingot's 3xTF32 "
      "tensor-core kernel at float32's accuracy instead of cuBLASLt's and cuDNN's FMA kernels, unless TF32 is "

@@ -46,5 +46,34 @@ TEST(CudaTf32, ThreeTermProductsKeepFloat32Accuracy) {
   std::printf("max relative error: 3xTF32 %.2e\n", err);
 }
 
+// Long sums: the tensor core's adds truncate, so accumulating all of K on it drifts toward zero
+// (~1e-5 of the largest output at K = 8192, ~40x exact float32's error); the kernel sums each k
+// tile apart and adds those in float32 (INGOT_GEMM_3XTF32_TILE_SUMS, the default), which keeps it
+// within a few times cuBLASLt's exact float32 error, both measured against float64.
+TEST(CudaTf32, LongSumsStayWithinExactFloat32Error) {
+  INGOT_REQUIRE_GPU();
+  Tensor a = random_tensor(DType::Float32, {128, 8192}, 5), b = random_tensor(DType::Float32, {8192, 128}, 6);
+  Tensor expected = ops::matmul(a.cast(DType::Float64), b.cast(DType::Float64)).cast(DType::Float32);
+  const Device gpu{DeviceType::CUDA, 0};
+  const Tensor ga = a.to(gpu), gb = b.to(gpu);
+  double exact = 0, whole = 0, tiled = 0;
+  {
+    const ScopedEnv env("INGOT_GEMM_3XTF32", "0");
+    exact = max_relative_error(expected, ops::matmul(ga, gb));
+  }
+  const ScopedEnv env("INGOT_GEMM_3XTF32", "2");
+  const int64_t before = cuda::tf32x3_calls();
+  {
+    const ScopedEnv sums("INGOT_GEMM_3XTF32_TILE_SUMS", "0");
+    whole = max_relative_error(expected, ops::matmul(ga, gb));
+  }
+  tiled = max_relative_error(expected, ops::matmul(ga, gb));
+  EXPECT_EQ(cuda::tf32x3_calls() - before, 2);
+  EXPECT_LT(tiled, 3 * exact + 1e-7);
+  EXPECT_LT(tiled, whole);
+  std::printf("max relative error at K = 8192 against float64: exact float32 %.2e, 3xTF32 %.2e (one sum over K: %.2e)\n",
+              exact, tiled, whole);
+}
+
 }  // namespace
 }  // namespace ingot::gpu_test

@@ -58,7 +58,7 @@ __device__ __forceinline__ float activate(float v, Act act) {
   }
 }
 
-template <bool kTransB>
+template <bool kTransB, bool kTileSums>
 __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Product p) {
   extern __shared__ __align__(16) float smem[];
   float* const a_tiles = smem;
@@ -101,6 +101,25 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
   // columns 2 t and 2 t + 1 of each m16n8 fragment, and reads A at (g | g + 8, t | t + 4), B at
   // (k t | t + 4, column g).
   const int wm = (warp / 4) * 64, wn = (warp % 4) * 32, g = lane / 4, t = lane % 4;
+  // B's fragments of the warp's four n-tiles at k step ks, split: [big, small][n-tile][k t, t + 4].
+  auto b_fragments = [&](const float* bt, int ks, uint32_t (&bf)[2][4][2]) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = wn + nt * 8 + g;
+      const float* const b0 = kTransB ? bt + col * kAStride + ks + t : bt + (ks + t) * kBStride + col;
+      const float* const b1 = kTransB ? b0 + 4 : b0 + 4 * kBStride;
+      const float v0 = *b0, v1 = *b1;
+      split_tf32<true>(v0, bf[0][nt][0], bf[1][nt][0]);
+      split_tf32<true>(v1, bf[0][nt][1], bf[1][nt][1]);
+    }
+  };
+  // A's fragment of m-tile mt at k step ks, split: [big, small][1][fragment].
+  auto a_fragment = [&](const float* at, int mt, int ks, uint32_t (&af)[2][1][4]) {
+    const float* const r = at + (wm + mt * 16 + g) * kAStride + ks + t;
+    const float v[4] = {r[0], r[8 * kAStride], r[4], r[8 * kAStride + 4]};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) split_tf32<true>(v[j], af[0][0][j], af[1][0][j]);
+  };
   float acc[4][1][4][4] = {};  // [m-tile][1][n-tile][fragment]
   const int ktiles = int((p.k + kBK - 1) / kBK);
 #pragma unroll
@@ -115,31 +134,38 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
     cp_async_commit();  // an empty group at the end keeps the wait's count right
     const float* const at = a_tiles + (kt % kStages) * kATile;
     const float* const bt = b_tiles + (kt % kStages) * kBTile<kTransB>;
-#pragma unroll
-    for (int ks = 0; ks < kBK; ks += 8) {
-      uint32_t bf[2][4][2];  // [big, small][n-tile][k t, t + 4]
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int col = wn + nt * 8 + g;
-        float v0, v1;
-        if constexpr (kTransB) {
-          v0 = bt[col * kAStride + ks + t];
-          v1 = bt[col * kAStride + ks + t + 4];
-        } else {
-          v0 = bt[(ks + t) * kBStride + col];
-          v1 = bt[(ks + t + 4) * kBStride + col];
-        }
-        split_tf32<true>(v0, bf[0][nt][0], bf[1][nt][0]);
-        split_tf32<true>(v1, bf[0][nt][1], bf[1][nt][1]);
-      }
+    if constexpr (kTileSums) {
+      // Each m-tile's products over the k tile into a fresh sum, then added to the accumulator in
+      // float32 (rounded to nearest): the tensor core's adds truncate, and truncating into an
+      // accumulator that has grown over all of K biases long sums (~1e-5 of the output's size at
+      // K = 1536); small per-tile sums keep that ~10x lower. B's fragments are loaded per m-tile.
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt) {
-        uint32_t af[2][1][4];  // [big, small][m-tile][fragment]
-        const float* const r = at + (wm + mt * 16 + g) * kAStride + ks + t;
-        const float v[4] = {r[0], r[8 * kAStride], r[4], r[8 * kAStride + 4]};
+        float part[1][4][4] = {};
+#pragma unroll 1
+        for (int ks = 0; ks < kBK; ks += 8) {
+          uint32_t bf[2][4][2], af[2][1][4];
+          b_fragments(bt, ks, bf);
+          a_fragment(at, mt, ks, af);
+          mma_3xtf32<1, 4>(part, af, bf);
+        }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) split_tf32<true>(v[j], af[0][0][j], af[1][0][j]);
-        mma_3xtf32<1, 4>(acc[mt], af, bf);
+        for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[mt][0][nt][j] += part[0][nt][j];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < kBK; ks += 8) {
+        uint32_t bf[2][4][2];  // [big, small][n-tile][k t, t + 4]
+        b_fragments(bt, ks, bf);
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) {
+          uint32_t af[2][1][4];  // [big, small][m-tile][fragment]
+          a_fragment(at, mt, ks, af);
+          mma_3xtf32<1, 4>(acc[mt], af, bf);
+        }
       }
     }
   }
@@ -176,12 +202,12 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
   }
 }
 
-template <bool kTransB>
+template <bool kTransB, bool kTileSums>
 void launch(const Tf32x3Product& p) {
   static std::atomic<uint64_t> raised{};
-  opt_in_shared_memory(gemm_3xtf32_kernel<kTransB>, kSmemBytes<kTransB>, raised);
+  opt_in_shared_memory(gemm_3xtf32_kernel<kTransB, kTileSums>, kSmemBytes<kTransB>, raised);
   const dim3 grid(unsigned((p.n + kBN - 1) / kBN), unsigned((p.m + kBM - 1) / kBM), unsigned(p.batch));
-  gemm_3xtf32_kernel<kTransB><<<grid, kThreads, kSmemBytes<kTransB>, stream()>>>(p);
+  gemm_3xtf32_kernel<kTransB, kTileSums><<<grid, kThreads, kSmemBytes<kTransB>, stream()>>>(p);
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
@@ -199,13 +225,20 @@ bool fits(const Tf32x3Product& p) {
 bool run_tf32x3(const Tf32x3Product& p) {
   const int64_t mode = flags::integer("INGOT_GEMM_3XTF32");
   if (mode <= 0 || allow_tf32() || !fits(p)) return false;
-  // Mode 1: a grid of at least one block per SM (smaller ones stay on the libraries' kernels).
-  const int64_t blocks = (p.m + kBM - 1) / kBM * ((p.n + kBN - 1) / kBN) * p.batch;
-  if (mode == 1 && blocks < sm_count()) return false;
+  // Mode 1: a grid of at least one block per SM whose tiles are mostly filled (the share of the
+  // 128 x 128 x 32 tiles' products that are the product's: narrow layers such as MobileNetV3's
+  // 24 -> 72 1x1 convolutions stay on the libraries' kernels, which are made for them).
+  const int64_t mt = (p.m + kBM - 1) / kBM, nt = (p.n + kBN - 1) / kBN, kt = (p.k + kBK - 1) / kBK;
+  if (mode == 1) {
+    const double fill = double(p.m) / double(mt * kBM) * double(p.n) / double(nt * kBN) * double(p.k) / double(kt * kBK);
+    if (mt * nt * p.batch < sm_count() || 100.0 * fill < double(flags::integer("INGOT_GEMM_3XTF32_MIN_FILL")))
+      return false;
+  }
+  const bool tile_sums = flags::enabled("INGOT_GEMM_3XTF32_TILE_SUMS");
   if (p.trans_b) {
-    launch<true>(p);
+    tile_sums ? launch<true, true>(p) : launch<true, false>(p);
   } else {
-    launch<false>(p);
+    tile_sums ? launch<false, true>(p) : launch<false, false>(p);
   }
   g_calls.fetch_add(1, std::memory_order_relaxed);
   return true;
