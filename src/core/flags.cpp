@@ -142,8 +142,8 @@ constexpr Flag kFlags[] = {
     {"INGOT_GEMM_3XTF32", Kind::Int, "0",
      "Float32 matrix products (MatMul, Gemm, FusedMatMul) and stride-1 1x1 convolutions on Ingot's 3xTF32 "
      "tensor-core kernel at float32's accuracy instead of cuBLASLt's and cuDNN's FMA kernels, unless TF32 is "
-     "allowed: 1 grids of at least one block per SM, 2 every product it takes (A/B runs, tests), 0 none (the "
-     "default until measured on a GPU).",
+     "allowed: 1 grids of at least one block per SM with tiles mostly filled (INGOT_GEMM_3XTF32_MIN_FILL), 2 every "
+     "product it takes (A/B runs, tests), 0 none (the default until its tile-sum form is measured on a GPU).",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},
