@@ -26,7 +26,8 @@ struct Tf32x3Product {
 };
 
 // Runs the product on cuda::stream() where INGOT_GEMM_3XTF32 gives it to the kernel (1: grids of at
-// least one block per SM; 2: every product it takes), TF32 is not allowed, and the operands fit
+// least one block per SM whose tiles are INGOT_GEMM_3XTF32_MIN_FILL percent the product's; 2: every
+// product it takes), TF32 is not allowed, and the operands fit
 // (16-byte aligned, N, K, leading dimensions and batch strides multiples of 4, grid sizes within
 // CUDA's); false otherwise, with nothing run.
 bool run_tf32x3(const Tf32x3Product& p);
