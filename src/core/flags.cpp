@@ -135,15 +135,16 @@ constexpr Flag kFlags[] = {
      "INGOT_GEMM_3XTF32=1 takes a product only where at least this percentage of its 128 x 128 x 32 tiles' "
      "products are the product's (narrow layers stay on cuBLASLt and cuDNN).",
      true},
-    {"INGOT_GEMM_3XTF32_TILE_SUMS", Kind::Bool, "1",
-     "The 3xTF32 kernel sums each k tile's products apart and adds them to its accumulators in float32 (the "
-     "tensor core's adds truncate); 0 accumulates on the tensor core over all of K (A/B runs).",
+    {"INGOT_GEMM_3XTF32_SUMS", Kind::Int, "3",
+     "Where the 3xTF32 kernel's sums restart (the tensor core's adds truncate, so one sum over a long K drifts "
+     "toward zero): 3 each k8 step's products summed apart and added to the accumulators in float32, 2 the same "
+     "with the k8 loop unrolled, 1 each k tile's (32), 0 one sum over all of K on the tensor core (A/B runs).",
      true},
-    {"INGOT_GEMM_3XTF32", Kind::Int, "0",
+    {"INGOT_GEMM_3XTF32", Kind::Int, "1",
      "Float32 matrix products (MatMul, Gemm, FusedMatMul) and stride-1 1x1 convolutions on Ingot's 3xTF32 "
      "tensor-core kernel at float32's accuracy instead of cuBLASLt's and cuDNN's FMA kernels, unless TF32 is "
      "allowed: 1 grids of at least one block per SM with tiles mostly filled (INGOT_GEMM_3XTF32_MIN_FILL), 2 every "
-     "product it takes (A/B runs, tests), 0 none (the default until its tile-sum form is measured on a GPU).",
+     "product it takes (A/B runs, tests), 0 none.",
      true},
     {"INGOT_CONV_SPLIT_K_MAX_MACS", Kind::Int, "268435456",
      "The most multiply-adds of a convolution the split-K kernel takes (2^28: batch 1's layers; A/B runs).", true},
