@@ -888,6 +888,7 @@ TEST(CudaFusedConv, Float32ResidualAfterTheGraphMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   const ScopedEnv cudnn_only("INGOT_CONV_SPLIT_K", "0");
   if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  if (cuda::cold_kernels() == cuda::ColdKernels::Always) GTEST_SKIP() << "every call on the cold tier (INGOT_CUDA_COLD_KERNELS=2)";
   struct Case {
     Shape x, w, y;
     Attributes attrs;

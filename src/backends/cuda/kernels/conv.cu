@@ -784,9 +784,30 @@ void build_plan(ConvPlan& p, const ConvGeometry& g, const Tensor& x, const Tenso
   p.use_cudnn = true;
 }
 
+bool exact_float32(const ConvPlan& p) { return p.dtype == DType::Float32 && !p.tf32; }
+
 bool acceptable_math(const ConvPlan& p, cudnnMathType_t m) {
   // Exact float32 unless TF32 is allowed.
-  return !(p.dtype == DType::Float32 && !p.tf32) || m == CUDNN_FMA_MATH;
+  return !exact_float32(p) || m == CUDNN_FMA_MATH;
+}
+
+// The algorithms that multiply in a transformed domain (FFT, and Winograd's larger tiles, which cuDNN
+// runs unfused): not float32's accuracy. On an H100 the legacy path (INGOT_CUDNN_GRAPH=0) put a
+// float32 3x3 convolution of 512 channels at 7 x 7 1.4e-3 off (1.7278 against the CPU's 1.7254) with
+// FMA math, which only these algorithms explain (excluding them not yet run on a GPU).
+bool transform_algo(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_algo(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+
+// Exact float32 takes FMA math and no transformed-domain algorithm.
+template <class Algo>
+bool acceptable(const ConvPlan& p, Algo algo, cudnnMathType_t m) {
+  return acceptable_math(p, m) && !(exact_float32(p) && transform_algo(algo));
 }
 
 // A choice stored earlier (core/tuning.h: this process, or a package made by `ingot convert`):
@@ -796,7 +817,9 @@ bool reuse_algo(ConvPlan& p, bool transposed) {
   int algo = 0, math = 0;
   if (!stored || std::sscanf(stored->c_str(), "%d %d", &algo, &math) != 2) return false;
   const auto m = cudnnMathType_t(math);
-  if (!acceptable_math(p, m) || cudnnSetConvolutionMathType(p.conv_desc, m) != CUDNN_STATUS_SUCCESS) return false;
+  const bool ok = transposed ? acceptable(p, cudnnConvolutionBwdDataAlgo_t(algo), m)
+                             : acceptable(p, cudnnConvolutionFwdAlgo_t(algo), m);
+  if (!ok || cudnnSetConvolutionMathType(p.conv_desc, m) != CUDNN_STATUS_SUCCESS) return false;
   size_t ws = 0;
   cudnnStatus_t st =
       transposed ? cudnnGetConvolutionBackwardDataWorkspaceSize(cuda::cudnn(), p.w_desc, p.x_desc, p.conv_desc,
@@ -828,7 +851,8 @@ void choose_from(ConvPlan& p, const Perf* perf, int returned, const std::functio
                  const std::function<void(const Perf&)>& keep) {
   std::vector<const Perf*> candidates;
   for (int i = 0; i < returned && int(candidates.size()) < retimed_algorithms(); ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && acceptable_math(p, perf[i].mathType)) candidates.push_back(&perf[i]);
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && acceptable(p, perf[i].algo, perf[i].mathType))
+      candidates.push_back(&perf[i]);
   }
   if (candidates.empty()) {
     p.use_cudnn = false;  // no algorithm: the direct loops run
