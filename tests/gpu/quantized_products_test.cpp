@@ -306,6 +306,73 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
   }
 }
 
+// Symmetric int8 1x1 stride-1 convolutions channels last on the persistent pointwise kernel
+// (INGOT_INT8_POINTWISE=1), then on the other paths: one K block (64) and several (256, and 80: a
+// last block part-filled), channels padded to 16 (24 -> 32), pixels that end part-way through a
+// 128-row tile, output channels that end part-way through a 64-column tile (48, 80) and more tiles
+// than the grid has blocks (each block walks several), int8 residuals with zero points, Relu and a
+// clip, and a stem convolution's 1x1 product after its im2col. Every case has the lean epilogue (an
+// int8 output at zero point 0); the other forms fall through.
+TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
+  INGOT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) {
+    cases.push_back(conv_case(std::move(name), [&](ConvCase& c) {
+      c.kernel = 1;
+      c.pad = 0;
+      edit(c);
+    }));
+  };
+  add("64 -> 256, batch 8, 56x56, int8 residual (zero point 3), Relu", [](ConvCase& c) {
+    c.n = 8;
+    c.c = 64;
+    c.m = 256;
+    c.h = c.w = 56;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 3;
+    c.act = "Relu";
+  });
+  add("256 -> 64, 13x11 (143 pixels)", [](ConvCase& c) {
+    c.n = 1;
+    c.c = 256;
+    c.m = 64;
+    c.h = 13;
+    c.w = 11;
+  });
+  add("80 -> 48, batch 3, 9x9, Relu6 as a clip", [](ConvCase& c) {
+    c.n = 3;
+    c.c = 80;
+    c.m = 48;
+    c.h = c.w = 9;
+    c.epilogue = "Max(x0, 0); Min(t0, 6)";
+  });
+  add("24 -> 80 (channels padded to 32), batch 2, 20x20, int8 residual (zero point -7)", [](ConvCase& c) {
+    c.n = 2;
+    c.c = 24;
+    c.m = 80;
+    c.h = c.w = 20;
+    c.r_dtype = DType::Int8;
+    c.r_zp = -7;
+  });
+  add("a 7x7 stride-2 stem on 3 channels, Relu: im2col (INGOT_INT8_STEM), then this kernel over 160", [](ConvCase& c) {
+    c.c = 3;
+    c.h = c.w = 33;
+    c.kernel = 7;
+    c.pad = 3;
+    c.stride = 2;
+    c.act = "Relu";
+  });
+  uint32_t seed = 150;
+  for (const char* kernel : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_INT8_POINTWISE=") + kernel);
+    const ScopedEnv pointwise("INGOT_INT8_POINTWISE", kernel);
+    const int64_t before = cuda::int8_pointwise_calls();
+    for (const ConvCase& c : cases) check_conv(c, seed++);
+    EXPECT_EQ(cuda::int8_pointwise_calls() - before, kernel[0] == '1' ? int64_t(cases.size()) : 0)
+        << "each case runs on the pointwise kernel exactly when it is on";
+  }
+}
+
 // Stem convolutions (fewer than 16 input channels) as im2col and a 1x1 convolution
 // (INGOT_INT8_STEM=1) on cuDNN's int8 engines and on the implicit GEMM, then with each tap's channels
 // padded to 16 instead: ResNet-50's 7x7 stride-2 conv1 on 3 channels, MobileNetV3's 3x3 stride-2

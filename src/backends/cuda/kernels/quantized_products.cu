@@ -328,6 +328,38 @@ constexpr int epilogue_pass_rows(int bm, int wm, int row_bytes, int buffer_bytes
 // Byte offset of 16-byte column `chunk` (0..3) of row `row` in a tile of 64-byte rows.
 __device__ __forceinline__ int swizzled(int row, int chunk) { return row * kImmaBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
+// One 64-byte K block of a warp's MT x NT m16n8 tiles: A's rows from `as` (the warp's from row
+// `row_a`), B's from `bs` (from row `row_b`), both swizzled 64-byte rows, int32 accumulators.
+template <int MT, int NT>
+__device__ __forceinline__ void multiply_k_block(int32_t (&acc)[MT][NT][4], const int8_t* as, const int8_t* bs,
+                                                 int row_a, int row_b, int lane) {
+  static_assert(NT % 2 == 0, "B's n-tiles come in pairs");
+#pragma unroll
+  for (int ks = 0; ks < kImmaBK / 32; ++ks) {
+    uint32_t a[MT][4], b[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {  // matrices: rows 0-7 / 8-15 x bytes 0-15 / 16-31
+      const int row = row_a + i * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+      ldmatrix_x4(a[i], as + swizzled(row, ks * 2 + lane / 16));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j += 2) {  // matrices: n-tile j bytes 0-15 / 16-31, then n-tile j + 1
+      const int row = row_b + j * 8 + lane % 8 + (lane / 16) * 8;
+      uint32_t t[4];
+      ldmatrix_x4(t, bs + swizzled(row, ks * 2 + (lane / 8) % 2));
+      b[j][0] = t[0];
+      b[j][1] = t[1];
+      b[j + 1][0] = t[2];
+      b[j + 1][1] = t[3];
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma16832_s8(acc[i][j], a[i], b[j][0], b[j][1]);
+    }
+  }
+}
+
 template <class Y, int BM, int BN, int WARPS_M, int WARPS_N, bool kLean>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     implicit_gemm_conv_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, Y* __restrict__ y,
@@ -408,32 +440,8 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
     const int next = kb + kImmaStages - 1;
     if (next < kblocks) load(next % kImmaStages, next);
     cp_async_commit();
-    const int8_t* as = smem[kb % kImmaStages];
-    const int8_t* bs = smem[kb % kImmaStages] + BM * kImmaBK;
-#pragma unroll
-    for (int ks = 0; ks < kImmaBK / 32; ++ks) {
-      uint32_t a[MT][4], b[NT][2];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {  // matrices: rows 0-7 / 8-15 x bytes 0-15 / 16-31
-        const int row = warp_m * WM + i * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(a[i], as + swizzled(row, ks * 2 + lane / 16));
-      }
-#pragma unroll
-      for (int j = 0; j < NT; j += 2) {  // matrices: n-tile j bytes 0-15 / 16-31, then n-tile j + 1
-        const int row = warp_n * WN + j * 8 + lane % 8 + (lane / 16) * 8;
-        uint32_t t[4];
-        ldmatrix_x4(t, bs + swizzled(row, ks * 2 + (lane / 8) % 2));
-        b[j][0] = t[0];
-        b[j][1] = t[1];
-        b[j + 1][0] = t[2];
-        b[j + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mma16832_s8(acc[i][j], a[i], b[j][0], b[j][1]);
-      }
-    }
+    multiply_k_block<MT, NT>(acc, smem[kb % kImmaStages], smem[kb % kImmaStages] + BM * kImmaBK, warp_m * WM,
+                             warp_n * WN, lane);
   }
   cp_async_wait<0>();
 
@@ -562,6 +570,150 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
       }
     }
   }
+}
+
+// Path 1's pointwise form (INGOT_INT8_POINTWISE): 1x1 stride-1 convolutions channels last with the
+// lean epilogue, Y[m][n] = lean(sum over c of X[m][c] W[n][c]) for the N H W pixels m. These layers
+// are memory-bound (ResNet-50 int8 b32's layer1 conv3, 64 -> 256 with an int8 residual, moves ~58 MB
+// in ~19 us at 3 TB/s; cuDNN's int8 engines take 52 us, the implicit GEMM above ~59), and at K <= 64
+// the implicit GEMM's block loads its one K block, multiplies, then runs its epilogue, serially.
+// Here a block is persistent: it walks its tiles (BM x BN of Y, the output channels fastest) with the
+// K blocks of all of them in one cp.async pipeline, so the next tile's operands load while this
+// tile multiplies and finishes; each warp finishes its own 32 x 32 piece without a block barrier:
+// its residual rows are loaded (16 bytes a lane, two per lane) before the multiply, put in the
+// warp's staging buffer, read and overwritten in place by the fragments' outputs, and the rows
+// stored as 16-byte pieces. The operand tiles, ldmatrix reads and mma.sync products are the
+// implicit GEMM's (rows of A are pixels, contiguous here). Needs C and N multiples of 16, 16-byte
+// aligned X, W, Y and residual.
+struct PointwiseDims {
+  int m, c, n;  // pixels, input channels (a multiple of 16), output channels (a multiple of 16)
+};
+
+template <int BM, int BN, int WARPS_M, int WARPS_N>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
+    pointwise_int8_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, int8_t* __restrict__ y,
+                          PointwiseDims d, LeanEpilogue lean) {
+  constexpr int kThreads = WARPS_M * WARPS_N * 32, WM = BM / WARPS_M, WN = BN / WARPS_N;
+  constexpr int MT = WM / 16, NT = WN / 8;
+  constexpr int kRowsPerPass = kThreads / 4;  // a tile row is four 16-byte chunks
+  constexpr int AR = BM / kRowsPerPass, BR = BN / kRowsPerPass;
+  static_assert(WM == 32 && WN == 32 && AR >= 1 && BR >= 1, "a warp finishes a 32 x 32 piece");
+  constexpr int kStageLd = WN + 16;  // staging row stride (48 bytes): 16-byte rows, fragment writes on distinct banks
+  __shared__ __align__(128) int8_t smem[kImmaStages][(BM + BN) * kImmaBK];
+  __shared__ __align__(16) int8_t staging[WARPS_M * WARPS_N][WM * kStageLd];
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N, chunk = tid % 4;
+  const int ntiles = (d.n + BN - 1) / BN, tiles = ((d.m + BM - 1) / BM) * ntiles;
+  const int my_tiles = int(blockIdx.x) < tiles ? (tiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+  const int kblocks = (d.c + kImmaBK - 1) / kImmaBK, steps = my_tiles * kblocks;
+  auto tile_origin = [&](int local, int& m0, int& n0) {
+    const int t = int(blockIdx.x) + local * int(gridDim.x);
+    m0 = (t / ntiles) * BM;
+    n0 = (t % ntiles) * BN;
+  };
+  // Step q of this block: K block q % kblocks of its tile q / kblocks.
+  auto load = [&](int stage, int q) {
+    int m0 = 0, n0 = 0;
+    tile_origin(q / kblocks, m0, n0);
+    const int kk = (q % kblocks) * kImmaBK + chunk * 16;
+    const bool k_ok = kk < d.c;
+    int8_t* as = smem[stage];
+    int8_t* bs = smem[stage] + BM * kImmaBK;
+#pragma unroll
+    for (int i = 0; i < AR; ++i) {
+      const int row = tid / 4 + i * kRowsPerPass, m = m0 + row;
+      const bool ok = k_ok && m < d.m;
+      cp_async16(as + swizzled(row, chunk), ok ? x + int64_t(m) * d.c + kk : x, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < BR; ++i) {
+      const int row = tid / 4 + i * kRowsPerPass, n = n0 + row;
+      const bool ok = k_ok && n < d.n;
+      cp_async16(bs + swizzled(row, chunk), ok ? w + int64_t(n) * d.c + kk : w, ok);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kImmaStages - 1; ++st) {
+    if (st < steps) load(st, st);
+    cp_async_commit();  // empty groups keep the count that cp_async_wait relies on
+  }
+  int8_t* const stage_rows = staging[warp];
+  const int g = lane / 4, t2 = (lane % 4) * 2;
+  int q = 0;
+  for (int local = 0; local < my_tiles; ++local) {
+    int m0 = 0, n0 = 0;
+    tile_origin(local, m0, n0);
+    const int wm0 = m0 + warp_m * WM, wn0 = n0 + warp_n * WN;
+    // The warp's residual rows, issued now and used after the multiply: piece p = lane + 32 h is row
+    // p / 2, bytes 16 (p % 2).
+    int4 res[2] = {make_int4(0, 0, 0, 0), make_int4(0, 0, 0, 0)};
+    if (lean.residual) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int p = lane + 32 * h, m = wm0 + p / 2, n = wn0 + (p % 2) * 16;
+        if (m < d.m && n < d.n) res[h] = *reinterpret_cast<const int4*>(lean.residual + int64_t(m) * d.n + n);
+      }
+    }
+    int32_t acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    }
+    for (int kb = 0; kb < kblocks; ++kb, ++q) {
+      cp_async_wait<kImmaStages - 2>();  // step q has landed (this thread's copies)...
+      __syncthreads();                   // ...everyone's, and everyone is done with step q - 1's buffer
+      if (q + kImmaStages - 1 < steps) load((q + kImmaStages - 1) % kImmaStages, q + kImmaStages - 1);
+      cp_async_commit();
+      multiply_k_block<MT, NT>(acc, smem[q % kImmaStages], smem[q % kImmaStages] + BM * kImmaBK, warp_m * WM,
+                               warp_n * WN, lane);
+    }
+
+    // The warp's epilogue. A lane holds rows g and g + 8 of each m16 tile, columns t2 and t2 + 1 of
+    // each n8 tile; the residual and the outputs meet it there through the staging buffer.
+    if (lean.residual) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int p = lane + 32 * h;
+        *reinterpret_cast<int4*>(stage_rows + (p / 2) * kStageLd + (p % 2) * 16) = res[h];
+      }
+      __syncwarp();
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int col = j * 8 + t2, n = wn0 + col;
+      if (n >= d.n) continue;  // d.n is a multiple of 16: a pair is all in or all out, as is its 16-byte piece
+      const float2 sc = *reinterpret_cast<const float2*>(lean.scale + n);
+      const float2 bi = *reinterpret_cast<const float2*>(lean.bias + n);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int8_t* const at = stage_rows + (i * 16 + g + half * 8) * kStageLd + col;
+          float f0 = fmaf(float(acc[i][j][2 * half]), sc.x, bi.x), f1 = fmaf(float(acc[i][j][2 * half + 1]), sc.y, bi.y);
+          if (lean.residual) {
+            const char2 r = *reinterpret_cast<const char2*>(at);
+            f0 = fmaf(lean.rq, float(r.x), f0);
+            f1 = fmaf(lean.rq, float(r.y), f1);
+          }
+          char2 o;
+          o.x = int8_t(__float2int_rn(fminf(fmaxf(f0, lean.lo), lean.hi)));
+          o.y = int8_t(__float2int_rn(fminf(fmaxf(f1, lean.lo), lean.hi)));
+          *reinterpret_cast<char2*>(at) = o;
+        }
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = lane + 32 * h, m = wm0 + p / 2, n = wn0 + (p % 2) * 16;
+      if (m < d.m && n < d.n)
+        *reinterpret_cast<int4*>(y + int64_t(m) * d.n + n) =
+            *reinterpret_cast<const int4*>(stage_rows + (p / 2) * kStageLd + (p % 2) * 16);
+    }
+    __syncwarp();  // the next tile's residual goes where these rows were
+  }
+  cp_async_wait<0>();
 }
 
 // Y[m, n] for A [m, kk] and B [kk, n] (row-major).
@@ -884,6 +1036,40 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
   return true;
 }
 
+std::atomic<int64_t> g_pointwise_calls{0};
+
+// The pointwise kernel's launch (INGOT_INT8_POINTWISE); false where the layer is not one it takes.
+bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
+  if (!flags::enabled("INGOT_INT8_POINTWISE") || !symmetric_int8(g, a) || g.win.in.size() != 2) return false;
+  const sem::Window& win = g.win;
+  for (size_t i = 0; i < 2; ++i) {
+    if (win.kernel[i] != 1 || win.strides[i] != 1 || win.pad_begin[i] != 0 || win.pad_end[i] != 0) return false;
+  }
+  const int64_t m = g.batch * win.out[0] * win.out[1];
+  if (g.out_channels % 16 != 0 || m > INT_MAX / 2 || g.out_channels > INT_MAX / 2) return false;
+  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  if (!lean.scale || !aligned16(y.raw_data()) || (lean.residual && !aligned16(lean.residual))) return false;
+  const ChannelsBy16 padded = channels_by_16(st, g, a);
+  const Tensor& x = padded.x();
+  if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data()) || padded.channels > INT_MAX / 2) return false;
+  constexpr int BM = 128, BN = 64, WARPS_M = 4, WARPS_N = 2;
+  const PointwiseDims d{int(m), int(padded.channels), int(g.out_channels)};
+  const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
+  static int per_sm = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N>,
+                                                      WARPS_M * WARPS_N * 32, 0) != cudaSuccess)
+      blocks = 1;
+    return std::max(blocks, 1);
+  }();
+  const int64_t grid = std::min<int64_t>(tiles, int64_t(sm_count()) * per_sm);
+  pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N><<<unsigned(grid), WARPS_M * WARPS_N * 32, 0, stream()>>>(
+      ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<int8_t>(y), d, lean);
+  INGOT_CUDA_LAUNCH_CHECK();
+  g_pointwise_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 // Path 2: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
 bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
                     const std::vector<float>& w_scale, Tensor& y) {
@@ -985,7 +1171,7 @@ bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry
 
 // Path 0: a stem convolution (channels last, symmetric int8, fewer than 16 input channels, a
 // window larger than 1x1) as im2col and a 1x1 convolution over [N, OH, OW, R S C padded to 16] on
-// path 1 or 2. Padding each tap's 3 channels to 16 instead made ResNet-50's 7x7 conv1 multiply
+// path 1 (its pointwise form first) or 2. Padding each tap's 3 channels to 16 instead made ResNet-50's 7x7 conv1 multiply
 // 16/3 as much in 16-byte pieces of one tap each: cuDNN's int8 engine took 0.96 ms of ResNet-50
 // int8's 2.59 ms of device time per batch-32 run on an H100 (0.39 ms this way). False where it does not apply or neither path takes the
 // 1x1 problem (the caller goes on with the other paths).
@@ -1020,7 +1206,7 @@ bool run_stem_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry&
   QuantizedProductArgs pa = a;
   pa.x = &cols;
   pa.w = &st.w_stem;
-  const bool ran = run_implicit_gemm_conv(st, pointwise, pa, y) ||
+  const bool ran = run_pointwise_conv(st, pointwise, pa, y) || run_implicit_gemm_conv(st, pointwise, pa, y) ||
                    run_cudnn_conv(ctx, st, pointwise, pa, per_channel(a.w_scale, g.out_channels), y);
   if (ran) g_stem_calls.fetch_add(1, std::memory_order_relaxed);
   return ran;
@@ -1105,6 +1291,7 @@ void quantized_conv(KernelContext& ctx) {
   QuantState& st = ctx.state<QuantState>();
   prepare(ctx, st, a, g.out_channels);
   if (run_stem_conv(ctx, st, g, a, y)) return;
+  if (run_pointwise_conv(st, g, a, y)) return;
   if (run_implicit_gemm_conv(st, g, a, y)) return;
   if (run_cudnn_conv(ctx, st, g, a, per_channel(a.w_scale, g.out_channels), y)) return;
 
@@ -1269,5 +1456,6 @@ INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
 
 int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memory_order_relaxed); }
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
+int64_t int8_pointwise_calls() { return g_pointwise_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

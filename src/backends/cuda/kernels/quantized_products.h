@@ -8,5 +8,7 @@ namespace ingot::cuda {
 int64_t int8_implicit_gemm_calls();
 // How many stem convolutions ran as im2col and a 1x1 convolution (INGOT_INT8_STEM) in this process.
 int64_t int8_stem_calls();
+// How many 1x1 convolutions ran on Ingot's pointwise int8 kernel (INGOT_INT8_POINTWISE) in this process.
+int64_t int8_pointwise_calls();
 
 }  // namespace ingot::cuda
