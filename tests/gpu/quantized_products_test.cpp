@@ -309,8 +309,8 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
 // Symmetric int8 1x1 stride-1 convolutions channels last on the persistent pointwise kernel
 // (INGOT_INT8_POINTWISE=1), then on the other paths: one K block (64) and several (256, and 80: a
 // last block part-filled), channels padded to 16 (24 -> 32), pixels that end part-way through a
-// 128-row tile, output channels that end part-way through a 64-column tile (48, 80) and more tiles
-// than the grid has blocks (each block walks several), int8 residuals with zero points, Relu and a
+// 128-row tile, output channels that end part-way through a 64-column tile (48, 80, 272) and more
+// tiles than the grid has blocks (each block walks several, across n-tiles and with two K blocks each), int8 residuals with zero points, Relu and a
 // clip, and a stem convolution's 1x1 product after its im2col. Every case has the lean epilogue (an
 // int8 output at zero point 0); the other forms fall through.
 TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
@@ -353,6 +353,15 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
     c.h = c.w = 20;
     c.r_dtype = DType::Int8;
     c.r_zp = -7;
+  });
+  // 500 tiles, five n-tiles a row of tiles (so a block's tiles change n-tile), two K blocks each.
+  add("80 -> 272, batch 8, 40x40, int8 residual (zero point 11)", [](ConvCase& c) {
+    c.n = 8;
+    c.c = 80;
+    c.m = 272;
+    c.h = c.w = 40;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 11;
   });
   add("a 7x7 stride-2 stem on 3 channels, Relu: im2col (INGOT_INT8_STEM), then this kernel over 160", [](ConvCase& c) {
     c.c = 3;

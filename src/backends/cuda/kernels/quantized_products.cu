@@ -580,7 +580,7 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 // Here a block is persistent: it walks its tiles (BM x BN of Y, the output channels fastest) with the
 // K blocks of all of them in one cp.async pipeline, so the next tile's operands load while this
 // tile multiplies and finishes; each warp finishes its own 32 x 32 piece without a block barrier:
-// its residual rows are loaded (16 bytes a lane, two per lane) before the multiply, put in the
+// its residual rows are loaded (16 bytes a lane, two per lane) a tile ahead, put in the
 // warp's staging buffer, read and overwritten in place by the fragments' outputs, and the rows
 // stored as 16-byte pieces. The operand tiles, ldmatrix reads and mma.sync products are the
 // implicit GEMM's (rows of A are pixels, contiguous here). Needs C and N multiples of 16, 16-byte
@@ -639,21 +639,27 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
   }
   int8_t* const stage_rows = staging[warp];
   const int g = lane / 4, t2 = (lane % 4) * 2;
+  // The warp's residual rows of tile `local`: piece p = lane + 32 h is row p / 2, bytes 16 (p % 2).
+  // A tile's are issued before the previous tile's epilogue (the first's before its multiply), so
+  // that they are in flight through that epilogue and this tile's multiply.
+  auto load_residual = [&](int local, int4 (&res)[2]) {
+    res[0] = res[1] = make_int4(0, 0, 0, 0);
+    if (!lean.residual || local >= my_tiles) return;
+    int m0 = 0, n0 = 0;
+    tile_origin(local, m0, n0);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = lane + 32 * h, m = m0 + warp_m * WM + p / 2, n = n0 + warp_n * WN + (p % 2) * 16;
+      if (m < d.m && n < d.n) res[h] = *reinterpret_cast<const int4*>(lean.residual + int64_t(m) * d.n + n);
+    }
+  };
+  int4 res[2];
+  load_residual(0, res);
   int q = 0;
   for (int local = 0; local < my_tiles; ++local) {
     int m0 = 0, n0 = 0;
     tile_origin(local, m0, n0);
     const int wm0 = m0 + warp_m * WM, wn0 = n0 + warp_n * WN;
-    // The warp's residual rows, issued now and used after the multiply: piece p = lane + 32 h is row
-    // p / 2, bytes 16 (p % 2).
-    int4 res[2] = {make_int4(0, 0, 0, 0), make_int4(0, 0, 0, 0)};
-    if (lean.residual) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int p = lane + 32 * h, m = wm0 + p / 2, n = wn0 + (p % 2) * 16;
-        if (m < d.m && n < d.n) res[h] = *reinterpret_cast<const int4*>(lean.residual + int64_t(m) * d.n + n);
-      }
-    }
     int32_t acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
@@ -668,6 +674,9 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
       multiply_k_block<MT, NT>(acc, smem[q % kImmaStages], smem[q % kImmaStages] + BM * kImmaBK, warp_m * WM,
                                warp_n * WN, lane);
     }
+
+    int4 next_res[2];
+    load_residual(local + 1, next_res);
 
     // The warp's epilogue. A lane holds rows g and g + 8 of each m16 tile, columns t2 and t2 + 1 of
     // each n8 tile; the residual and the outputs meet it there through the staging buffer.
@@ -712,6 +721,8 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
             *reinterpret_cast<const int4*>(stage_rows + (p / 2) * kStageLd + (p % 2) * 16);
     }
     __syncwarp();  // the next tile's residual goes where these rows were
+    res[0] = next_res[0];
+    res[1] = next_res[1];
   }
   cp_async_wait<0>();
 }
@@ -1058,8 +1069,10 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   static int per_sm = [] {
     int blocks = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N>,
-                                                      WARPS_M * WARPS_N * 32, 0) != cudaSuccess)
+                                                      WARPS_M * WARPS_N * 32, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for the launch check to report
       blocks = 1;
+    }
     return std::max(blocks, 1);
   }();
   const int64_t grid = std::min<int64_t>(tiles, int64_t(sm_count()) * per_sm);
