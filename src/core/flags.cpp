@@ -140,10 +140,10 @@ constexpr Flag kFlags[] = {
      "INGOT_GEMM_3XTF32=1 takes a product only where at least this percentage of its 128 x 128 x 32 tiles' "
      "products are the product's (narrow layers stay on cuBLASLt and cuDNN).",
      true},
-    {"INGOT_GEMM_3XTF32_SUMS", Kind::Int, "3",
-     "Where the 3xTF32 kernel's sums restart (the tensor core's adds truncate, so one sum over a long K drifts "
-     "toward zero): 3 each k8 step's products summed apart and added to the accumulators in float32, 2 the same "
-     "with the k8 loop unrolled, 1 each k tile's (32), 0 one sum over all of K on the tensor core (A/B runs).",
+    {"INGOT_GEMM_3XTF32_STEP_SUMS", Kind::Bool, "1",
+     "The 3xTF32 kernel sums each k8 step's products apart and adds them to its accumulators in float32 (the "
+     "tensor core's adds truncate, so one sum over a long K drifts toward zero); 0 keeps one sum over K on the "
+     "tensor core (A/B runs, the accuracy test).",
      true},
     {"INGOT_GEMM_3XTF32", Kind::Int, "1",
      "Float32 matrix products (MatMul, Gemm, FusedMatMul) and stride-1 1x1 convolutions on Ingot's 3xTF32 "

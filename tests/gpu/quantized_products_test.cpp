@@ -309,10 +309,11 @@ TEST(CudaQuantizedProducts, ImplicitGemmMatchesTheCpu) {
 // Symmetric int8 1x1 stride-1 convolutions channels last on the persistent pointwise kernel
 // (INGOT_INT8_POINTWISE=1), then on the other paths: one K block (64) and several (256, and 80: a
 // last block part-filled), channels padded to 16 (24 -> 32), pixels that end part-way through a
-// 128-row tile, output channels that end part-way through a 64-column tile (48, 80, 272) and more
-// tiles than the grid has blocks (each block walks several, across n-tiles and with two K blocks each), int8 residuals with zero points, Relu and a
-// clip, and a stem convolution's 1x1 product after its im2col. Every case has the lean epilogue (an
-// int8 output at zero point 0); the other forms fall through.
+// 128-row tile, output channels that end part-way through a 64-column tile (48, 80, 272), more
+// tiles than the grid has blocks (each block walks several, across n-tiles and with two K blocks
+// each), int8 residuals with zero points, Relu and a clip, and a stem convolution's 1x1 product
+// after its im2col. Every case has the lean epilogue (an int8 output at zero point 0); the other
+// forms fall through.
 TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;

@@ -16,15 +16,13 @@
 // splits its B fragments once and, per m-tile, the A fragment, and runs the three terms for its four
 // (m, n) pairs term by term (products into the same sum four apart). The tensor core's adds
 // truncate (round toward zero), so a sum kept on it over all of K drifts toward zero (one output
-// 1.3e-3 off at K = 1536 on an H100); INGOT_GEMM_3XTF32_SUMS says where the sums restart:
-//   3 (default) each k8 step's three terms go into a fresh sum that is added to the accumulator in
-//     float32, rounded to nearest (16 FADDs per m-tile and k8 step beside 12 mma.sync), the k8 loop
-//     rolled: unrolled (2, for A/B runs), the compiler loads a whole k tile's fragments ahead and
-//     spills 76-180 bytes at 128 registers; rolled, 8-24;
-//   1 each m-tile's products over a k tile (32) into a fresh sum: fewer adds, but the loop runs
-//     m-tile by m-tile with the k8 loop rolled and B's fragments loaded per m-tile: Whisper-tiny
-//     fp32 b32 25.9 ms against 22.1 for form 0 (H100);
-//   0 one sum over K on the tensor core (A/B runs).
+// 1.3e-3 off at K = 1536 on an H100): each k8 step's three terms go into a fresh sum that is added
+// to the accumulator in float32, rounded to nearest (16 FADDs per m-tile and k8 step beside 12
+// mma.sync), with the k8 loop rolled (unrolled, the compiler loads a whole k tile's fragments ahead
+// and spills 76-180 bytes at 128 registers; rolled, 8-24). INGOT_GEMM_3XTF32_STEP_SUMS=0 keeps one
+// sum over K on the tensor core, for A/B runs and the accuracy test. (Sums restarted per k tile
+// instead, the loop m-tile by m-tile with B's fragments loaded per m-tile, were slower: Whisper-tiny
+// fp32 b32 25.9 ms against 24.1 for k8-step sums and 22.1 for one sum, H100.)
 // Two blocks fit per SM (~108 KB of shared memory and at most 128 registers each; two m-tiles at a
 // time spilled more).
 // The epilogue scales, adds the residual and bias and applies the activation as it stores two
@@ -33,7 +31,6 @@
 
 #include <atomic>
 #include <climits>
-#include <type_traits>
 
 #include "backends/cuda/cuda_runtime.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
@@ -69,8 +66,8 @@ __device__ __forceinline__ float activate(float v, Act act) {
   }
 }
 
-// kSums: INGOT_GEMM_3XTF32_SUMS (above).
-template <bool kTransB, int kSums>
+// kStepSums: INGOT_GEMM_3XTF32_STEP_SUMS (above).
+template <bool kTransB, bool kStepSums>
 __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Product p) {
   extern __shared__ __align__(16) float smem[];
   float* const a_tiles = smem;
@@ -132,14 +129,6 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
 #pragma unroll
     for (int j = 0; j < 4; ++j) split_tf32<true>(v[j], af[0][0][j], af[1][0][j]);
   };
-  // Adds a fresh sum to an m-tile's accumulators in float32, rounded to nearest.
-  auto add_to = [](float (&sum)[1][4][4], const float (&part)[1][4][4]) {
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) sum[0][nt][j] += part[0][nt][j];
-    }
-  };
   float acc[4][1][4][4] = {};  // [m-tile][1][n-tile][fragment]
   const int ktiles = int((p.k + kBK - 1) / kBK);
 #pragma unroll
@@ -154,38 +143,24 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
     cp_async_commit();  // an empty group at the end keeps the wait's count right
     const float* const at = a_tiles + (kt % kStages) * kATile;
     const float* const bt = b_tiles + (kt % kStages) * kBTile<kTransB>;
-    if constexpr (kSums == 1) {
-      // Each m-tile's products over the k tile into a fresh sum, then added to the accumulator in
-      // float32. The k8 loop stays rolled (unrolled, the compiler kept B's fragments across m-tiles
-      // and spilled ~550 bytes).
+#pragma unroll(kStepSums ? 1 : 4)
+    for (int ks = 0; ks < kBK; ks += 8) {
+      uint32_t bf[2][4][2];  // [big, small][n-tile][k t, t + 4]
+      b_fragments(bt, ks, bf);
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt) {
-        float part[1][4][4] = {};
-#pragma unroll 1
-        for (int ks = 0; ks < kBK; ks += 8) {
-          uint32_t bf[2][4][2], af[2][1][4];
-          b_fragments(bt, ks, bf);
-          a_fragment(at, mt, ks, af);
+        uint32_t af[2][1][4];  // [big, small][m-tile][fragment]
+        a_fragment(at, mt, ks, af);
+        if constexpr (kStepSums) {
+          float part[1][4][4] = {};  // this k8 step's three terms, summed apart, then added rounded to nearest
           mma_3xtf32<1, 4>(part, af, bf);
-        }
-        add_to(acc[mt], part);
-      }
-    } else {
-#pragma unroll(kSums == 3 ? 1 : 4)
-      for (int ks = 0; ks < kBK; ks += 8) {
-        uint32_t bf[2][4][2];  // [big, small][n-tile][k t, t + 4]
-        b_fragments(bt, ks, bf);
 #pragma unroll
-        for (int mt = 0; mt < 4; ++mt) {
-          uint32_t af[2][1][4];  // [big, small][m-tile][fragment]
-          a_fragment(at, mt, ks, af);
-          if constexpr (kSums >= 2) {
-            float part[1][4][4] = {};  // this k8 step's three terms, summed apart
-            mma_3xtf32<1, 4>(part, af, bf);
-            add_to(acc[mt], part);
-          } else {
-            mma_3xtf32<1, 4>(acc[mt], af, bf);
+          for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[mt][0][nt][j] += part[0][nt][j];
           }
+        } else {
+          mma_3xtf32<1, 4>(acc[mt], af, bf);
         }
       }
     }
@@ -223,12 +198,12 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_3xtf32_kernel(const Tf32x3Pr
   }
 }
 
-template <bool kTransB, int kSums>
+template <bool kTransB, bool kStepSums>
 void launch(const Tf32x3Product& p) {
   static std::atomic<uint64_t> raised{};
-  opt_in_shared_memory(gemm_3xtf32_kernel<kTransB, kSums>, kSmemBytes<kTransB>, raised);
+  opt_in_shared_memory(gemm_3xtf32_kernel<kTransB, kStepSums>, kSmemBytes<kTransB>, raised);
   const dim3 grid(unsigned((p.n + kBN - 1) / kBN), unsigned((p.m + kBM - 1) / kBM), unsigned(p.batch));
-  gemm_3xtf32_kernel<kTransB, kSums><<<grid, kThreads, kSmemBytes<kTransB>, stream()>>>(p);
+  gemm_3xtf32_kernel<kTransB, kStepSums><<<grid, kThreads, kSmemBytes<kTransB>, stream()>>>(p);
   INGOT_CUDA_LAUNCH_CHECK();
 }
 
@@ -255,12 +230,12 @@ bool run_tf32x3(const Tf32x3Product& p) {
     if (mt * nt * p.batch < sm_count() || 100.0 * fill < double(flags::integer("INGOT_GEMM_3XTF32_MIN_FILL")))
       return false;
   }
-  const int64_t sums = flags::integer("INGOT_GEMM_3XTF32_SUMS");
-  auto launch_sums = [&](auto trans_b) {
-    constexpr bool kT = decltype(trans_b)::value;
-    sums <= 0 ? launch<kT, 0>(p) : sums == 1 ? launch<kT, 1>(p) : sums == 2 ? launch<kT, 2>(p) : launch<kT, 3>(p);
-  };
-  p.trans_b ? launch_sums(std::true_type{}) : launch_sums(std::false_type{});
+  const bool step_sums = flags::enabled("INGOT_GEMM_3XTF32_STEP_SUMS");
+  if (p.trans_b) {
+    step_sums ? launch<true, true>(p) : launch<true, false>(p);
+  } else {
+    step_sums ? launch<false, true>(p) : launch<false, false>(p);
+  }
   g_calls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -1184,8 +1184,8 @@ bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry
 
 // Path 0: a stem convolution (channels last, symmetric int8, fewer than 16 input channels, a
 // window larger than 1x1) as im2col and a 1x1 convolution over [N, OH, OW, R S C padded to 16] on
-// path 1 (its pointwise form first) or 2. Padding each tap's 3 channels to 16 instead made ResNet-50's 7x7 conv1 multiply
-// 16/3 as much in 16-byte pieces of one tap each: cuDNN's int8 engine took 0.96 ms of ResNet-50
+// path 1 (its pointwise form first) or 2. Padding each tap's 3 channels to 16 instead made
+// ResNet-50's 7x7 conv1 multiply 16/3 as much in 16-byte pieces of one tap each: cuDNN's int8 engine took 0.96 ms of ResNet-50
 // int8's 2.59 ms of device time per batch-32 run on an H100 (0.39 ms this way). False where it does not apply or neither path takes the
 // 1x1 problem (the caller goes on with the other paths).
 bool run_stem_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
