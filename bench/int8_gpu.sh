@@ -15,8 +15,8 @@
 # Environment: PYTHON [python3] MODELS [resnet50 mobilenet_v3_large] BATCHES ["1 32"]
 #   WARMUP [20] ITERATIONS [100] CALIB_SAMPLES [16] WORK [OUTDIR/work]
 #   REUSE_EXPORT [0] (1: keep WORK's models and inputs when every one is there)
-#   AB_SWITCH [none] (an INGOT_* switch read at run time: each int8 package benched with it =0 and
-#   =1, alternating twice, the medians appended to int8.md below the table as they are measured)
+#   AB_SWITCH [none] (an INGOT_* switch read at run time: each int8 package benched with it at each
+#   of AB_VALUES ["0 1"] in turn, twice, the medians appended to int8.md below the table)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=bench/common.sh
@@ -104,10 +104,13 @@ EOF
   done
 done
 if [ -n "${AB_SWITCH:-}" ]; then
-  printf '\n| int8 package | %s=0 ms | %s=1 ms |\n|---|---:|---:|\n' "$AB_SWITCH" "$AB_SWITCH" >>"$OUT/int8.md"
+  values="${AB_VALUES:-0 1}"
+  header="| int8 package |" rule="|---|"
+  for v in $values; do header="$header $AB_SWITCH=$v ms |" rule="$rule---:|"; done
+  printf '\n%s\n%s\n' "$header" "$rule" >>"$OUT/int8.md"
   for m in $MODELS; do for b in $BATCHES; do for _ in 1 2; do
     row="| $m b$b |"
-    for v in 0 1; do
+    for v in $values; do
       ms=$(env "$AB_SWITCH=$v" "$INGOT" bench "$WORK/$m.b$b.int8.ingot" --device cuda --device-io --warmup "${WARMUP:-20}" \
         --iterations "${ITERATIONS:-100}" 2>&1 | grep -o 'median [0-9.]*' | head -1 | cut -d' ' -f2)
       row="$row ${ms:-failed} |"

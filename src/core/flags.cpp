@@ -96,10 +96,11 @@ constexpr Flag kFlags[] = {
      "cuDNN's int8 engines. 0: on an H100 it ties them at batch 32 and is slower at batch 1 (ResNet-50: 2.31 vs 2.31 "
      "ms, 0.74 vs 0.41; docs/QUANTIZATION.md). The CUDA tests run both.",
      true},
-    {"INGOT_INT8_POINTWISE", Kind::Bool, "0",
+    {"INGOT_INT8_POINTWISE", Kind::Int, "0",
      "Symmetric int8 channels-last 1x1 stride-1 convolutions with an int8 output at zero point 0 (bias, int8 "
      "residual, Relu or a clip) on the GPU on Ingot's persistent pointwise kernel (quantized_products.cu) before the "
-     "other paths. 0 until measured against cuDNN's int8 engines; the CUDA tests run both.",
+     "other paths. 1: layers of at most 128 input channels with at least two tiles per block; 2: every layer it "
+     "takes; 0: none (cuDNN's int8 engines). The CUDA tests run all three.",
      true},
     {"INGOT_INT8_IMMA_LEAN", Kind::Bool, "1",
      "The int8 implicit GEMM's lean epilogue where the node's epilogue is one it computes (0: always the generic one; "

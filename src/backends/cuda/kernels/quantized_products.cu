@@ -46,6 +46,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels/cuda_util.cuh"
 #include "backends/cuda/kernels/quantized_products.h"
+#include "backends/cuda/kernels/shared_memory_opt_in.cuh"
 #include "backends/cuda/kernels/tensor_core.cuh"
 #include "core/flags.h"
 #include "ops/kernel.h"
@@ -575,50 +576,85 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 // Path 1's pointwise form (INGOT_INT8_POINTWISE): 1x1 stride-1 convolutions channels last with the
 // lean epilogue, Y[m][n] = lean(sum over c of X[m][c] W[n][c]) for the N H W pixels m. These layers
 // are memory-bound (ResNet-50 int8 b32's layer1 conv3, 64 -> 256 with an int8 residual, moves ~58 MB
-// in ~19 us at 3 TB/s; cuDNN's int8 engines take 52 us, the implicit GEMM above ~59), and at K <= 64
-// the implicit GEMM's block loads its one K block, multiplies, then runs its epilogue, serially.
+// in ~19 us at 3 TB/s; cuDNN's int8 engines take 52-55 us on an H100, the implicit GEMM above ~59),
+// and bound by how many bytes are in flight: at K <= 128 a block of the implicit GEMM loads its one
+// or two K blocks, multiplies, then loads its residual and finishes, serially.
 // Here a block is persistent: it walks its tiles (BM x BN of Y, the output channels fastest) with the
-// K blocks of all of them in one cp.async pipeline, so the next tile's operands load while this
-// tile multiplies and finishes; each warp finishes its own 32 x 32 piece without a block barrier:
-// its residual rows are loaded (16 bytes a lane, two per lane) a tile ahead, put in the
-// warp's staging buffer, read and overwritten in place by the fragments' outputs, and the rows
-// stored as 16-byte pieces. The operand tiles, ldmatrix reads and mma.sync products are the
-// implicit GEMM's (rows of A are pixels, contiguous here). Needs C and N multiples of 16, 16-byte
-// aligned X, W, Y and residual.
+// K blocks of all of them in one cp.async pipeline of kStages stages, and a tile's residual rows
+// travel in the stage of its last K block, so they are requested kStages - 1 steps ahead like the
+// operands (the first version loaded them into registers one tile ahead: 40 us for that layer, the
+// DRAM reads in flight too few). Each warp finishes its own 32 x 32 piece in that stage's residual
+// area without a block barrier: residual bytes read and outputs written over them in place from the
+// mma fragments, then the rows stored as 16-byte pieces. The operand tiles, ldmatrix reads and
+// mma.sync products are the implicit GEMM's (rows of A are pixels, contiguous here). Needs C and N
+// multiples of 16, 16-byte aligned X, W, Y and residual.
 struct PointwiseDims {
   int m, c, n;  // pixels, input channels (a multiple of 16), output channels (a multiple of 16)
 };
 
-template <int BM, int BN, int WARPS_M, int WARPS_N>
+// The epilogue's conversions without I2F / F2I, which issue at a quarter of the ALU rate on sm_90 (16 a
+// clock per SM) and bound the first versions of the pointwise kernel below (three per output with a
+// residual: ~1,500 clocks a 128 x 64 tile). Each is exact:
+// an accumulator |v| <= 2^22 (K <= 256 products of int8 by int8, |x w| <= 2^14) added
+// to 1.5 x 2^23's bits lands in its mantissa, and subtracting 1.5 x 2^23 leaves v;
+template <bool kSmallK>
+__device__ __forceinline__ float accumulator_to_float(int32_t v) {
+  if constexpr (kSmallK) return __int_as_float(v + 0x4B400000) - 12582912.0f;
+  return float(v);
+}
+// byte I of `r` (int8) biased to unsigned, under 2^23's exponent, is 2^23 + 128 + r;
+template <int I>
+__device__ __forceinline__ float int8_byte_to_float(uint32_t r) {
+  return __int_as_float(__byte_perm(r ^ 0x8080u, 0x4B000000u, 0x7540 | I)) - 8388736.0f;
+}
+// and a value already within [-128, 127] plus 1.5 x 2^23 rounds to the nearest integer, ties to even
+// (what __float2int_rn does), two's complement in its low byte.
+__device__ __forceinline__ uint32_t float_to_int8_bits(float f) { return uint32_t(__float_as_int(f + 12582912.0f)); }
+
+template <int BM, int BN>
+struct PointwiseTile {
+  static constexpr int kStages = 4;
+  static constexpr int kRowLd = BN + 16;  // residual/output row stride: fragment writes on distinct banks
+  static constexpr int kA = BM * kImmaBK, kB = BN * kImmaBK, kR = BM * kRowLd;
+  static constexpr int kStageBytes = kA + kB + kR;
+  static constexpr int kSmemBytes = kStages * kStageBytes;
+  static_assert(kStageBytes % 128 == 0 && kRowLd % 16 == 0, "stage layout");
+};
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, bool kSmallK>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
     pointwise_int8_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, int8_t* __restrict__ y,
                           PointwiseDims d, LeanEpilogue lean) {
+  using Tile = PointwiseTile<BM, BN>;
+  constexpr int kStages = Tile::kStages, kLd = Tile::kRowLd;
   constexpr int kThreads = WARPS_M * WARPS_N * 32, WM = BM / WARPS_M, WN = BN / WARPS_N;
   constexpr int MT = WM / 16, NT = WN / 8;
-  constexpr int kRowsPerPass = kThreads / 4;  // a tile row is four 16-byte chunks
+  constexpr int kRowsPerPass = kThreads / 4;  // a 64-byte operand row is four 16-byte chunks
   constexpr int AR = BM / kRowsPerPass, BR = BN / kRowsPerPass;
-  static_assert(WM == 32 && WN == 32 && AR >= 1 && BR >= 1, "a warp finishes a 32 x 32 piece");
-  constexpr int kStageLd = WN + 16;  // staging row stride (48 bytes): 16-byte rows, fragment writes on distinct banks
-  __shared__ __align__(128) int8_t smem[kImmaStages][(BM + BN) * kImmaBK];
-  __shared__ __align__(16) int8_t staging[WARPS_M * WARPS_N][WM * kStageLd];
+  constexpr int kRChunks = BN / 16, kRRows = kThreads / kRChunks, RR = BM / kRRows;  // residual tile rows
+  static_assert(WM == 32 && WN == 32 && AR >= 1 && BR >= 1 && RR >= 1 && BM % kRRows == 0,
+                "a warp finishes a 32 x 32 piece");
+  extern __shared__ __align__(128) int8_t smem[];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N, chunk = tid % 4;
   const int ntiles = (d.n + BN - 1) / BN, tiles = ((d.m + BM - 1) / BM) * ntiles;
   const int my_tiles = int(blockIdx.x) < tiles ? (tiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
   const int kblocks = (d.c + kImmaBK - 1) / kImmaBK, steps = my_tiles * kblocks;
+  auto stage_at = [&](int q) { return smem + (q % kStages) * Tile::kStageBytes; };
   auto tile_origin = [&](int local, int& m0, int& n0) {
     const int t = int(blockIdx.x) + local * int(gridDim.x);
     m0 = (t / ntiles) * BM;
     n0 = (t % ntiles) * BN;
   };
-  // Step q of this block: K block q % kblocks of its tile q / kblocks.
-  auto load = [&](int stage, int q) {
+  // Step q of this block: K block q % kblocks of its tile q / kblocks, and with the last K block
+  // the tile's residual rows (zero-filled outside Y).
+  auto load = [&](int q) {
     int m0 = 0, n0 = 0;
     tile_origin(q / kblocks, m0, n0);
-    const int kk = (q % kblocks) * kImmaBK + chunk * 16;
+    const int kb = q % kblocks, kk = kb * kImmaBK + chunk * 16;
     const bool k_ok = kk < d.c;
-    int8_t* as = smem[stage];
-    int8_t* bs = smem[stage] + BM * kImmaBK;
+    int8_t* const as = stage_at(q);
+    int8_t* const bs = as + Tile::kA;
 #pragma unroll
     for (int i = 0; i < AR; ++i) {
       const int row = tid / 4 + i * kRowsPerPass, m = m0 + row;
@@ -631,35 +667,25 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
       const bool ok = k_ok && n < d.n;
       cp_async16(bs + swizzled(row, chunk), ok ? w + int64_t(n) * d.c + kk : w, ok);
     }
-  };
+    if (lean.residual && kb == kblocks - 1) {
+      int8_t* const rs = bs + Tile::kB;
+      const int piece = (tid % kRChunks) * 16, n = n0 + piece;
 #pragma unroll
-  for (int st = 0; st < kImmaStages - 1; ++st) {
-    if (st < steps) load(st, st);
-    cp_async_commit();  // empty groups keep the count that cp_async_wait relies on
-  }
-  int8_t* const stage_rows = staging[warp];
-  const int g = lane / 4, t2 = (lane % 4) * 2;
-  // The warp's residual rows of tile `local`: piece p = lane + 32 h is row p / 2, bytes 16 (p % 2).
-  // A tile's are issued before the previous tile's epilogue (the first's before its multiply), so
-  // that they are in flight through that epilogue and this tile's multiply.
-  auto load_residual = [&](int local, int4 (&res)[2]) {
-    res[0] = res[1] = make_int4(0, 0, 0, 0);
-    if (!lean.residual || local >= my_tiles) return;
-    int m0 = 0, n0 = 0;
-    tile_origin(local, m0, n0);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = lane + 32 * h, m = m0 + warp_m * WM + p / 2, n = n0 + warp_n * WN + (p % 2) * 16;
-      if (m < d.m && n < d.n) res[h] = *reinterpret_cast<const int4*>(lean.residual + int64_t(m) * d.n + n);
+      for (int i = 0; i < RR; ++i) {
+        const int row = tid / kRChunks + i * kRRows, m = m0 + row;
+        const bool ok = m < d.m && n < d.n;  // d.n is a multiple of 16: a piece is all in or all out
+        cp_async16(rs + row * kLd + piece, ok ? lean.residual + int64_t(m) * d.n + n : lean.residual, ok);
+      }
     }
   };
-  int4 res[2];
-  load_residual(0, res);
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < steps) load(st);
+    cp_async_commit();  // empty groups keep the count that cp_async_wait relies on
+  }
+  const int g = lane / 4, t2 = (lane % 4) * 2;
   int q = 0;
   for (int local = 0; local < my_tiles; ++local) {
-    int m0 = 0, n0 = 0;
-    tile_origin(local, m0, n0);
-    const int wm0 = m0 + warp_m * WM, wn0 = n0 + warp_n * WN;
     int32_t acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
@@ -667,27 +693,20 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
       for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
     }
     for (int kb = 0; kb < kblocks; ++kb, ++q) {
-      cp_async_wait<kImmaStages - 2>();  // step q has landed (this thread's copies)...
-      __syncthreads();                   // ...everyone's, and everyone is done with step q - 1's buffer
-      if (q + kImmaStages - 1 < steps) load((q + kImmaStages - 1) % kImmaStages, q + kImmaStages - 1);
+      cp_async_wait<kStages - 2>();  // step q has landed (this thread's copies)...
+      __syncthreads();               // ...everyone's, and everyone is done with step q - 1's stage
+      if (q + kStages - 1 < steps) load(q + kStages - 1);
       cp_async_commit();
-      multiply_k_block<MT, NT>(acc, smem[q % kImmaStages], smem[q % kImmaStages] + BM * kImmaBK, warp_m * WM,
-                               warp_n * WN, lane);
+      multiply_k_block<MT, NT>(acc, stage_at(q), stage_at(q) + Tile::kA, warp_m * WM, warp_n * WN, lane);
     }
 
-    int4 next_res[2];
-    load_residual(local + 1, next_res);
-
-    // The warp's epilogue. A lane holds rows g and g + 8 of each m16 tile, columns t2 and t2 + 1 of
-    // each n8 tile; the residual and the outputs meet it there through the staging buffer.
-    if (lean.residual) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int p = lane + 32 * h;
-        *reinterpret_cast<int4*>(stage_rows + (p / 2) * kStageLd + (p % 2) * 16) = res[h];
-      }
-      __syncwarp();
-    }
+    // The warp's epilogue, in the residual area of the tile's last stage (not reloaded before the
+    // next step's barrier, which every warp reaches after this). A lane holds rows g and g + 8 of
+    // each m16 tile, columns t2 and t2 + 1 of each n8 tile.
+    int m0 = 0, n0 = 0;
+    tile_origin(local, m0, n0);
+    int8_t* const rows = stage_at(q - 1) + Tile::kA + Tile::kB + (warp_m * WM) * kLd + warp_n * WN;
+    const int wm0 = m0 + warp_m * WM, wn0 = n0 + warp_n * WN;
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const int col = j * 8 + t2, n = wn0 + col;
@@ -698,31 +717,26 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
       for (int i = 0; i < MT; ++i) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          int8_t* const at = stage_rows + (i * 16 + g + half * 8) * kStageLd + col;
-          float f0 = fmaf(float(acc[i][j][2 * half]), sc.x, bi.x), f1 = fmaf(float(acc[i][j][2 * half + 1]), sc.y, bi.y);
+          uint16_t* const at = reinterpret_cast<uint16_t*>(rows + (i * 16 + g + half * 8) * kLd + col);
+          float f0 = fmaf(accumulator_to_float<kSmallK>(acc[i][j][2 * half]), sc.x, bi.x);
+          float f1 = fmaf(accumulator_to_float<kSmallK>(acc[i][j][2 * half + 1]), sc.y, bi.y);
           if (lean.residual) {
-            const char2 r = *reinterpret_cast<const char2*>(at);
-            f0 = fmaf(lean.rq, float(r.x), f0);
-            f1 = fmaf(lean.rq, float(r.y), f1);
+            const uint32_t r = *at;
+            f0 = fmaf(lean.rq, int8_byte_to_float<0>(r), f0);
+            f1 = fmaf(lean.rq, int8_byte_to_float<1>(r), f1);
           }
-          char2 o;
-          o.x = int8_t(__float2int_rn(fminf(fmaxf(f0, lean.lo), lean.hi)));
-          o.y = int8_t(__float2int_rn(fminf(fmaxf(f1, lean.lo), lean.hi)));
-          *reinterpret_cast<char2*>(at) = o;
+          *at = uint16_t(__byte_perm(float_to_int8_bits(fminf(fmaxf(f0, lean.lo), lean.hi)),
+                                     float_to_int8_bits(fminf(fmaxf(f1, lean.lo), lean.hi)), 0x0040));
         }
       }
     }
     __syncwarp();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {  // piece p = lane + 32 h: row p / 2, bytes 16 (p % 2)
       const int p = lane + 32 * h, m = wm0 + p / 2, n = wn0 + (p % 2) * 16;
       if (m < d.m && n < d.n)
-        *reinterpret_cast<int4*>(y + int64_t(m) * d.n + n) =
-            *reinterpret_cast<const int4*>(stage_rows + (p / 2) * kStageLd + (p % 2) * 16);
+        *reinterpret_cast<int4*>(y + int64_t(m) * d.n + n) = *reinterpret_cast<const int4*>(rows + (p / 2) * kLd + (p % 2) * 16);
     }
-    __syncwarp();  // the next tile's residual goes where these rows were
-    res[0] = next_res[0];
-    res[1] = next_res[1];
   }
   cp_async_wait<0>();
 }
@@ -1050,33 +1064,47 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
 std::atomic<int64_t> g_pointwise_calls{0};
 
 // The pointwise kernel's launch (INGOT_INT8_POINTWISE); false where the layer is not one it takes.
+// 1 (the measured rule): 64 to 128 input channels (one or two K blocks), at least 64 output channels
+// and at least two tiles per block. On an H100 the kernel won there (ResNet-50's layer1 conv3 55 -> 38
+// us) and lost to cuDNN's engines on long K and few tiles (layer4's conv1 14 -> 30 us) and on narrow
+// layers, whose tiles are mostly padding (MobileNetV3's 16 -> 16 at 112 x 112: 22 -> 36 us).
+// 2: every layer it takes (tests, A/B runs).
 bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
-  if (!flags::enabled("INGOT_INT8_POINTWISE") || !symmetric_int8(g, a) || g.win.in.size() != 2) return false;
+  const int64_t mode = flags::integer("INGOT_INT8_POINTWISE");
+  if (mode <= 0 || !symmetric_int8(g, a) || g.win.in.size() != 2) return false;
   const sem::Window& win = g.win;
   for (size_t i = 0; i < 2; ++i) {
     if (win.kernel[i] != 1 || win.strides[i] != 1 || win.pad_begin[i] != 0 || win.pad_end[i] != 0) return false;
   }
   const int64_t m = g.batch * win.out[0] * win.out[1];
   if (g.out_channels % 16 != 0 || m > INT_MAX / 2 || g.out_channels > INT_MAX / 2) return false;
-  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
-  if (!lean.scale || !aligned16(y.raw_data()) || (lean.residual && !aligned16(lean.residual))) return false;
-  const ChannelsBy16 padded = channels_by_16(st, g, a);
-  const Tensor& x = padded.x();
-  if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data()) || padded.channels > INT_MAX / 2) return false;
   constexpr int BM = 128, BN = 64, WARPS_M = 4, WARPS_N = 2;
-  const PointwiseDims d{int(m), int(padded.channels), int(g.out_channels)};
-  const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
-  static int per_sm = [] {
+  using Tile = PointwiseTile<BM, BN>;
+  const bool small_k = g.channels <= 4 * kImmaBK;  // accumulators within [-2^22, 2^22]
+  const auto kernel = small_k ? pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N, true>
+                              : pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N, false>;
+  static std::atomic<uint64_t> raised_small{0}, raised_large{0};
+  opt_in_shared_memory(kernel, Tile::kSmemBytes, small_k ? raised_small : raised_large);
+  static const int per_sm = [&] {  // the same for both: one register count and shared memory size
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N>,
-                                                      WARPS_M * WARPS_N * 32, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, WARPS_M * WARPS_N * 32, Tile::kSmemBytes) !=
+        cudaSuccess) {
       (void)cudaGetLastError();  // not left for the launch check to report
       blocks = 1;
     }
     return std::max(blocks, 1);
   }();
-  const int64_t grid = std::min<int64_t>(tiles, int64_t(sm_count()) * per_sm);
-  pointwise_int8_kernel<BM, BN, WARPS_M, WARPS_N><<<unsigned(grid), WARPS_M * WARPS_N * 32, 0, stream()>>>(
+  const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
+  const int64_t blocks = int64_t(sm_count()) * per_sm;
+  if (mode == 1 && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || g.out_channels < BN || tiles < 2 * blocks))
+    return false;
+  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  if (!lean.scale || !aligned16(y.raw_data()) || (lean.residual && !aligned16(lean.residual))) return false;
+  const ChannelsBy16 padded = channels_by_16(st, g, a);
+  const Tensor& x = padded.x();
+  if (!aligned16(x.raw_data()) || !aligned16(padded.w->raw_data()) || padded.channels > INT_MAX / 2) return false;
+  const PointwiseDims d{int(m), int(padded.channels), int(g.out_channels)};
+  kernel<<<unsigned(std::min(tiles, blocks)), WARPS_M * WARPS_N * 32, Tile::kSmemBytes, stream()>>>(
       ptr<const int8_t>(x), ptr<const int8_t>(*padded.w), ptr<int8_t>(y), d, lean);
   INGOT_CUDA_LAUNCH_CHECK();
   g_pointwise_calls.fetch_add(1, std::memory_order_relaxed);
