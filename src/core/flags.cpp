@@ -87,6 +87,11 @@ constexpr Flag kFlags[] = {
      "Int8 channels-last depthwise convolutions on the GPU on Ingot's vectorized kernel (0: the direct kernel; an "
      "A/B switch, the CUDA tests run both).",
      true},
+    {"INGOT_INT8_DEPTHWISE_LEAN", Kind::Bool, "0",
+     "Int8 depthwise convolutions on the GPU with an int8 output at zero point 0 (bias, int8 residual, Relu, a clip "
+     "or HardSwish) finish with the lean epilogue and stage their weights eight loads at a time (0: the generic "
+     "epilogue; off until measured, the CUDA tests run both).",
+     true},
     {"INGOT_INT8_STEM", Kind::Bool, "1",
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",

@@ -11,10 +11,12 @@
 #include <ingot/quantize.h>
 #include <ingot/session.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../unit/test_util.h"
@@ -155,10 +157,12 @@ TEST(CudaQuantizedProducts, ConvolutionsMatchTheCpuOnEveryPath) {
   for (const ConvCase& c : cases) check_conv(c, seed++);
 }
 
-// Depthwise convolutions channels last on the vectorized int8 kernel (INGOT_INT8_DEPTHWISE=1) and on
-// the direct one: windows 3 and 5, strides 1 and 2, zero points on X and Y, residuals, odd widths
-// (a thread's last columns past the edge), float output; 24 channels (not a multiple of 16: the
-// direct kernel either way).
+// Depthwise convolutions channels last on the vectorized int8 kernel (INGOT_INT8_DEPTHWISE=1) with
+// the lean epilogue (INGOT_INT8_DEPTHWISE_LEAN=1: the cases with int8 X and Y at zero point 0) and
+// the generic one, and on the direct kernel: windows 3 and 5, strides 1 and 2, zero points on X and
+// Y, residuals, odd widths (a thread's last columns past the edge), float output, Relu, a clip and
+// HardSwish; 24, 72 and 120 channels (not multiples of 16: 8 a thread), 960 at 7 x 7 (MobileNetV3's
+// late layers: 512 channels x 25 taps of weights staged per block).
 TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
   INGOT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
@@ -215,11 +219,41 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
     c.x_zp = 131;
     c.act = "HardSwish";
   });
+  add("5x5 stride 1, 960 channels, 7x7, HardSwish, batch 4", [](ConvCase& c) {
+    c.n = 4;
+    c.c = 960;
+    c.h = c.w = 7;
+    c.kernel = 5;
+    c.pad = 2;
+    c.act = "HardSwish";
+  });
+  add("3x3 stride 1, 72 channels, 20x19, int8 zero point -5, HardSwish, int8 residual", [](ConvCase& c) {
+    c.c = 72;
+    c.h = 20;
+    c.w = 19;
+    c.x_zp = -5;
+    c.act = "HardSwish";
+    c.r_dtype = DType::Int8;
+    c.r_zp = -2;
+  });
+  add("3x3 stride 2, 32 channels, Relu6 as a clip, 15x15", [](ConvCase& c) {
+    c.h = c.w = 15;
+    c.stride = 2;
+    c.epilogue = "Max(x0, 0); Min(t0, 6)";
+  });
+  const auto lean_case = [](const ConvCase& c) {
+    return c.x_dtype == DType::Int8 && c.y_dtype == DType::Int8 && c.y_zp == 0 &&
+           (c.r_dtype == DType::Undefined || c.r_dtype == DType::Int8);
+  };
+  const int64_t lean_cases = std::count_if(cases.begin(), cases.end(), lean_case);
+  ASSERT_GE(lean_cases, 7);
   uint32_t seed = 40;
-  for (const char* kernel : {"1", "0"}) {
-    SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel);
-    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel);
+  for (const auto& [kernel, lean] : {std::pair{"1", "1"}, std::pair{"1", "0"}, std::pair{"0", "1"}}) {
+    SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel + " INGOT_INT8_DEPTHWISE_LEAN=" + lean);
+    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel), lean_env("INGOT_INT8_DEPTHWISE_LEAN", lean);
+    const int64_t before = cuda::int8_depthwise_lean_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
+    EXPECT_EQ(cuda::int8_depthwise_lean_calls() - before, kernel[0] == '1' && lean[0] == '1' ? lean_cases : 0);
   }
 }
 

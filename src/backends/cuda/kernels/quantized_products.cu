@@ -192,21 +192,66 @@ __global__ void direct_conv_kernel(const X* __restrict__ x, const W* __restrict_
   }
 }
 
+// The lean epilogue (an int8 Y at zero point 0; bias, an int8 residual, Relu or a [0, hi] clip:
+// what path 2's fused cuDNN graph also takes; for the depthwise kernel also HardSwish), in output units: y = sat(rint(clamp(acc * scale[c] +
+// bias[c] + rq * R))). A few instructions per output where the generic one (real_of + finished)
+// costs ~150, most of the first kernel's time (docs/QUANTIZATION.md).
+struct LeanEpilogue {
+  const float* scale = nullptr;  // [K]: x_scale w_scale[c] / y_scale
+  const float* bias = nullptr;   // [K]: bias[c] x_scale w_scale[c] / y_scale - rq r_zp
+  const int8_t* residual = nullptr;
+  float rq = 0;                  // r_scale / y_scale
+  float lo = -128, hi = 127;     // the activation's clamp in output units, within int8's range
+  bool vec16 = false;            // K a multiple of 16, Y and the residual 16-byte aligned: 16 channels a step
+  // > 0: HardSwish before the clamp, y_scale / 6: u x clamp(u y_scale / 6 + 1/2, 0, 1) in output
+  // units u (apply_step's form). Only where the caller asked lean_epilogue for it (the depthwise
+  // kernel); the tensor-core kernels do not compute it.
+  float hardswish = 0;
+};
+
+// The epilogue's conversions without I2F / F2I, which issue at a quarter of the ALU rate on sm_90 (16 a
+// clock per SM) and bound the first versions of the pointwise kernel (three per output with a
+// residual: ~1,500 clocks a 128 x 64 tile). Each is exact:
+// an accumulator |v| <= 2^22 (K <= 256 products of int8 by int8, |x w| <= 2^14) added
+// to 1.5 x 2^23's bits lands in its mantissa, and subtracting 1.5 x 2^23 leaves v;
+template <bool kSmallK>
+__device__ __forceinline__ float accumulator_to_float(int32_t v) {
+  if constexpr (kSmallK) return __int_as_float(v + 0x4B400000) - 12582912.0f;
+  return float(v);
+}
+// byte I of `r` (int8) biased to unsigned, under 2^23's exponent, is 2^23 + 128 + r;
+template <int I>
+__device__ __forceinline__ float int8_byte_to_float(uint32_t r) {
+  return __int_as_float(__byte_perm(r ^ 0x80808080u, 0x4B000000u, 0x7540 | I)) - 8388736.0f;
+}
+// and a value already within [-128, 127] plus 1.5 x 2^23 rounds to the nearest integer, ties to even
+// (what __float2int_rn does), two's complement in its low byte.
+__device__ __forceinline__ uint32_t float_to_int8_bits(float f) { return uint32_t(__float_as_int(f + 12582912.0f)); }
+
 // Path 4: a depthwise 2-D convolution channels last (one filter per channel). A thread computes OX
 // neighbouring output columns of V = 16 channels: the (OX - 1) * SW + KW input vectors of a row are
 // 16-byte loads, each used for every output and tap that reads it (the fp16 kernel's scheme,
 // conv.cu); columns outside the input read as X's zero point, so they add nothing. The block's
 // weights are staged tap-major in shared memory as int16 with W's zero points taken off, so the
-// inner loop is int32 multiply-adds of (x - x_zp) and w'. The epilogue is the other paths' (finish).
+// inner loop is int32 multiply-adds of (x - x_zp) and w'. The epilogue is the other paths' (finish),
+// or with kLean (INGOT_INT8_DEPTHWISE_LEAN) the lean one, four channels a step with the conversions
+// above, and the weights staged eight loads in flight per thread.
+// Why kLean (twenty-fifth session's per-node profile of MobileNetV3-Large int8 b32 on an H100): the
+// depthwise layers took 575 of its ~1,700 us of node time, e.g. features.3's 72 channels at 56 x 56,
+// 7.2 M outputs, 62 us for ~14 MB of traffic: the generic epilogue's ~150 instructions an output
+// (1.1 G at 7.2 M outputs, ~37 us of issue); and features.13-15's 5 x 5 layers on 960 channels at
+// 7 x 7, 47 us each for 1.5 M outputs: each block of 7 output pixels first stages 512 channels x 25
+// taps of weights, one dependent global load at a time, ~57 per thread.
 struct DepthwiseDims {
   int n, h, w, c, oh, ow, kh, sh, ph, pw;
 };
 
-template <class X, class W, class Y, int KW, int SW, int OX, int V>
+template <class X, class W, class Y, int KW, int SW, int OX, int V, bool kLean = false>
 __global__ void __launch_bounds__(256)
     depthwise_nhwc_kernel(const X* __restrict__ x, const W* __restrict__ w, Y* __restrict__ y, DepthwiseDims p,
-                          int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e) {
+                          int32_t x_zp, const int32_t* __restrict__ w_zp, Epilogue e, LeanEpilogue lean) {
   static_assert(V == 16 || V == 8, "16 channels per 16-byte load, or 8 per 8-byte load");
+  static_assert(!kLean || std::is_same_v<Y, int8_t>, "the lean epilogue writes int8");
   using Load = std::conditional_t<V == 16, uint4, uint2>;
   constexpr int NIN = (OX - 1) * SW + KW;
   extern __shared__ uint4 depthwise_int8_smem[];
@@ -214,9 +259,20 @@ __global__ void __launch_bounds__(256)
   const int group = int(blockDim.x) * V, cbase = int(blockIdx.x) * group;
   const int taps = p.kh * KW, channels = min(group, p.c - cbase);
   const int tid = int(threadIdx.y * blockDim.x + threadIdx.x), nthreads = int(blockDim.x * blockDim.y);
-  for (int i = tid; i < channels * taps; i += nthreads) {  // the group's weights are contiguous
-    const int c = i / taps, t = i - c * taps;
-    ws[t * group + c] = int16_t(int32_t(w[size_t(cbase) * taps + i]) - w_zp[cbase + c]);
+  // The group's weights are contiguous; kBatch loads a thread in flight before their stores.
+  constexpr int kBatch = kLean ? 8 : 1;
+  for (int i0 = tid; i0 < channels * taps; i0 += nthreads * kBatch) {
+    int32_t wv[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = i0 + b * nthreads;
+      wv[b] = i < channels * taps ? int32_t(w[size_t(cbase) * taps + i]) - w_zp[cbase + i / taps] : 0;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = i0 + b * nthreads, c = i / taps, t = i - c * taps;
+      if (i < channels * taps) ws[t * group + c] = int16_t(wv[b]);
+    }
   }
   __syncthreads();
   const int c0 = cbase + int(threadIdx.x) * V;
@@ -266,6 +322,44 @@ __global__ void __launch_bounds__(256)
   // kernel on the H200 (docs/QUANTIZATION.md has the measurements).
   using Store = std::conditional_t<(V * sizeof(Y)) % 16 == 0, uint4, uint2>;
   constexpr int kStores = int(V * sizeof(Y) / sizeof(Store));
+  if constexpr (kLean) {
+    // |acc| <= 25 taps x 255 x 255 < 2^22: the exact add conversion. Four channels a step: their
+    // scale and bias as float4 (c0 is a multiple of 8), the residual's and the output's as a word.
+#pragma unroll
+    for (int o = 0; o < OX; ++o) {
+      if (ox0 + o >= p.ow) break;
+      const int64_t out = ((int64_t(n) * p.oh + oy) * p.ow + ox0 + o) * p.c + c0;
+      Load r{};
+      if (lean.residual) r = *reinterpret_cast<const Load*>(lean.residual + out);
+      const uint32_t* rw = reinterpret_cast<const uint32_t*>(&r);
+      Load packed;
+      uint32_t* pw = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q) {
+        const float4 sc = *reinterpret_cast<const float4*>(lean.scale + c0 + 4 * q);
+        const float4 bi = *reinterpret_cast<const float4*>(lean.bias + c0 + 4 * q);
+        float f[4] = {fmaf(accumulator_to_float<true>(acc[o][4 * q]), sc.x, bi.x),
+                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 1]), sc.y, bi.y),
+                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 2]), sc.z, bi.z),
+                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 3]), sc.w, bi.w)};
+        if (lean.residual) {
+          f[0] = fmaf(lean.rq, int8_byte_to_float<0>(rw[q]), f[0]);
+          f[1] = fmaf(lean.rq, int8_byte_to_float<1>(rw[q]), f[1]);
+          f[2] = fmaf(lean.rq, int8_byte_to_float<2>(rw[q]), f[2]);
+          f[3] = fmaf(lean.rq, int8_byte_to_float<3>(rw[q]), f[3]);
+        }
+        uint32_t b[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          if (lean.hardswish > 0) f[k] *= fminf(fmaxf(fmaf(f[k], lean.hardswish, 0.5f), 0.0f), 1.0f);
+          b[k] = float_to_int8_bits(fminf(fmaxf(f[k], lean.lo), lean.hi));
+        }
+        pw[q] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+      }
+      *reinterpret_cast<Load*>(y + out) = packed;
+    }
+    return;
+  }
 #pragma unroll
   for (int o = 0; o < OX; ++o) {
     if (ox0 + o >= p.ow) break;
@@ -304,19 +398,6 @@ struct ImplicitGemmDims {
 };
 
 constexpr int kImmaBK = 64, kImmaStages = 3;
-
-// The lean epilogue (an int8 Y at zero point 0; bias, an int8 residual, Relu or a [0, hi] clip:
-// what path 2's fused cuDNN graph also takes), in output units: y = sat(rint(clamp(acc * scale[c] +
-// bias[c] + rq * R))). A few instructions per output where the generic one (real_of + finished)
-// costs ~150, most of the first kernel's time (docs/QUANTIZATION.md).
-struct LeanEpilogue {
-  const float* scale = nullptr;  // [K]: x_scale w_scale[c] / y_scale
-  const float* bias = nullptr;   // [K]: bias[c] x_scale w_scale[c] / y_scale - rq r_zp
-  const int8_t* residual = nullptr;
-  float rq = 0;                  // r_scale / y_scale
-  float lo = -128, hi = 127;     // the activation's clamp in output units, within int8's range
-  bool vec16 = false;            // K a multiple of 16, Y and the residual 16-byte aligned: 16 channels a step
-};
 
 // Rows of C the epilogue stages per pass: all BM if they fit the operand buffers, else fewer,
 // whole warps' rows (wm) at a time.
@@ -582,34 +663,16 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 // Here a block is persistent: it walks its tiles (BM x BN of Y, the output channels fastest) with the
 // K blocks of all of them in one cp.async pipeline of kStages stages, and a tile's residual rows
 // travel in the stage of its last K block, so they are requested kStages - 1 steps ahead like the
-// operands (the first version loaded them into registers one tile ahead: 40 us for that layer, the
-// DRAM reads in flight too few). Each warp finishes its own 32 x 32 piece in that stage's residual
-// area without a block barrier: residual bytes read and outputs written over them in place from the
-// mma fragments, then the rows stored as 16-byte pieces. The operand tiles, ldmatrix reads and
+// operands (the first version loaded them into registers one tile ahead: 40 us for that layer on an
+// H100, 38 this way; what holds both, by the instruction count, is the epilogue's conversions,
+// below). Each warp finishes its own 32 x 32 piece in that stage's residual area without a block
+// barrier: residual bytes read and outputs written over them in place from the mma fragments, then
+// the rows stored as 16-byte pieces. The operand tiles, ldmatrix reads and
 // mma.sync products are the implicit GEMM's (rows of A are pixels, contiguous here). Needs C and N
 // multiples of 16, 16-byte aligned X, W, Y and residual.
 struct PointwiseDims {
   int m, c, n;  // pixels, input channels (a multiple of 16), output channels (a multiple of 16)
 };
-
-// The epilogue's conversions without I2F / F2I, which issue at a quarter of the ALU rate on sm_90 (16 a
-// clock per SM) and bound the first versions of the pointwise kernel below (three per output with a
-// residual: ~1,500 clocks a 128 x 64 tile). Each is exact:
-// an accumulator |v| <= 2^22 (K <= 256 products of int8 by int8, |x w| <= 2^14) added
-// to 1.5 x 2^23's bits lands in its mantissa, and subtracting 1.5 x 2^23 leaves v;
-template <bool kSmallK>
-__device__ __forceinline__ float accumulator_to_float(int32_t v) {
-  if constexpr (kSmallK) return __int_as_float(v + 0x4B400000) - 12582912.0f;
-  return float(v);
-}
-// byte I of `r` (int8) biased to unsigned, under 2^23's exponent, is 2^23 + 128 + r;
-template <int I>
-__device__ __forceinline__ float int8_byte_to_float(uint32_t r) {
-  return __int_as_float(__byte_perm(r ^ 0x8080u, 0x4B000000u, 0x7540 | I)) - 8388736.0f;
-}
-// and a value already within [-128, 127] plus 1.5 x 2^23 rounds to the nearest integer, ties to even
-// (what __float2int_rn does), two's complement in its low byte.
-__device__ __forceinline__ uint32_t float_to_int8_bits(float f) { return uint32_t(__float_as_int(f + 12582912.0f)); }
 
 template <int BM, int BN>
 struct PointwiseTile {
@@ -969,12 +1032,15 @@ std::atomic<int64_t> g_stem_calls{0};
 // The lean epilogue's parameters where the node's epilogue is one it computes (scale null
 // otherwise: the generic one runs). Its vectors are made once per node (again when the parameters
 // change: refresh).
-LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_t k) {
+// `hardswish_too`: also a lone HardSwish step (lean.hardswish), for a kernel that computes it.
+LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_t k, bool hardswish_too = false) {
   LeanEpilogue lean;
   float relu_max = 0;
   bool relu = false;
+  const bool hardswish =
+      hardswish_too && a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish;
   if (!flags::enabled("INGOT_INT8_IMMA_LEAN") || a.y_dtype != DType::Int8 || a.y_zp != 0 || a.float_bias ||
-      !graph_takes_steps(a, &relu_max, &relu) ||
+      !(hardswish || graph_takes_steps(a, &relu_max, &relu)) ||
       (a.residual && (!a.residual_quantized || a.residual->dtype() != DType::Int8)))
     return lean;
   const double ys = a.y_scale, rq = a.residual ? double(a.r_scale) / ys : 0.0;
@@ -996,6 +1062,7 @@ LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_
   lean.rq = float(rq);
   if (relu) lean.lo = 0;
   if (relu_max > 0) lean.hi = std::min(127.0f, float(double(relu_max) / ys));
+  if (hardswish) lean.hardswish = float(ys / 6);
   return lean;
 }
 
@@ -1062,6 +1129,7 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
 }
 
 std::atomic<int64_t> g_pointwise_calls{0};
+std::atomic<int64_t> g_depthwise_lean_calls{0};
 
 // The pointwise kernel's launch (INGOT_INT8_POINTWISE); false where the layer is not one it takes.
 // 1 (the measured rule): 64 to 128 input channels (one or two K blocks), at least 64 output channels
@@ -1266,7 +1334,7 @@ void prepare(KernelContext& ctx, QuantState& st, const QuantizedProductArgs& a, 
 }
 
 // Path 4's launch; false where the layer is not one the kernel takes.
-bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, const QuantState& st,
+bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, QuantState& st,
                         const Epilogue& e, Tensor& y) {
   if (!flags::enabled("INGOT_INT8_DEPTHWISE")) return false;
   const sem::Window& win = g.win;
@@ -1297,12 +1365,29 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
   const dim3 grid{unsigned((vectors + channel_threads - 1) / channel_threads),
                   unsigned((strips + column_threads - 1) / column_threads), unsigned(p.n * p.oh)};
   const int kw = int(win.kernel[1]), sw = int(win.strides[1]);
+  // The lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) where the node's is one (int8 X and Y at zero point
+  // 0 on the output: the symmetric scheme's layers; Relu, a clip or HardSwish).
+  LeanEpilogue lean;
+  if (flags::enabled("INGOT_INT8_DEPTHWISE_LEAN") && a.x->dtype() == DType::Int8) {
+    lean = lean_epilogue(st, a, g.channels, true);
+    if (lean.residual && !aligned16(lean.residual)) lean = LeanEpilogue();
+  }
   dispatch_8bit(a.x->dtype(), [&]<class X>() {
     dispatch_y(a.y_dtype, [&]<class Y>() {
       auto launch = [&]<int K, int S, int C>() {
         auto run = [&]<int VV>() {
+          if constexpr (std::is_same_v<X, int8_t> && std::is_same_v<Y, int8_t>) {
+            if (lean.scale) {
+              depthwise_nhwc_kernel<X, int8_t, Y, K, S, C, VV, true><<<grid, block, smem, stream()>>>(
+                  ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e,
+                  lean);
+              g_depthwise_lean_calls.fetch_add(1, std::memory_order_relaxed);
+              return;
+            }
+          }
           depthwise_nhwc_kernel<X, int8_t, Y, K, S, C, VV><<<grid, block, smem, stream()>>>(
-              ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e);
+              ptr<const X>(*a.x), ptr<const int8_t>(*a.w), ptr<Y>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp), e,
+              LeanEpilogue());
         };
         if (V == 16) run.template operator()<16>();
         if (V == 8) run.template operator()<8>();
@@ -1498,5 +1583,6 @@ INGOT_CUDA_KERNEL(QuantizedMatMul, quantized_matmul)
 int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memory_order_relaxed); }
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
 int64_t int8_pointwise_calls() { return g_pointwise_calls.load(std::memory_order_relaxed); }
+int64_t int8_depthwise_lean_calls() { return g_depthwise_lean_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

@@ -10,5 +10,7 @@ int64_t int8_implicit_gemm_calls();
 int64_t int8_stem_calls();
 // How many 1x1 convolutions ran on Ingot's pointwise int8 kernel (INGOT_INT8_POINTWISE) in this process.
 int64_t int8_pointwise_calls();
+// How many depthwise convolutions ran with the lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) in this process.
+int64_t int8_depthwise_lean_calls();
 
 }  // namespace ingot::cuda
