@@ -89,8 +89,8 @@ constexpr Flag kFlags[] = {
      true},
     {"INGOT_INT8_DEPTHWISE_LEAN", Kind::Bool, "0",
      "Int8 depthwise convolutions on the GPU with an int8 output at zero point 0 (bias, int8 residual, Relu, a clip "
-     "or HardSwish) finish with the lean epilogue and stage their weights eight loads at a time (0: the generic "
-     "epilogue; off until measured, the CUDA tests run both).",
+     "or HardSwish) finish with the lean epilogue and stage their weights eight loads at a time (0, or "
+     "INGOT_INT8_IMMA_LEAN=0: the generic epilogue; off until measured, the CUDA tests run both).",
      true},
     {"INGOT_INT8_STEM", Kind::Bool, "1",
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
@@ -104,8 +104,8 @@ constexpr Flag kFlags[] = {
     {"INGOT_INT8_POINTWISE", Kind::Int, "0",
      "Symmetric int8 channels-last 1x1 stride-1 convolutions with an int8 output at zero point 0 (bias, int8 "
      "residual, Relu or a clip) on the GPU on Ingot's persistent pointwise kernel (quantized_products.cu) before the "
-     "other paths. 1: layers of at most 128 input channels with at least two tiles per block; 2: every layer it "
-     "takes; 0: none (cuDNN's int8 engines). The CUDA tests run all three.",
+     "other paths. 1: layers of 64 to 128 input channels and at least 64 output channels with at least two tiles "
+     "per block; 2: every layer it takes; 0: none (cuDNN's int8 engines). The CUDA tests run all three.",
      true},
     {"INGOT_INT8_IMMA_LEAN", Kind::Bool, "1",
      "The int8 implicit GEMM's lean epilogue where the node's epilogue is one it computes (0: always the generic one; "

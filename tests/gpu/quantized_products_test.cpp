@@ -250,7 +250,8 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
   uint32_t seed = 40;
   for (const auto& [kernel, lean] : {std::pair{"1", "1"}, std::pair{"1", "0"}, std::pair{"0", "1"}}) {
     SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel + " INGOT_INT8_DEPTHWISE_LEAN=" + lean);
-    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel), lean_env("INGOT_INT8_DEPTHWISE_LEAN", lean);
+    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel), lean_env("INGOT_INT8_DEPTHWISE_LEAN", lean),
+        lean_forms("INGOT_INT8_IMMA_LEAN", "1");  // the lean epilogue's master switch
     const int64_t before = cuda::int8_depthwise_lean_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     EXPECT_EQ(cuda::int8_depthwise_lean_calls() - before, kernel[0] == '1' && lean[0] == '1' ? lean_cases : 0);
