@@ -263,15 +263,16 @@ __global__ void __launch_bounds__(256)
   constexpr int kBatch = kLean ? 8 : 1;
   for (int i0 = tid; i0 < channels * taps; i0 += nthreads * kBatch) {
     int32_t wv[kBatch];
+    int at[kBatch];  // where weight i goes: tap-major; -1 past the group's weights
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = i0 + b * nthreads;
-      wv[b] = i < channels * taps ? int32_t(w[size_t(cbase) * taps + i]) - w_zp[cbase + i / taps] : 0;
+      const int i = i0 + b * nthreads, c = i / taps;
+      at[b] = i < channels * taps ? (i - c * taps) * group + c : -1;
+      wv[b] = at[b] >= 0 ? int32_t(w[size_t(cbase) * taps + i]) - w_zp[cbase + c] : 0;
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = i0 + b * nthreads, c = i / taps, t = i - c * taps;
-      if (i < channels * taps) ws[t * group + c] = int16_t(wv[b]);
+      if (at[b] >= 0) ws[at[b]] = int16_t(wv[b]);
     }
   }
   __syncthreads();
