@@ -556,10 +556,25 @@ void check_matmul(DType x_dtype, int x_zp, DType w_dtype, int64_t m, int64_t k, 
 
 TEST(CudaQuantizedProducts, MatrixProductsMatchTheCpu) {
   INGOT_REQUIRE_GPU();
-  check_matmul(DType::Int8, 0, DType::Int8, 64, 256, 128, DType::Int8, true, 1);      // cuBLASLt
-  check_matmul(DType::UInt8, 117, DType::Int8, 50, 64, 32, DType::UInt8, false, 2);   // cuBLASLt, X shifted
-  check_matmul(DType::Int8, -7, DType::Int8, 33, 512, 1000, DType::Float32, false, 3);  // cuBLASLt, float out
-  check_matmul(DType::UInt8, 3, DType::UInt8, 17, 30, 9, DType::UInt8, true, 4);      // direct (uint8 W, odd sizes)
+  // Int8 W at zero point 0 with K and N multiples of 4: cuBLASLt, or (INGOT_INT8_SMALL_MATMUL, at most
+  // 64 rows, K a multiple of 16) the dp4a kernel. The last case is neither (uint8 W, odd sizes): the
+  // direct product.
+  for (const char* small : {"1", "0"}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_SMALL_MATMUL={}", small));
+    const ScopedEnv small_switch("INGOT_INT8_SMALL_MATMUL", small);
+    const int64_t before = cuda::int8_small_matmul_calls();
+    check_matmul(DType::Int8, 0, DType::Int8, 64, 256, 128, DType::Int8, true, 1);
+    check_matmul(DType::UInt8, 117, DType::Int8, 50, 64, 32, DType::UInt8, false, 2);      // X shifted
+    check_matmul(DType::Int8, -7, DType::Int8, 33, 512, 1000, DType::Float32, false, 3);   // float out
+    check_matmul(DType::Int8, 0, DType::Int8, 32, 2048, 1000, DType::Float32, false, 5);   // ResNet-50's fc
+    check_matmul(DType::Int8, 5, DType::Int8, 3, 48, 12, DType::Int8, true, 6);            // a partial block
+    check_matmul(DType::Int8, 0, DType::Int8, 65, 64, 32, DType::Int8, false, 7);          // too many rows
+    check_matmul(DType::Int8, 0, DType::Int8, 8, 36, 16, DType::Int8, false, 8);           // K not a multiple of 16
+    check_matmul(DType::UInt8, 3, DType::UInt8, 17, 30, 9, DType::UInt8, true, 4);
+    EXPECT_EQ(cuda::int8_small_matmul_calls() - before, small[0] == '1' ? 5 : 0)
+        << "the five products of at most 64 rows with K a multiple of 16 run on the dp4a kernel exactly when the "
+           "switch is on";
+  }
 }
 
 // A small residual network quantized symmetrically (int8 activations at zero point 0, what the cuDNN

@@ -818,6 +818,66 @@ __global__ void direct_matmul_kernel(const X* __restrict__ a, const W* __restric
   }
 }
 
+// Matrix products of few rows (a classifier's batch: m <= kSmallRows) with int8 W at zero point 0,
+// W stored transposed ([n, k], k a multiple of 16, rows 16-byte aligned): Y[r, c] = A[r, :] . Wt[c, :]
+// by dp4a, the whole epilogue in the kernel. cuBLASLt's int8 GEMM tiles such a product with at most
+// 64-row tiles of which one is used, and writes int32 accumulators for a second kernel to finish. Here a
+// warp owns kSmallCols columns and each lane one row (rows lane, lane + 32): every lane reads the
+// same 16 bytes of a W row (one broadcast) and its row's 16 bytes of A (the block's warps share A
+// through L1). uint8 A (kUnsigned) is moved to int8 by flipping its top bits; the epilogue's column
+// sums take the shift (e.x_offset).
+constexpr int kSmallRows = 64, kSmallCols = 2, kSmallWarps = 4;
+
+template <bool kUnsigned, class Y>
+__global__ void __launch_bounds__(kSmallWarps * 32)
+    small_matmul_kernel(const uint8_t* __restrict__ a, const int8_t* __restrict__ wt, Y* __restrict__ y, int m, int k,
+                        int n, Epilogue e) {
+  const int lane = threadIdx.x % 32;
+  const int c0 = (blockIdx.x * kSmallWarps + threadIdx.x / 32) * kSmallCols;
+  if (c0 >= n) return;
+  constexpr int kRowsPerLane = kSmallRows / 32;
+  int32_t acc[kRowsPerLane][kSmallCols] = {};
+  const int4* w_rows[kSmallCols];
+  for (int j = 0; j < kSmallCols; ++j) w_rows[j] = reinterpret_cast<const int4*>(wt + int64_t(min(c0 + j, n - 1)) * k);
+  const int4* a_rows[kRowsPerLane];
+  for (int i = 0; i < kRowsPerLane; ++i)
+    a_rows[i] = reinterpret_cast<const int4*>(a + int64_t(min(lane + 32 * i, m - 1)) * k);
+  const int chunks = k / 16;
+#pragma unroll 4
+  for (int q = 0; q < chunks; ++q) {
+    int4 wv[kSmallCols];
+    for (int j = 0; j < kSmallCols; ++j) wv[j] = __ldg(w_rows[j] + q);
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      if (i > 0 && 32 * i >= m) break;
+      int4 av = __ldg(a_rows[i] + q);
+      if constexpr (kUnsigned) {
+        av.x ^= int(0x80808080u);
+        av.y ^= int(0x80808080u);
+        av.z ^= int(0x80808080u);
+        av.w ^= int(0x80808080u);
+      }
+#pragma unroll
+      for (int j = 0; j < kSmallCols; ++j) {
+        int32_t s = acc[i][j];
+        s = __dp4a(av.x, wv[j].x, s);
+        s = __dp4a(av.y, wv[j].y, s);
+        s = __dp4a(av.z, wv[j].z, s);
+        s = __dp4a(av.w, wv[j].w, s);
+        acc[i][j] = s;
+      }
+    }
+  }
+  for (int i = 0; i < kRowsPerLane; ++i) {
+    const int r = lane + 32 * i;
+    if (r >= m) break;
+    for (int j = 0; j < kSmallCols && c0 + j < n; ++j) {
+      const int64_t at = int64_t(r) * n + c0 + j;
+      finish(e, real_of(e, c0 + j, acc[i][j]), at, y);
+    }
+  }
+}
+
 // uint8 -> int8 by subtracting 128 (the zero point moves with it).
 __global__ void shift_to_int8_kernel(const uint8_t* __restrict__ x, int8_t* __restrict__ y, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -1131,6 +1191,7 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
 
 std::atomic<int64_t> g_pointwise_calls{0};
 std::atomic<int64_t> g_depthwise_lean_calls{0};
+std::atomic<int64_t> g_small_matmul_calls{0};
 
 // The pointwise kernel's launch (INGOT_INT8_POINTWISE); false where the layer is not one it takes.
 // 1 (the measured rule): 64 to 128 input channels (one or two K blocks), at least 64 output channels
@@ -1490,6 +1551,22 @@ void quantized_matmul(KernelContext& ctx) {
       st.w_t = Tensor::from_vector(t, {n, k}).to(ctx.device());
       st.column_sums = upload(sums, ctx.device());
     }
+    if (m <= kSmallRows && k % 16 == 0 && aligned16(x.raw_data()) && flags::enabled("INGOT_INT8_SMALL_MATMUL")) {
+      const int32_t offset = a.x_zp - (x.dtype() == DType::UInt8 ? 128 : 0);
+      if (offset != 0) {
+        e.column_sums = ptr<const int32_t>(st.column_sums);
+        e.x_offset = offset;
+      }
+      const int blocks = int((n + kSmallWarps * kSmallCols - 1) / (kSmallWarps * kSmallCols));
+      dispatch_y(y.dtype(), [&]<class Y>() {
+        auto* kernel = x.dtype() == DType::UInt8 ? small_matmul_kernel<true, Y> : small_matmul_kernel<false, Y>;
+        kernel<<<blocks, kSmallWarps * 32, 0, stream()>>>(static_cast<const uint8_t*>(x.raw_data()),
+                                                         ptr<const int8_t>(st.w_t), ptr<Y>(y), int(m), int(k), int(n), e);
+      });
+      INGOT_CUDA_LAUNCH_CHECK();
+      g_small_matmul_calls.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     Tensor shifted;
     const void* a8 = x.raw_data();
     int32_t offset = a.x_zp;
@@ -1585,5 +1662,6 @@ int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memo
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
 int64_t int8_pointwise_calls() { return g_pointwise_calls.load(std::memory_order_relaxed); }
 int64_t int8_depthwise_lean_calls() { return g_depthwise_lean_calls.load(std::memory_order_relaxed); }
+int64_t int8_small_matmul_calls() { return g_small_matmul_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

@@ -12,5 +12,7 @@ int64_t int8_stem_calls();
 int64_t int8_pointwise_calls();
 // How many depthwise convolutions ran with the lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) in this process.
 int64_t int8_depthwise_lean_calls();
+// How many matrix products of few rows ran on the dp4a kernel (INGOT_INT8_SMALL_MATMUL) in this process.
+int64_t int8_small_matmul_calls();
 
 }  // namespace ingot::cuda
