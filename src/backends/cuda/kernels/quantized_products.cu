@@ -205,7 +205,7 @@ struct LeanEpilogue {
   bool vec16 = false;            // K a multiple of 16, Y and the residual 16-byte aligned: 16 channels a step
   // > 0: HardSwish before the clamp, y_scale / 6: u x clamp(u y_scale / 6 + 1/2, 0, 1) in output
   // units u (apply_step's form). Only where the caller asked lean_epilogue for it (the depthwise
-  // kernel); the tensor-core kernels do not compute it.
+  // and pointwise kernels); the implicit GEMM does not compute it.
   float hardswish = 0;
 };
 
@@ -789,6 +789,10 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 2)
             f0 = fmaf(lean.rq, int8_byte_to_float<0>(r), f0);
             f1 = fmaf(lean.rq, int8_byte_to_float<1>(r), f1);
           }
+          if (lean.hardswish > 0) {
+            f0 *= fminf(fmaxf(fmaf(f0, lean.hardswish, 0.5f), 0.0f), 1.0f);
+            f1 *= fminf(fmaxf(fmaf(f1, lean.hardswish, 0.5f), 0.0f), 1.0f);
+          }
           *at = uint16_t(__byte_perm(float_to_int8_bits(fminf(fmaxf(f0, lean.lo), lean.hi)),
                                      float_to_int8_bits(fminf(fmaxf(f1, lean.lo), lean.hi)), 0x0040));
         }
@@ -1198,6 +1202,9 @@ std::atomic<int64_t> g_small_matmul_calls{0};
 // and at least two tiles per block. On an H100 the kernel won there (ResNet-50's layer1 conv3 55 -> 38
 // us) and lost to cuDNN's engines on long K and few tiles (layer4's conv1 14 -> 30 us) and on narrow
 // layers, whose tiles are mostly padding (MobileNetV3's 16 -> 16 at 112 x 112: 22 -> 36 us).
+// Also, under 1, layers of at least 64 output channels whose epilogue is a lone HardSwish
+// (MobileNetV3's expansions), which cuDNN's graph cannot express: there it writes float32 for the
+// epilogue kernel to read back (9 bytes moved an output instead of 1).
 // 2: every layer it takes (tests, A/B runs).
 bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
   const int64_t mode = flags::integer("INGOT_INT8_POINTWISE");
@@ -1226,9 +1233,11 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   }();
   const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
   const int64_t blocks = int64_t(sm_count()) * per_sm;
-  if (mode == 1 && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || g.out_channels < BN || tiles < 2 * blocks))
+  const bool hardswish = a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish;
+  if (mode == 1 && (g.out_channels < BN ||
+                    (!hardswish && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || tiles < 2 * blocks))))
     return false;
-  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels);
+  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels, true);
   if (!lean.scale || !aligned16(y.raw_data()) || (lean.residual && !aligned16(lean.residual))) return false;
   const ChannelsBy16 padded = channels_by_16(st, g, a);
   const Tensor& x = padded.x();
