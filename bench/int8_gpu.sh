@@ -15,6 +15,8 @@
 # Environment: PYTHON [python3] MODELS [resnet50 mobilenet_v3_large] BATCHES ["1 32"]
 #   WARMUP [20] ITERATIONS [100] CALIB_SAMPLES [16] WORK [OUTDIR/work]
 #   REUSE_EXPORT [0] (1: keep WORK's models and inputs when every one is there)
+#   NCU [0] (1: each package's kernels timed one by one by Nsight Compute, named by their nodes:
+#   MODEL.bB.PRECISION.kernels.md, bench/ncu_kernels.py; NCU_TIMEOUT [120] s per report)
 #   AB_SWITCH [none] (an INGOT_* switch read at run time: each int8 package benched with it at each
 #   of AB_VALUES ["0 1"] in turn, twice, the medians appended to int8.md below the table)
 set -uo pipefail
@@ -75,6 +77,21 @@ for m in $MODELS; do
     "$INGOT" profile "$int8" --device cuda >"$OUT/$m.b$b.int8.profile.log" 2>&1 || true
     echo "-- $m b$b int8 profile:"
     head -"${PROFILE_LINES:-25}" "$OUT/$m.b$b.int8.profile.log"
+    if [ "${NCU:-0}" = 1 ]; then  # each kernel's device time by Nsight Compute, named by its node
+      ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+      for p in fp16 int8; do
+        for mode in kernel none; do
+          INGOT_NVTX=1 timeout "${NCU_TIMEOUT:-120}" "$ncu_bin" --clock-control none --cache-control none --nvtx \
+            --print-nvtx-rename "$mode" --metrics gpu__time_duration.sum --csv \
+            "$INGOT" profile "$WORK/$m.b$b.$p.ingot" --device cuda --warmup 1 --runs 1 \
+            >"$OUT/$m.b$b.$p.ncu.$mode.csv" 2>"$OUT/$m.b$b.$p.ncu.log" || echo "int8_gpu: $m b$b $p ncu ($mode) failed"
+        done
+        "$PY" "$ROOT/bench/ncu_kernels.py" "$OUT/$m.b$b.$p.ncu.kernel.csv" "$OUT/$m.b$b.$p.ncu.none.csv" --runs 2 \
+          >"$OUT/$m.b$b.$p.kernels.md" 2>&1 || echo "int8_gpu: $m b$b $p kernel table failed"
+        echo "-- $m b$b $p kernels (ncu):"
+        head -"${PROFILE_LINES:-25}" "$OUT/$m.b$b.$p.kernels.md"
+      done
+    fi
     if [ "$b" = 1 ]; then
       "$INGOT" run "$int8" --device cuda --input "input=$WORK/$m.b1.input.npy" --output-dir "$WORK/$m.int8.out" \
         >"$OUT/$m.int8.run.log" 2>&1 || echo "int8_gpu: $m int8 run failed"

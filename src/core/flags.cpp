@@ -109,6 +109,11 @@ constexpr Flag kFlags[] = {
      "per block (ResNet-50 int8 b32 on an H100 1.00 -> 0.95 ms); 2: every layer it takes (1.12 ms); 0: none "
      "(cuDNN's int8 engines). The CUDA tests run all three.",
      true},
+    {"INGOT_INT8_POINTWISE_HARDSWISH", Kind::Bool, "0",
+     "With INGOT_INT8_POINTWISE=1, also int8 1x1 convolutions of at least 64 output channels whose epilogue is a "
+     "lone HardSwish (MobileNetV3's expansions; cuDNN writes their float32 output for an epilogue kernel) on the "
+     "pointwise kernel (off until measured; the CUDA tests run it).",
+     true},
     {"INGOT_INT8_SMALL_MATMUL", Kind::Bool, "0",
      "Int8 matrix products of at most 64 rows (a classifier at a small batch) with int8 weights at zero point 0 on "
      "the GPU on Ingot's dp4a kernel with the epilogue inside, instead of cuBLASLt's int8 GEMM and an epilogue "

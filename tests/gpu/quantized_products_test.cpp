@@ -431,7 +431,7 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
   uint32_t seed = 150;
   for (const char* mode : {"2", "1", "0"}) {
     SCOPED_TRACE(std::string("INGOT_INT8_POINTWISE=") + mode);
-    const ScopedEnv pointwise("INGOT_INT8_POINTWISE", mode);
+    const ScopedEnv pointwise("INGOT_INT8_POINTWISE", mode), hardswish("INGOT_INT8_POINTWISE_HARDSWISH", "1");
     const int64_t before = cuda::int8_pointwise_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     const int64_t ran = cuda::int8_pointwise_calls() - before;
@@ -441,8 +441,8 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
       EXPECT_EQ(ran, 0) << "the pointwise kernel is off";
     } else {
       // The rule (at most two K blocks, two tiles per block) takes the first case (784 tiles on a
-      // GPU of up to 196 SMs at two blocks each), and the two HardSwish layers; not the stem (three
-      // K blocks).
+      // GPU of up to 196 SMs at two blocks each), and (INGOT_INT8_POINTWISE_HARDSWISH) the two
+      // HardSwish layers; not the stem (three K blocks).
       EXPECT_TRUE(ran >= 3 && ran < int64_t(cases.size())) << ran << " cases ran on it";
     }
   }

@@ -1202,9 +1202,9 @@ std::atomic<int64_t> g_small_matmul_calls{0};
 // and at least two tiles per block. On an H100 the kernel won there (ResNet-50's layer1 conv3 55 -> 38
 // us) and lost to cuDNN's engines on long K and few tiles (layer4's conv1 14 -> 30 us) and on narrow
 // layers, whose tiles are mostly padding (MobileNetV3's 16 -> 16 at 112 x 112: 22 -> 36 us).
-// Also, under 1, layers of at least 64 output channels whose epilogue is a lone HardSwish
-// (MobileNetV3's expansions), which cuDNN's graph cannot express: there it writes float32 for the
-// epilogue kernel to read back (9 bytes moved an output instead of 1).
+// Also, under 1 with INGOT_INT8_POINTWISE_HARDSWISH, layers of at least 64 output channels whose
+// epilogue is a lone HardSwish (MobileNetV3's expansions), which cuDNN's graph cannot express: there
+// it writes float32 for the epilogue kernel to read back (9 bytes moved an output instead of 1).
 // 2: every layer it takes (tests, A/B runs).
 bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a, Tensor& y) {
   const int64_t mode = flags::integer("INGOT_INT8_POINTWISE");
@@ -1233,7 +1233,8 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   }();
   const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
   const int64_t blocks = int64_t(sm_count()) * per_sm;
-  const bool hardswish = a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish;
+  const bool hardswish = a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish &&
+                         flags::enabled("INGOT_INT8_POINTWISE_HARDSWISH");
   if (mode == 1 && (g.out_channels < BN ||
                     (!hardswish && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || tiles < 2 * blocks))))
     return false;

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Kernel-by-kernel device times of one `ingot profile` run, from two Nsight Compute CSV reports of the
+same command (`ncu --csv --metrics gpu__time_duration.sum`), one with `--nvtx --print-nvtx-rename
+kernel` (each kernel named by the NVTX range around it: with INGOT_NVTX=1, its graph node) and one
+without (the kernel's own name). Both list the same launches in the same order; their ID column joins
+them.
+
+`ingot profile`'s per-node times come from events around each node of an eager run and overstate a
+CUDA-graph replay's: on an H100 their sums were 2.17 ms (MobileNetV3-Large int8 b32) and 1.88 ms
+(fp16) against `ingot bench`'s 1.34 and 0.85 (docs/QUANTIZATION.md). ncu times each kernel alone.
+
+Usage: ncu_kernels.py NAMED.csv PLAIN.csv [--runs R] [--top N]
+  --runs R: the profile's warm-up plus measured runs (the launches are split into R equal runs and
+            the last one reported; default 1)
+Prints a markdown table per node (its kernels and their times, slowest first) and the total.
+"""
+import argparse
+import collections
+import csv
+import io
+import sys
+
+SCALE_TO_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6,
+               "s": 1e6}
+
+
+def read_report(path):
+    """[(id, kernel name, microseconds)] in launch order, from ncu's CSV (lines before the header skipped)."""
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        sys.exit(f"ncu_kernels: {path} holds no ncu CSV table (no line starting with \"ID\")")
+    rows = []
+    for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        missing = [k for k in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value") if k not in r]
+        if missing:
+            sys.exit(f"ncu_kernels: {path} has no column(s) {missing}")
+        if r["Metric Name"] != "gpu__time_duration.sum":
+            continue
+        unit = r["Metric Unit"].strip()
+        if unit not in SCALE_TO_US:
+            sys.exit(f"ncu_kernels: {path}: unknown time unit '{unit}'")
+        value = float(r["Metric Value"].replace(",", ""))
+        rows.append((int(r["ID"]), r["Kernel Name"], value * SCALE_TO_US[unit]))
+    if not rows:
+        sys.exit(f"ncu_kernels: {path} has no gpu__time_duration.sum rows")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("named")
+    ap.add_argument("plain")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--top", type=int, default=1000)
+    a = ap.parse_args()
+    named, plain = read_report(a.named), read_report(a.plain)
+    if [r[0] for r in named] != [r[0] for r in plain]:
+        sys.exit(f"ncu_kernels: the two reports list different launches ({len(named)} and {len(plain)})")
+    per_run = len(named) // max(a.runs, 1)
+    if per_run * a.runs != len(named):
+        print(f"(the {len(named)} launches do not split into {a.runs} equal runs: all of them reported)")
+        per_run, first = len(named), 0
+    else:
+        first = len(named) - per_run
+    nodes = collections.OrderedDict()
+    for (_, node, us), (_, kernel, _) in zip(named[first:], plain[first:]):
+        nodes.setdefault(node, []).append((kernel, us))
+    total = sum(us for _, _, us in named[first:])
+    print(f"{per_run} kernels, {total:.1f} us of device time (each kernel alone, one run)\n")
+    print("| node | us | kernels |")
+    print("|---|---:|---|")
+    ranked = sorted(nodes.items(), key=lambda kv: -sum(us for _, us in kv[1]))
+    for node, kernels in ranked[:a.top]:
+        parts = "; ".join(f"{k[:70]} {us:.1f}" for k, us in sorted(kernels, key=lambda x: -x[1]))
+        print(f"| {node} | {sum(us for _, us in kernels):.1f} | {parts} |")
+
+
+if __name__ == "__main__":
+    main()
