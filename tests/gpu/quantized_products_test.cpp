@@ -420,6 +420,15 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
     c.h = c.w = 7;
     c.act = "HardSwish";
   });
+  // 112 -> 672 at 14 x 14, batch 32 (MobileNetV3's features.12): within rule 1's channel limits with
+  // 539 tiles, so only INGOT_INT8_POINTWISE_HARDSWISH keeps it off the kernel under rule 1.
+  add("112 -> 672, batch 32, 14x14, HardSwish", [](ConvCase& c) {
+    c.n = 32;
+    c.c = 112;
+    c.m = 672;
+    c.h = c.w = 14;
+    c.act = "HardSwish";
+  });
   add("a 7x7 stride-2 stem on 3 channels, Relu: im2col (INGOT_INT8_STEM), then this kernel over 160", [](ConvCase& c) {
     c.c = 3;
     c.h = c.w = 33;
@@ -428,10 +437,13 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
     c.stride = 2;
     c.act = "Relu";
   });
+  constexpr int64_t kHardSwishCases = 3;
   uint32_t seed = 150;
-  for (const char* mode : {"2", "1", "0"}) {
-    SCOPED_TRACE(std::string("INGOT_INT8_POINTWISE=") + mode);
-    const ScopedEnv pointwise("INGOT_INT8_POINTWISE", mode), hardswish("INGOT_INT8_POINTWISE_HARDSWISH", "1");
+  int64_t ran_with_hardswish = -1;
+  for (const auto& [mode, hardswish] : std::vector<std::pair<const char*, const char*>>{
+           {"2", "0"}, {"1", "1"}, {"1", "0"}, {"0", "1"}}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_POINTWISE={} INGOT_INT8_POINTWISE_HARDSWISH={}", mode, hardswish));
+    const ScopedEnv pointwise("INGOT_INT8_POINTWISE", mode), hs("INGOT_INT8_POINTWISE_HARDSWISH", hardswish);
     const int64_t before = cuda::int8_pointwise_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     const int64_t ran = cuda::int8_pointwise_calls() - before;
@@ -439,11 +451,14 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
       EXPECT_EQ(ran, int64_t(cases.size())) << "every case runs on the pointwise kernel";
     } else if (mode[0] == '0') {
       EXPECT_EQ(ran, 0) << "the pointwise kernel is off";
-    } else {
+    } else if (hardswish[0] == '1') {
       // The rule (at most two K blocks, two tiles per block) takes the first case (784 tiles on a
-      // GPU of up to 196 SMs at two blocks each), and (INGOT_INT8_POINTWISE_HARDSWISH) the two
-      // HardSwish layers; not the stem (three K blocks).
-      EXPECT_TRUE(ran >= 3 && ran < int64_t(cases.size())) << ran << " cases ran on it";
+      // GPU of up to 196 SMs at two blocks each) and, with the switch, the HardSwish layers; not the
+      // stem (three K blocks).
+      EXPECT_TRUE(ran >= 1 + kHardSwishCases && ran < int64_t(cases.size())) << ran << " cases ran on it";
+      ran_with_hardswish = ran;
+    } else {
+      EXPECT_EQ(ran, ran_with_hardswish - kHardSwishCases) << "without the switch no HardSwish layer runs on it";
     }
   }
 }
@@ -583,11 +598,13 @@ TEST(CudaQuantizedProducts, MatrixProductsMatchTheCpu) {
     check_matmul(DType::Int8, -7, DType::Int8, 33, 512, 1000, DType::Float32, false, 3);   // float out
     check_matmul(DType::Int8, 0, DType::Int8, 32, 2048, 1000, DType::Float32, false, 5);   // ResNet-50's fc
     check_matmul(DType::Int8, 5, DType::Int8, 3, 48, 12, DType::Int8, true, 6);            // a partial block
+    check_matmul(DType::Int8, 0, DType::Int8, 1, 960, 1280, DType::Float32, false, 9);     // batch 1
+    check_matmul(DType::UInt8, 128, DType::Int8, 40, 32, 20, DType::UInt8, true, 10);     // shift cancels zp
     check_matmul(DType::Int8, 0, DType::Int8, 65, 64, 32, DType::Int8, false, 7);          // too many rows
     check_matmul(DType::Int8, 0, DType::Int8, 8, 36, 16, DType::Int8, false, 8);           // K not a multiple of 16
     check_matmul(DType::UInt8, 3, DType::UInt8, 17, 30, 9, DType::UInt8, true, 4);
-    EXPECT_EQ(cuda::int8_small_matmul_calls() - before, small[0] == '1' ? 5 : 0)
-        << "the five products of at most 64 rows with K a multiple of 16 run on the dp4a kernel exactly when the "
+    EXPECT_EQ(cuda::int8_small_matmul_calls() - before, small[0] == '1' ? 7 : 0)
+        << "the seven products of at most 64 rows with K a multiple of 16 run on the dp4a kernel exactly when the "
            "switch is on";
   }
 }

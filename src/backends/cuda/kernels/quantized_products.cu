@@ -193,9 +193,10 @@ __global__ void direct_conv_kernel(const X* __restrict__ x, const W* __restrict_
 }
 
 // The lean epilogue (an int8 Y at zero point 0; bias, an int8 residual, Relu or a [0, hi] clip:
-// what path 2's fused cuDNN graph also takes; for the depthwise kernel also HardSwish), in output units: y = sat(rint(clamp(acc * scale[c] +
-// bias[c] + rq * R))). A few instructions per output where the generic one (real_of + finished)
-// costs ~150, most of the first kernel's time (docs/QUANTIZATION.md).
+// what path 2's fused cuDNN graph also takes; for the depthwise and pointwise kernels also
+// HardSwish), in output units: y = sat(rint(clamp(acc * scale[c] + bias[c] + rq * R))). A few
+// instructions per output where the generic one (real_of + finished) costs ~150, most of the first
+// kernel's time (docs/QUANTIZATION.md).
 struct LeanEpilogue {
   const float* scale = nullptr;  // [K]: x_scale w_scale[c] / y_scale
   const float* bias = nullptr;   // [K]: bias[c] x_scale w_scale[c] / y_scale - rq r_zp
@@ -825,35 +826,42 @@ __global__ void direct_matmul_kernel(const X* __restrict__ a, const W* __restric
 // Matrix products of few rows (a classifier's batch: m <= kSmallRows) with int8 W at zero point 0,
 // W stored transposed ([n, k], k a multiple of 16, rows 16-byte aligned): Y[r, c] = A[r, :] . Wt[c, :]
 // by dp4a, the whole epilogue in the kernel. cuBLASLt's int8 GEMM tiles such a product with at most
-// 64-row tiles of which one is used, and writes int32 accumulators for a second kernel to finish. Here a
-// warp owns kSmallCols columns and each lane one row (rows lane, lane + 32): every lane reads the
-// same 16 bytes of a W row (one broadcast) and its row's 16 bytes of A (the block's warps share A
-// through L1). uint8 A (kUnsigned) is moved to int8 by flipping its top bits; the epilogue's column
-// sums take the shift (e.x_offset).
-constexpr int kSmallRows = 64, kSmallCols = 2, kSmallWarps = 4;
+// 64-row tiles of which one is used, and writes int32 accumulators for a second kernel to finish.
+// Here a block owns kSmallCols columns and its kSmallWarps warps split K: warp w takes the 16-byte
+// chunks w, w + kSmallWarps, ...; each lane one row (rows lane, lane + 32), so every lane reads the
+// same 16 bytes of each W row (a broadcast) and its row's 16 bytes of A, and A is read once per
+// block (kSmallCols columns) rather than once per column. The warps' partial sums meet in shared
+// memory, and each thread finishes outputs with consecutive threads on consecutive columns. uint8 A
+// (kUnsigned) is moved to int8 by flipping its top bits; the epilogue's column sums take the shift
+// (e.x_offset).
+constexpr int kSmallRows = 64, kSmallCols = 8, kSmallWarps = 8;
 
 template <bool kUnsigned, class Y>
 __global__ void __launch_bounds__(kSmallWarps * 32)
     small_matmul_kernel(const uint8_t* __restrict__ a, const int8_t* __restrict__ wt, Y* __restrict__ y, int m, int k,
                         int n, Epilogue e) {
-  const int lane = threadIdx.x % 32;
-  const int c0 = (blockIdx.x * kSmallWarps + threadIdx.x / 32) * kSmallCols;
-  if (c0 >= n) return;
   constexpr int kRowsPerLane = kSmallRows / 32;
+  __shared__ int32_t partial[kSmallWarps][kRowsPerLane * 32][kSmallCols];
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int c0 = int(blockIdx.x) * kSmallCols;
   int32_t acc[kRowsPerLane][kSmallCols] = {};
   const int4* w_rows[kSmallCols];
+#pragma unroll
   for (int j = 0; j < kSmallCols; ++j) w_rows[j] = reinterpret_cast<const int4*>(wt + int64_t(min(c0 + j, n - 1)) * k);
   const int4* a_rows[kRowsPerLane];
+#pragma unroll
   for (int i = 0; i < kRowsPerLane; ++i)
     a_rows[i] = reinterpret_cast<const int4*>(a + int64_t(min(lane + 32 * i, m - 1)) * k);
+  const int rows_per_lane = m > 32 ? 2 : 1;
   const int chunks = k / 16;
-#pragma unroll 4
-  for (int q = 0; q < chunks; ++q) {
+#pragma unroll 2
+  for (int q = warp; q < chunks; q += kSmallWarps) {
     int4 wv[kSmallCols];
+#pragma unroll
     for (int j = 0; j < kSmallCols; ++j) wv[j] = __ldg(w_rows[j] + q);
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
-      if (i > 0 && 32 * i >= m) break;
+      if (i >= rows_per_lane) break;
       int4 av = __ldg(a_rows[i] + q);
       if constexpr (kUnsigned) {
         av.x ^= int(0x80808080u);
@@ -863,22 +871,29 @@ __global__ void __launch_bounds__(kSmallWarps * 32)
       }
 #pragma unroll
       for (int j = 0; j < kSmallCols; ++j) {
-        int32_t s = acc[i][j];
-        s = __dp4a(av.x, wv[j].x, s);
-        s = __dp4a(av.y, wv[j].y, s);
-        s = __dp4a(av.z, wv[j].z, s);
-        s = __dp4a(av.w, wv[j].w, s);
-        acc[i][j] = s;
+        int32_t t = acc[i][j];
+        t = __dp4a(av.x, wv[j].x, t);
+        t = __dp4a(av.y, wv[j].y, t);
+        t = __dp4a(av.z, wv[j].z, t);
+        t = __dp4a(av.w, wv[j].w, t);
+        acc[i][j] = t;
       }
     }
   }
+#pragma unroll
   for (int i = 0; i < kRowsPerLane; ++i) {
-    const int r = lane + 32 * i;
-    if (r >= m) break;
-    for (int j = 0; j < kSmallCols && c0 + j < n; ++j) {
-      const int64_t at = int64_t(r) * n + c0 + j;
-      finish(e, real_of(e, c0 + j, acc[i][j]), at, y);
-    }
+#pragma unroll
+    for (int j = 0; j < kSmallCols; ++j) partial[warp][lane + 32 * i][j] = acc[i][j];
+  }
+  __syncthreads();
+  // Output o of the block: row o / kSmallCols, column c0 + o % kSmallCols.
+  for (int o = int(threadIdx.x); o < m * kSmallCols; o += kSmallWarps * 32) {
+    const int r = o / kSmallCols, j = o % kSmallCols;
+    if (c0 + j >= n) continue;
+    int32_t sum = 0;
+#pragma unroll
+    for (int w = 0; w < kSmallWarps; ++w) sum += partial[w][r][j];
+    finish(e, real_of(e, c0 + j, sum), int64_t(r) * n + c0 + j, y);
   }
 }
 
@@ -1238,7 +1253,9 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   if (mode == 1 && (g.out_channels < BN ||
                     (!hardswish && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || tiles < 2 * blocks))))
     return false;
-  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels, true);
+  // HardSwish only where the rule took the layer for it (or under 2): with the switch off, a
+  // HardSwish layer that meets the other conditions stays where it was.
+  const LeanEpilogue lean = lean_epilogue(st, a, g.out_channels, hardswish || mode == 2);
   if (!lean.scale || !aligned16(y.raw_data()) || (lean.residual && !aligned16(lean.residual))) return false;
   const ChannelsBy16 padded = channels_by_16(st, g, a);
   const Tensor& x = padded.x();
@@ -1567,7 +1584,7 @@ void quantized_matmul(KernelContext& ctx) {
         e.column_sums = ptr<const int32_t>(st.column_sums);
         e.x_offset = offset;
       }
-      const int blocks = int((n + kSmallWarps * kSmallCols - 1) / (kSmallWarps * kSmallCols));
+      const int blocks = int((n + kSmallCols - 1) / kSmallCols);
       dispatch_y(y.dtype(), [&]<class Y>() {
         auto* kernel = x.dtype() == DType::UInt8 ? small_matmul_kernel<true, Y> : small_matmul_kernel<false, Y>;
         kernel<<<blocks, kSmallWarps * 32, 0, stream()>>>(static_cast<const uint8_t*>(x.raw_data()),
