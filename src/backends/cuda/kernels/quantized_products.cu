@@ -1112,13 +1112,16 @@ std::atomic<int64_t> g_stem_calls{0};
 // The lean epilogue's parameters where the node's epilogue is one it computes (scale null
 // otherwise: the generic one runs). Its vectors are made once per node (again when the parameters
 // change: refresh).
+bool lone_hardswish(const QuantizedProductArgs& a) {
+  return a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish;
+}
+
 // `hardswish_too`: also a lone HardSwish step (lean.hardswish), for a kernel that computes it.
 LeanEpilogue lean_epilogue(QuantState& st, const QuantizedProductArgs& a, int64_t k, bool hardswish_too = false) {
   LeanEpilogue lean;
   float relu_max = 0;
   bool relu = false;
-  const bool hardswish =
-      hardswish_too && a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish;
+  const bool hardswish = hardswish_too && lone_hardswish(a);
   if (!flags::enabled("INGOT_INT8_IMMA_LEAN") || a.y_dtype != DType::Int8 || a.y_zp != 0 || a.float_bias ||
       !(hardswish || graph_takes_steps(a, &relu_max, &relu)) ||
       (a.residual && (!a.residual_quantized || a.residual->dtype() != DType::Int8)))
@@ -1248,8 +1251,7 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   }();
   const int64_t tiles = ((m + BM - 1) / BM) * ((g.out_channels + BN - 1) / BN);
   const int64_t blocks = int64_t(sm_count()) * per_sm;
-  const bool hardswish = a.steps.size() == 1 && a.steps[0].kind == EpilogueStep::Kind::HardSwish &&
-                         flags::enabled("INGOT_INT8_POINTWISE_HARDSWISH");
+  const bool hardswish = lone_hardswish(a) && flags::enabled("INGOT_INT8_POINTWISE_HARDSWISH");
   if (mode == 1 && (g.out_channels < BN ||
                     (!hardswish && (g.channels < kImmaBK || g.channels > 2 * kImmaBK || tiles < 2 * blocks))))
     return false;
@@ -1578,15 +1580,17 @@ void quantized_matmul(KernelContext& ctx) {
       st.w_t = Tensor::from_vector(t, {n, k}).to(ctx.device());
       st.column_sums = upload(sums, ctx.device());
     }
+    // Both ways below take uint8 X as int8 (X - 128), so X's zero point moves by 128 too; it is
+    // subtracted through W's column sums.
+    const bool unsigned_x = x.dtype() == DType::UInt8;
+    if (const int32_t offset = a.x_zp - (unsigned_x ? 128 : 0); offset != 0) {
+      e.column_sums = ptr<const int32_t>(st.column_sums);
+      e.x_offset = offset;
+    }
     if (m <= kSmallRows && k % 16 == 0 && aligned16(x.raw_data()) && flags::enabled("INGOT_INT8_SMALL_MATMUL")) {
-      const int32_t offset = a.x_zp - (x.dtype() == DType::UInt8 ? 128 : 0);
-      if (offset != 0) {
-        e.column_sums = ptr<const int32_t>(st.column_sums);
-        e.x_offset = offset;
-      }
       const int blocks = int((n + kSmallCols - 1) / kSmallCols);
       dispatch_y(y.dtype(), [&]<class Y>() {
-        auto* kernel = x.dtype() == DType::UInt8 ? small_matmul_kernel<true, Y> : small_matmul_kernel<false, Y>;
+        auto* kernel = unsigned_x ? small_matmul_kernel<true, Y> : small_matmul_kernel<false, Y>;
         kernel<<<blocks, kSmallWarps * 32, 0, stream()>>>(static_cast<const uint8_t*>(x.raw_data()),
                                                          ptr<const int8_t>(st.w_t), ptr<Y>(y), int(m), int(k), int(n), e);
       });
@@ -1596,14 +1600,12 @@ void quantized_matmul(KernelContext& ctx) {
     }
     Tensor shifted;
     const void* a8 = x.raw_data();
-    int32_t offset = a.x_zp;
-    if (x.dtype() == DType::UInt8) {
+    if (unsigned_x) {
       shifted = Tensor::empty(DType::Int8, x.shape(), ctx.device());
       shift_to_int8_kernel<<<blocks_for(x.numel()), kThreads, 0, stream()>>>(ptr<const uint8_t>(x), ptr<int8_t>(shifted),
                                                                             x.numel());
       INGOT_CUDA_LAUNCH_CHECK();
       a8 = shifted.raw_data();
-      offset -= 128;
     }
     Tensor acc = Tensor::empty(DType::Int32, {m, n}, ctx.device());
     GemmArgs g;
@@ -1619,10 +1621,6 @@ void quantized_matmul(KernelContext& ctx) {
     g.c = acc.raw_data();
     g.ldc = n;
     gemm(g);
-    if (offset != 0) {
-      e.column_sums = ptr<const int32_t>(st.column_sums);
-      e.x_offset = offset;
-    }
     run_epilogue<true>(ptr<const int32_t>(acc), y, e);
     return;
   }
