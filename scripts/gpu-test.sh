@@ -136,10 +136,16 @@ find_lib_dir() {  # directory holding library $1 on this machine
   [ -n "$hit" ] && dirname "$hit"
 }
 
-run() {
-  local what="${1:-all}" dir=/tmp/ingot-gpu out="${OUT:-$ROOT/gpu-results}"
-  mkdir -p "$dir" "$out"
-  xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$dir" -xf -
+# Unpacks the bundle into $1 (once per bundle: a stamp names the archive's size and time) and exports
+# LD_LIBRARY_PATH for its binaries.
+unpack() {
+  local dir="$1" stamp
+  mkdir -p "$dir"
+  stamp="$(stat -c '%s %Y' "$BUNDLE/bundle.tar.xz")"
+  if [ "$(cat "$dir/.unpacked" 2>/dev/null)" != "$stamp" ]; then
+    xz -dc "$BUNDLE/bundle.tar.xz" | tar -C "$dir" -xf -
+    echo "$stamp" >"$dir/.unpacked"
+  fi
   local libs="$dir/lib"
   # NVRTC, where the machine has one (generated kernels; without it they run the interpreter), and
   # NCCL (the ddp part; 218 MB, never bundled: PyTorch's wheel brings one).
@@ -150,6 +156,13 @@ run() {
   done
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [ -f "$dir/commit.txt" ] && export INGOT_BUILD_COMMIT="$(cat "$dir/commit.txt")"
+  return 0
+}
+
+run() {
+  local what="${1:-all}" dir=/tmp/ingot-gpu out="${OUT:-$ROOT/gpu-results}"
+  mkdir -p "$out"
+  unpack "$dir"
   local ingot="$dir/bin/ingot" summary=()
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
   want() { [ "$what" = all ] || [[ " $what " == *" $1 "* ]]; }
@@ -677,5 +690,8 @@ PYEOF
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all torch ab]" >&2; exit 2 ;;
+  # exec CMD [ARGS]: CMD with the bundle's libraries, its binaries in /tmp/ingot-gpu/bin (ad hoc
+  # measurements on the GPU machine, e.g. a run-time switch's A/B on packages an earlier run made).
+  exec) shift; unpack /tmp/ingot-gpu; exec "$@" ;;
+  *) echo "usage: scripts/gpu-test.sh bundle | run [unit node models fp16 profile latency bench memcheck all torch ab] | exec CMD [ARGS]" >&2; exit 2 ;;
 esac

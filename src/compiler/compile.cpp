@@ -42,6 +42,11 @@ std::vector<CompileStep> compile_steps(const CompileOptions& options) {
     steps.push_back({"layout", "channels-last",
                      [scope, pool_dtypes](Model& m) { return to_channels_last(m, scope, pool_dtypes); }});
   }
+  // The quantized means and products after the layout step, which leaves a channels-last
+  // GlobalAveragePool as a ReduceMean and moves the DQ/Q pairs with their values.
+  if (options.optimize && !pass_disabled("fuse-qdq-pointwise")) {
+    steps.push_back({"layout", "fuse-qdq-pointwise", [](Model& m) { return fuse_qdq_pointwise(m); }});
+  }
   return steps;
 }
 

@@ -98,6 +98,8 @@ class GradBuilder {
   GradValue matmul(const GradValue& a, const GradValue& b) { return call1("MatMul", {a, b}); }
   // A scalar of `like`'s dtype (a rank-0 constant: it broadcasts).
   GradValue scalar(double value, const GradValue& like);
+  // 1 - v (the complement of a gate or probability).
+  GradValue one_minus(const GradValue& v) { return sub(scalar(1.0, v), v); }
   GradValue int64s(const std::vector<int64_t>& values);  // a 1-D int64 constant
   GradValue zeros_like(const GradValue& like) { return mul(like, scalar(0.0, like)); }
   GradValue shape_of(const GradValue& v) { return call1("Shape", {v}); }

@@ -416,6 +416,76 @@ struct Rewriter {
     emit(oi, {*r}, *r, std::move(moved));
     return true;
   }
+
+  // The per-tensor QuantizeLinear of dtype `dtype` that alone reads op's output.
+  std::optional<QdqNode> sole_quantize(const Node& op, DType dtype) const {
+    auto r = next(op.outputs[0]);
+    if (!r) return std::nullopt;
+    auto q = qdq_node(g, g.nodes[*r], *r, "QuantizeLinear");
+    if (!q || !q->per_tensor() || q->dtype != dtype) return std::nullopt;
+    return q;
+  }
+
+  // DQ(x) -> ReduceMean | GlobalAveragePool -> Q, per tensor, 8-bit of one dtype
+  //   => ai.ingot.QuantizedReduceMean.
+  bool mean(size_t mi) {
+    const Node& op = g.nodes[mi];
+    const bool gap = is_op(op, "GlobalAveragePool");
+    if ((!gap && !is_op(op, "ReduceMean")) || op.inputs.empty() || op.outputs.size() != 1) return false;
+    auto x = dequant_of(g, producer, op.inputs[0]);
+    if (!x || !x->per_tensor()) return false;
+    auto q = sole_quantize(op, x->dtype);
+    if (!q) return false;
+    std::vector<int64_t> axes;
+    int64_t keepdims = 1;
+    if (gap) {
+      auto t = value_type(g, op.inputs[0]);
+      if (!t || !t->shape || t->shape->size() < 3) return false;
+      for (int64_t d = 2; d < int64_t(t->shape->size()); ++d) axes.push_back(d);
+    } else {
+      keepdims = attr_int(op, "keepdims", 1);
+      if (op.inputs.size() > 1 && !op.inputs[1].empty()) {
+        const Tensor* a = constant_initializer(g, op.inputs[1]);
+        if (!a || a->dtype() != DType::Int64) return false;
+        axes = a->to_int64_vector();
+      } else if (auto it = op.attrs.find("axes"); it != op.attrs.end()) {
+        axes = it->second.ints;
+      }
+      if (axes.empty() && attr_int(op, "noop_with_empty_axes", 0) != 0) return false;  // the identity
+    }
+    Node fused;
+    fused.name = op.name.empty() ? q->data : op.name;
+    fused.op_type = "QuantizedReduceMean";
+    fused.domain = kIngotDomain;
+    fused.inputs = {x->data, x->scale, constants.zero_point(*x, op.outputs[0] + "_x"), q->scale,
+                    constants.zero_point(*q, op.outputs[0] + "_y")};
+    if (!axes.empty()) fused.attrs["axes"] = Attribute(axes);
+    fused.attrs["keepdims"] = Attribute(keepdims);
+    fused.outputs = {g.nodes[q->index].outputs[0]};
+    emit(mi, {q->index}, q->index, std::move(fused));
+    return true;
+  }
+
+  // DQ(a), DQ(b) -> Mul -> Q, per tensor, 8-bit of one dtype => ai.ingot.QuantizedMul.
+  bool mul(size_t mi) {
+    const Node& op = g.nodes[mi];
+    if (!is_op(op, "Mul") || op.inputs.size() != 2 || op.outputs.size() != 1) return false;
+    auto a = dequant_of(g, producer, op.inputs[0]);
+    auto b = dequant_of(g, producer, op.inputs[1]);
+    if (!a || !b || !a->per_tensor() || !b->per_tensor() || a->dtype != b->dtype) return false;
+    auto q = sole_quantize(op, a->dtype);
+    if (!q) return false;
+    Node fused;
+    fused.name = op.name.empty() ? q->data : op.name;
+    fused.op_type = "QuantizedMul";
+    fused.domain = kIngotDomain;
+    fused.inputs = {a->data, a->scale, constants.zero_point(*a, op.outputs[0] + "_a"),
+                    b->data, b->scale, constants.zero_point(*b, op.outputs[0] + "_b"),
+                    q->scale, constants.zero_point(*q, op.outputs[0] + "_c")};
+    fused.outputs = {g.nodes[q->index].outputs[0]};
+    emit(mi, {q->index}, q->index, std::move(fused));
+    return true;
+  }
 };
 
 }  // namespace
@@ -430,6 +500,34 @@ bool fuse_qdq(Model& model) {
   if (!any) return false;
   replace_nodes(rw.g, rw.removed, rw.replacements);
   model.opsets[kIngotDomain] = 1;
+  return true;
+}
+
+}  // namespace ingot
+
+// ---- fuse-qdq-pointwise ---------------------------------------------------------------------------
+//
+//   DQ(x) -> ReduceMean | GlobalAveragePool -> Q   => ai.ingot.QuantizedReduceMean
+//   DQ(a), DQ(b) -> Mul -> Q                       => ai.ingot.QuantizedMul (numpy broadcasting)
+// per tensor, the 8-bit values of one dtype (the math: ops/semantics/quantized_args.h). The
+// squeeze-excitation blocks of int8 CNNs (MobileNetV3, PP-LCNet) and their classifier heads, where
+// `ingot quantize` quantizes the mean's and the product's inputs. Runs after the layout step
+// (compiler/compile.cpp), where a channels-last GlobalAveragePool already is a ReduceMean over the
+// spatial axes and the DQ/Q pairs have followed their values, so these ops need no layout handling.
+
+namespace ingot {
+
+bool fuse_qdq_pointwise(Model& model) {
+  Rewriter rw(model);
+  bool any = false;
+  for (size_t i = 0; i < rw.g.nodes.size(); ++i) {
+    if (rw.removed[i]) continue;
+    any |= rw.mean(i) || rw.mul(i);
+  }
+  if (!any) return false;
+  replace_nodes(rw.g, rw.removed, rw.replacements);
+  model.opsets[kIngotDomain] = 1;
+  dead_code(model);  // the DequantizeLinear nodes nothing reads any more
   return true;
 }
 

@@ -29,6 +29,9 @@ bool fuse_qdq(Model& model);
 // QuantizedConv/QuantizedMatMul (float output) -> elementwise chain with constants [-> QuantizeLinear]:
 // the chain becomes the product's `epilogue` program (see fuse_qdq.cpp).
 bool fuse_quantized_epilogue(Model& model);
+// After the layout step: DQ -> ReduceMean | GlobalAveragePool -> Q and DQ, DQ -> Mul -> Q (per
+// tensor) into ai.ingot.QuantizedReduceMean / QuantizedMul (see fuse_qdq.cpp).
+bool fuse_qdq_pointwise(Model& model);
 // Nodes whose inputs are all constant (and Shape of a static shape) become initializers.
 bool constant_folding(Model& model);
 // Identity, inference Dropout, Cast to the same dtype, Reshape to the same static shape: removed.

@@ -267,10 +267,7 @@ class QdqWriter {
       if (is_op(n, "MatMul")) kind = ProductKind::MatMul;
       if (is_op(n, "Gemm")) kind = ProductKind::Gemm;
       if (!kind) continue;
-      const bool kept = std::find_if(settings_.keep_float.begin(), settings_.keep_float.end(), [&](const std::string& k) {
-                          return k == n.op_type || (!n.name.empty() && k == n.name) || k == n.outputs[0];
-                        }) != settings_.keep_float.end();
-      std::string why = kept ? "--keep-float" : product_refusal(g_, n, *kind);
+      std::string why = kept_float(n) ? "--keep-float" : product_refusal(g_, n, *kind);
       if (why.empty() && settings_.dynamic && *kind == ProductKind::Conv)
         why = "dynamic quantization takes matrix products only (convolutions: static, with calibration)";
       if (auto it = sensitive_.find(n.outputs[0]); why.empty() && it != sensitive_.end()) {
@@ -308,15 +305,26 @@ class QdqWriter {
         }
       }
     }
+    if (settings_.dynamic) return;
     // Ops that commute with quantization run on the 8-bit values when their input and output share
-    // one scale: their input gets the output's quantization, calibrated on the input. So does a
-    // Concat of one activation with zero constants (BlazeFace's channel padding): zero is exact.
+    // one scale (pass_through_ranges), and the means and products with integer kernels take
+    // quantized inputs (pointwise_inputs); each may expose more of the other.
+    while (pass_through_ranges(producer) | pointwise_inputs(readers)) {
+    }
+  }
+
+  // Ops that commute with quantization run on the 8-bit values when their input and output share
+  // one scale: their input gets the output's quantization, calibrated on the input. So does a
+  // Concat of one activation with zero constants (BlazeFace's channel padding): zero is exact.
+  // Returns whether a range was added.
+  bool pass_through_ranges(const std::map<std::string, size_t>& producer) {
     static const std::set<std::string> pass_through{"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
     auto root = [&](std::string v) {
       for (auto it = range_of_.find(v); it != range_of_.end() && it->second != v; it = range_of_.find(v)) v = it->second;
       return v;
     };
-    for (bool changed = true; changed;) {
+    bool any = false;
+    for (bool changed = true; changed; any |= changed) {
       changed = false;
       for (const auto& [value, source] : std::map<std::string, std::string>(range_of_)) {
         auto p = producer.find(value);
@@ -351,6 +359,64 @@ class QdqWriter {
         }
       }
     }
+    return any;
+  }
+
+  // The means (GlobalAveragePool, ReduceMean) and products of two activations (Mul) whose output is
+  // quantized run as integer kernels (fuse-qdq-pointwise: ai.ingot.QuantizedReduceMean /
+  // QuantizedMul) when their inputs are quantized too, each with its own range; an input is
+  // quantized only where that adds no DequantizeLinear: every node reading it is such an op taking
+  // it. A squeeze-excitation block's depthwise output, read by its mean and by its gate's product,
+  // is quantized with both or neither (the mean alone would trade its float32 write for a DQ);
+  // ResNet-50's last block output, read by the pool alone, is. Returns whether an input was added.
+  bool pointwise_inputs(const passes::Readers& readers) {
+    auto activation = [&](const std::string& v) {
+      return !v.empty() && passes::value_dtype(g_, v) == DType::Float32 && !constant_initializer(g_, v);
+    };
+    std::set<size_t> ops;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (!passes::is_default_domain(n.domain) || n.outputs.size() != 1 || !range_of_.count(n.outputs[0]) || kept_float(n))
+        continue;
+      const bool mean = (n.op_type == "GlobalAveragePool" || n.op_type == "ReduceMean") && activation(n.inputs[0]);
+      const bool mul = n.op_type == "Mul" && n.inputs.size() == 2 && activation(n.inputs[0]) && activation(n.inputs[1]);
+      if (mean || mul) ops.insert(i);
+    }
+    // Drop the ops one of whose inputs has another reader, until none has.
+    auto takes = [&](size_t op) {
+      const Node& n = g_.nodes[op];
+      const size_t operands = n.op_type == "Mul" ? 2 : 1;
+      for (size_t k = 0; k < operands; ++k) {
+        if (range_of_.count(n.inputs[k])) continue;
+        auto it = readers.of.find(n.inputs[k]);
+        if (it == readers.of.end()) return false;
+        for (size_t r : it->second) {
+          if (!ops.count(r)) return false;
+        }
+      }
+      return true;
+    };
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (auto it = ops.begin(); it != ops.end();) {
+        if (takes(*it)) {
+          ++it;
+        } else {
+          it = ops.erase(it);
+          dropped = true;
+        }
+      }
+    }
+    bool any = false;
+    for (size_t op : ops) {
+      const Node& n = g_.nodes[op];
+      for (size_t k = 0; k < (n.op_type == "Mul" ? 2u : 1u); ++k) {
+        if (range_of_.count(n.inputs[k])) continue;
+        quantize(n.inputs[k]);
+        any = true;
+      }
+    }
+    return any;
   }
 
   // Each quantized product's activation input and output (the float values, in the QDQ model too).
@@ -433,6 +499,11 @@ class QdqWriter {
  private:
   void quantize(const std::string& value) {
     if (!range_of_.count(value)) range_of_[value] = value;
+  }
+  bool kept_float(const Node& n) const {
+    return std::find_if(settings_.keep_float.begin(), settings_.keep_float.end(), [&](const std::string& k) {
+             return k == n.op_type || (!n.name.empty() && k == n.name) || k == n.outputs[0];
+           }) != settings_.keep_float.end();
   }
 
   std::string fresh(const std::string& hint) {

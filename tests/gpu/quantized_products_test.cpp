@@ -609,9 +609,10 @@ TEST(CudaQuantizedProducts, MatrixProductsMatchTheCpu) {
   }
 }
 
-// A small residual network quantized symmetrically (int8 activations at zero point 0, what the cuDNN
-// path takes) and asymmetrically: every node runs on the GPU, the products as QuantizedConv /
-// QuantizedMatMul, and the outputs match the CPU session's.
+// A small residual network with a squeeze-excitation block, quantized symmetrically (int8 activations
+// at zero point 0, what the cuDNN path takes) and asymmetrically: every node runs on the GPU, the
+// products as QuantizedConv / QuantizedMatMul, the means and the gate as QuantizedReduceMean /
+// QuantizedMul, and the outputs match the CPU session's.
 TEST(CudaQuantizedProducts, QdqResidualNetworkRunsInInt8OnTheGpu) {
   INGOT_REQUIRE_GPU();
   using namespace ingot::testing;
@@ -639,7 +640,19 @@ TEST(CudaQuantizedProducts, QdqResidualNetworkRunsInInt8OnTheGpu) {
   conv("r1", "w2", "c2", false);
   *g.add_node() = make_node("Add", {"c2", "r1"}, {"s"});
   *g.add_node() = make_node("Relu", {"s"}, {"r2"});
-  *g.add_node() = make_node("GlobalAveragePool", {"r2"}, {"p"});
+  // A squeeze-excitation block: the means and the gate's product in int8 (QuantizedReduceMean,
+  // QuantizedMul), the gate's HardSigmoid in its convolution's epilogue.
+  add_random_initializer(g, "w4", {8, 32, 1, 1}, rng, -0.3f, 0.3f);
+  add_random_initializer(g, "b4", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w5", {32, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b5", {32}, rng, -0.1f, 0.1f);
+  *g.add_node() = make_node("GlobalAveragePool", {"r2"}, {"m"});
+  *g.add_node() = make_node("Conv", {"m", "w4", "b4"}, {"s1"});
+  *g.add_node() = make_node("Relu", {"s1"}, {"s1r"});
+  *g.add_node() = make_node("Conv", {"s1r", "w5", "b5"}, {"s2"});
+  *g.add_node() = make_node("HardSigmoid", {"s2"}, {"gate"});
+  *g.add_node() = make_node("Mul", {"r2", "gate"}, {"e"});
+  *g.add_node() = make_node("GlobalAveragePool", {"e"}, {"p"});
   *g.add_node() = make_node("Flatten", {"p"}, {"f"});
   auto gemm = make_node("Gemm", {"f", "w3"}, {"y"});
   auto* tb = gemm.add_attribute();

@@ -214,6 +214,92 @@ TEST(Quantize, TwoConvolutionsSummedFoldTheAddIntoOne) {
   EXPECT_GT(cosine(y, Session::load(model).run({x})[0]), 0.99);
 }
 
+// x [1,4,12,12] -> Conv 3x3 (8) -> Relu -> d; a squeeze-excitation block on d (GlobalAveragePool ->
+// Conv 1x1 (8 -> 4) -> Relu -> Conv 1x1 (4 -> 8) -> HardSigmoid -> Mul with d) -> Conv 1x1 (8) ->
+// GlobalAveragePool -> Flatten -> Gemm (5) -> y: MobileNetV3's blocks and a classifier head.
+std::string squeeze_excitation_net() {
+  onnx::GraphProto g;
+  g.set_name("squeeze_excitation_net");
+  std::mt19937 rng(9);
+  *g.add_input() = static_tensor_info("x", onnx::TensorProto::FLOAT, {1, 4, 12, 12});
+  *g.add_output() = static_tensor_info("y", onnx::TensorProto::FLOAT, {1, 5});
+  add_random_initializer(g, "w1", {8, 4, 3, 3}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b1", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "ws1", {4, 8, 1, 1}, rng, -0.8f, 0.8f);
+  add_random_initializer(g, "bs1", {4}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "ws2", {8, 4, 1, 1}, rng, -0.8f, 0.8f);
+  add_random_initializer(g, "bs2", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w2", {8, 8, 1, 1}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b2", {8}, rng, -0.1f, 0.1f);
+  add_random_initializer(g, "w3", {5, 8}, rng, -0.5f, 0.5f);
+  add_random_initializer(g, "b3", {5}, rng, -0.1f, 0.1f);
+  auto conv1 = make_node("Conv", {"x", "w1", "b1"}, {"c1"});
+  auto* pads = conv1.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  *g.add_node() = conv1;
+  *g.add_node() = make_node("Relu", {"c1"}, {"d"});
+  *g.add_node() = make_node("GlobalAveragePool", {"d"}, {"m"});
+  *g.add_node() = make_node("Conv", {"m", "ws1", "bs1"}, {"s1"});
+  *g.add_node() = make_node("Relu", {"s1"}, {"r1"});
+  *g.add_node() = make_node("Conv", {"r1", "ws2", "bs2"}, {"s2"});
+  *g.add_node() = make_node("HardSigmoid", {"s2"}, {"gate"});
+  *g.add_node() = make_node("Mul", {"gate", "d"}, {"e"});
+  *g.add_node() = make_node("Conv", {"e", "w2", "b2"}, {"c2"});
+  *g.add_node() = make_node("GlobalAveragePool", {"c2"}, {"p"});
+  *g.add_node() = make_node("Flatten", {"p"}, {"f"});
+  auto gemm = make_node("Gemm", {"f", "w3", "b3"}, {"y"});
+  auto* tb = gemm.add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  *g.add_node() = gemm;
+  return save_model(model_with(g, 13), "squeeze_excitation_net.onnx");
+}
+
+// The means and the gate's product whose outputs are quantized get quantized inputs (d, read by
+// both, and the gate), so that after the layout step fuse-qdq-pointwise runs them as integer
+// kernels: no float32 value between the first convolution and the classifier.
+TEST(Quantize, SqueezeExcitationBlocksRunInInt8) {
+  const std::string model = squeeze_excitation_net(), qdq = (temp_dir() / "squeeze_excitation_net.qdq.onnx").string();
+  QuantizeSettings s;
+  s.calibration = {calibration_dir()};
+  QuantizeReport r = quantize(model, qdq, s);
+  EXPECT_EQ(r.quantized, 5);
+  auto compiled = import_onnx(qdq);
+  run_steps(*compiled, compile_steps({}));
+  std::map<std::string, int> ops;
+  for (const Node& n : compiled->graph->nodes) ++ops[n.op_type];
+  EXPECT_EQ(ops["QuantizedConv"], 4);
+  EXPECT_EQ(ops["QuantizedMatMul"], 1);
+  EXPECT_EQ(ops["QuantizedReduceMean"], 2);
+  EXPECT_EQ(ops["QuantizedMul"], 1);
+  EXPECT_EQ(ops["QuantizeLinear"], 1);  // the model's input
+  for (const char* op : {"DequantizeLinear", "Mul", "ReduceMean", "GlobalAveragePool", "HardSigmoid"})
+    EXPECT_EQ(ops[op], 0) << op;
+
+  Tensor x = random_input(13);
+  Tensor y = Session::load(qdq).run({x})[0];
+  SessionOptions plain;
+  plain.optimize = false;
+  EXPECT_GT(cosine(y, Session::load(qdq, plain).run({x})[0]), 0.999);
+  EXPECT_GT(cosine(y, Session::load(model).run({x})[0]), 0.99);
+
+  // With the gate's product kept in float, neither it nor d's mean takes d (d would need a
+  // DequantizeLinear for the product anyway); the head's mean still runs in int8.
+  QuantizeSettings keep = s;
+  keep.keep_float = {"Mul"};
+  quantize(model, qdq, keep);
+  auto partial = import_onnx(qdq);
+  run_steps(*partial, compile_steps({}));
+  ops.clear();
+  for (const Node& n : partial->graph->nodes) ++ops[n.op_type];
+  EXPECT_EQ(ops["QuantizedReduceMean"], 1);
+  EXPECT_EQ(ops["QuantizedMul"], 0);
+  EXPECT_EQ(ops["Mul"], 1);
+}
+
 // A depthwise Conv node (`channels` groups) without bias, padded by `pad` on every side.
 onnx::NodeProto depthwise_conv(const std::string& x, const std::string& w, const std::string& y, int64_t channels,
                                int64_t pad) {

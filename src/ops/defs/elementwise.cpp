@@ -21,7 +21,6 @@ void check_numpy_broadcast(G& b) {
     b.unsupported("with opset 1-6's `broadcast` attribute (re-export the model at opset 7 or later)");
 }
 V mask(G& b, const V& condition, const V& like) { return b.cast_like(condition, like); }
-V one_minus(G& b, const V& v) { return b.sub(b.scalar(1.0, v), v); }
 
 void add_vjp(G& b) {
   check_numpy_broadcast(b);
@@ -84,8 +83,8 @@ void zero_vjp(G& b) {
   if (b.wants(0)) b.grad(0, b.zeros_like(b.dy()));
 }
 void relu_vjp(G& b) { unary(b, mask(b, b.call1("Greater", {b.x(0), b.scalar(0.0, b.x(0))}), b.x(0))); }
-void sigmoid_vjp(G& b) { unary(b, b.mul(b.y(), one_minus(b, b.y()))); }
-void tanh_vjp(G& b) { unary(b, one_minus(b, b.mul(b.y(), b.y()))); }
+void sigmoid_vjp(G& b) { unary(b, b.mul(b.y(), b.one_minus(b.y()))); }
+void tanh_vjp(G& b) { unary(b, b.one_minus(b.mul(b.y(), b.y()))); }
 void erf_vjp(G& b) {
   const V& x = b.x(0);
   unary(b, b.mul(b.scalar(1.1283791670955126, x), b.call1("Exp", {b.neg(b.mul(x, x))})));  // 2 / sqrt(pi)
@@ -93,7 +92,7 @@ void erf_vjp(G& b) {
 void sin_vjp(G& b) { unary(b, b.call1("Cos", {b.x(0)})); }
 void cos_vjp(G& b) { unary(b, b.neg(b.call1("Sin", {b.x(0)}))); }
 void tan_vjp(G& b) { unary(b, b.add(b.scalar(1.0, b.y()), b.mul(b.y(), b.y()))); }
-V one_minus_x2(G& b) { return one_minus(b, b.mul(b.x(0), b.x(0))); }
+V one_minus_x2(G& b) { return b.one_minus(b.mul(b.x(0), b.x(0))); }
 void asin_vjp(G& b) {
   if (b.wants(0)) b.grad(0, b.div(b.dy(), b.call1("Sqrt", {one_minus_x2(b)})));
 }
@@ -128,32 +127,32 @@ void hard_swish_vjp(G& b) {
   V mid = b.add(b.mul(x, b.scalar(1.0 / 3.0, x)), b.scalar(0.5, x));
   V below = mask(b, b.call1("Less", {x, b.scalar(-3.0, x)}), x);
   V above = mask(b, b.call1("Greater", {x, b.scalar(3.0, x)}), x);
-  V inside = one_minus(b, b.add(below, above));
+  V inside = b.one_minus(b.add(below, above));
   unary(b, b.add(b.mul(inside, mid), above));
 }
 void mish_vjp(G& b) {
   const V& x = b.x(0);
   V t = b.call1("Tanh", {b.call1("Softplus", {x})});
-  unary(b, b.add(t, b.mul(b.mul(x, one_minus(b, b.mul(t, t))), b.call1("Sigmoid", {x}))));
+  unary(b, b.add(t, b.mul(b.mul(x, b.one_minus(b.mul(t, t))), b.call1("Sigmoid", {x}))));
 }
 V positive(G& b) { return mask(b, b.call1("Greater", {b.x(0), b.scalar(0.0, b.x(0))}), b.x(0)); }
 void leaky_relu_vjp(G& b) {
   V m = positive(b);
-  unary(b, b.add(m, b.mul(one_minus(b, m), b.scalar(b.attr_float("alpha"), m))));
+  unary(b, b.add(m, b.mul(b.one_minus(m), b.scalar(b.attr_float("alpha"), m))));
 }
 void elu_vjp(G& b) {
   V m = positive(b);
-  unary(b, b.add(m, b.mul(one_minus(b, m), b.add(b.y(), b.scalar(b.attr_float("alpha"), m)))));
+  unary(b, b.add(m, b.mul(b.one_minus(m), b.add(b.y(), b.scalar(b.attr_float("alpha"), m)))));
 }
 void selu_vjp(G& b) {
   V m = positive(b);
   const double alpha = b.attr_float("alpha"), gamma = b.attr_float("gamma");
-  unary(b, b.add(b.mul(m, b.scalar(gamma, m)), b.mul(one_minus(b, m), b.add(b.y(), b.scalar(alpha * gamma, m)))));
+  unary(b, b.add(b.mul(m, b.scalar(gamma, m)), b.mul(b.one_minus(m), b.add(b.y(), b.scalar(alpha * gamma, m)))));
 }
 void celu_vjp(G& b) {
   V m = positive(b);
   V e = b.call1("Exp", {b.div(b.x(0), b.scalar(b.attr_float("alpha"), m))});
-  unary(b, b.add(m, b.mul(one_minus(b, m), e)));
+  unary(b, b.add(m, b.mul(b.one_minus(m), e)));
 }
 void hard_sigmoid_vjp(G& b) {
   const V& x = b.x(0);
@@ -171,8 +170,8 @@ void shrink_vjp(G& b) {
 }
 void prelu_vjp(G& b) {
   V m = positive(b);
-  if (b.wants(0)) b.grad(0, b.sum_to(b.mul(b.dy(), b.add(m, b.mul(one_minus(b, m), b.x(1)))), b.x(0)));
-  if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), b.mul(one_minus(b, m), b.x(0))), b.x(1)));
+  if (b.wants(0)) b.grad(0, b.sum_to(b.mul(b.dy(), b.add(m, b.mul(b.one_minus(m), b.x(1)))), b.x(0)));
+  if (b.wants(1)) b.grad(1, b.sum_to(b.mul(b.dy(), b.mul(b.one_minus(m), b.x(0))), b.x(1)));
 }
 // Clip: the gradient passes where min <= x <= max; a bound given as an input gets it where it clipped.
 void clip_vjp(G& b) {

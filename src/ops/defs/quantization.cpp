@@ -123,4 +123,43 @@ INGOT_OP(QuantizedMatMul)
              "(per-column B_scale).")
     .no_gradient("an inference op over integer tensors");
 
+// Written by fuse-qdq-pointwise (src/passes/fuse_qdq.cpp) after the layout step from
+// DequantizeLinear -> ReduceMean | GlobalAveragePool -> QuantizeLinear with per-tensor parameters
+// (the squeeze-excitation and classifier-head means of int8 CNNs). The math is
+// ops/semantics/quantized_args.h's: the int32 sum of X - X_zero_point, requantized once.
+INGOT_OP(QuantizedReduceMean)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("X", "T")
+    .input("X_scale", "TF")
+    .input("X_zero_point", "T")
+    .input("Y_scale", "TF")
+    .input("Y_zero_point", "T")
+    .output("Y", "T")
+    .type("T", {DType::UInt8, DType::Int8})
+    .type("TF", {DType::Float32})
+    .optional_attr("axes", AttrKind::Ints)
+    .attr("keepdims", 1)
+    .summary("Integer mean over `axes` (all when absent): dequantize -> ReduceMean -> quantize in one kernel.")
+    .no_gradient("an inference op over integer tensors");
+
+// Written by fuse-qdq-pointwise from DequantizeLinear, DequantizeLinear -> Mul -> QuantizeLinear
+// (the squeeze-excitation gate's product); inputs as ONNX Runtime's com.microsoft QLinearMul.
+INGOT_OP(QuantizedMul)
+    .domain(kIngotDomain)
+    .versions(1)
+    .input("A", "T")
+    .input("A_scale", "TF")
+    .input("A_zero_point", "T")
+    .input("B", "T")
+    .input("B_scale", "TF")
+    .input("B_zero_point", "T")
+    .input("C_scale", "TF")
+    .input("C_zero_point", "T")
+    .output("C", "T")
+    .type("T", {DType::UInt8, DType::Int8})
+    .type("TF", {DType::Float32})
+    .summary("Integer product with numpy broadcasting: dequantize -> Mul -> quantize in one kernel.")
+    .no_gradient("an inference op over integer tensors");
+
 }  // namespace ingot

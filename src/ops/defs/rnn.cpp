@@ -22,7 +22,6 @@ V stack(G& b, const std::vector<V>& parts) {
   for (const V& p : parts) rows.push_back(b.unsqueeze(p, {0}));
   return rows.size() == 1 ? rows[0] : b.call1("Concat", rows, {{"axis", int64_t(0)}});
 }
-V one_minus(G& b, const V& v) { return b.sub(b.scalar(1.0, v), v); }
 
 // What the recurrent rules cover: layout 0, the default activations (per direction), no clip, no
 // sequence_lens.
@@ -112,11 +111,11 @@ void lstm_vjp(G& b) {
       const size_t s = size_t(k);
       V dh = dh_next;
       if (b.dy(0).defined()) dh = b.add(dh, pick(b, pick(b, b.dy(0), 0, time(k)), 0, d));
-      V dc = b.add(dc_next, b.mul(b.mul(dh, go[s]), one_minus(b, b.mul(tc[s], tc[s]))));
-      V dgi = b.mul(b.mul(dc, gc[s]), b.mul(gi[s], one_minus(b, gi[s])));
-      V dgo = b.mul(b.mul(dh, tc[s]), b.mul(go[s], one_minus(b, go[s])));
-      V dgf = b.mul(b.mul(dc, c[s]), b.mul(gf[s], one_minus(b, gf[s])));
-      V dgc = b.mul(b.mul(dc, gi[s]), one_minus(b, b.mul(gc[s], gc[s])));
+      V dc = b.add(dc_next, b.mul(b.mul(dh, go[s]), b.one_minus(b.mul(tc[s], tc[s]))));
+      V dgi = b.mul(b.mul(dc, gc[s]), b.mul(gi[s], b.one_minus(gi[s])));
+      V dgo = b.mul(b.mul(dh, tc[s]), b.mul(go[s], b.one_minus(go[s])));
+      V dgf = b.mul(b.mul(dc, c[s]), b.mul(gf[s], b.one_minus(gf[s])));
+      V dgc = b.mul(b.mul(dc, gi[s]), b.one_minus(b.mul(gc[s], gc[s])));
       V dg = b.call1("Concat", {dgi, dgo, dgf, dgc}, {{"axis", int64_t(1)}});  // [B, 4H]
       V dgt = b.transpose(dg, {1, 0});
       V step_w = b.matmul(dgt, xt[s]), step_r = b.matmul(dgt, h[s]), step_b = b.reduce_sum(dg, {0}, false);
@@ -173,7 +172,7 @@ void rnn_vjp(G& b) {
       const size_t s = size_t(k);
       V dh = dh_next;
       if (b.dy(0).defined()) dh = b.add(dh, pick(b, pick(b, b.dy(0), 0, time(k)), 0, d));
-      V da = b.mul(dh, one_minus(b, b.mul(f.h[s + 1], f.h[s + 1])));
+      V da = b.mul(dh, b.one_minus(b.mul(f.h[s + 1], f.h[s + 1])));
       V dat = b.transpose(da, {1, 0});
       dwd = accumulate(b, dwd, b.matmul(dat, f.x[s]));
       drd = accumulate(b, drd, b.matmul(dat, f.h[s]));
@@ -234,7 +233,7 @@ void gru_vjp(G& b) {
         pre = b.add(affine(x, wh, wb[2]), affine(b.mul(f.r.back(), h), rh, rb[2]));
       }
       f.hh.push_back(b.call1("Tanh", {pre}));
-      f.h.push_back(b.add(b.mul(one_minus(b, f.z.back()), f.hh.back()), b.mul(f.z.back(), h)));
+      f.h.push_back(b.add(b.mul(b.one_minus(f.z.back()), f.hh.back()), b.mul(f.z.back(), h)));
     }
     V dh_next = b.dy(1).defined() ? pick(b, b.dy(1), 0, d) : zeros;
     V dwg[3], drg[3], dwb[3], drb[3];
@@ -247,7 +246,7 @@ void gru_vjp(G& b) {
       if (b.dy(0).defined()) dh = b.add(dh, pick(b, pick(b, b.dy(0), 0, time(k)), 0, d));
       V dz = b.mul(dh, b.sub(h, hh));
       V dh_prev = b.mul(dh, z);
-      V da_h = b.mul(b.mul(dh, one_minus(b, z)), one_minus(b, b.mul(hh, hh)));
+      V da_h = b.mul(b.mul(dh, b.one_minus(z)), b.one_minus(b.mul(hh, hh)));
       add_to(dwg[2], outer(da_h, x));
       add_to(dwb[2], b.reduce_sum(da_h, {0}, false));
       V dr_gate;
@@ -264,8 +263,8 @@ void gru_vjp(G& b) {
         add_to(drb[2], b.reduce_sum(da_h, {0}, false));
         dh_prev = b.add(dh_prev, b.mul(drh, rg));
       }
-      V da_z = b.mul(dz, b.mul(z, one_minus(b, z)));
-      V da_r = b.mul(dr_gate, b.mul(rg, one_minus(b, rg)));
+      V da_z = b.mul(dz, b.mul(z, b.one_minus(z)));
+      V da_r = b.mul(dr_gate, b.mul(rg, b.one_minus(rg)));
       add_to(dwg[0], outer(da_z, x));
       add_to(dwg[1], outer(da_r, x));
       add_to(drg[0], outer(da_z, h));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/broadcast.h"
 #include "ops/semantics/fused_elementwise.h"
 
 namespace ingot::sem {
@@ -251,6 +252,60 @@ QConvGeometry quantized_conv_geometry(const KernelContext& ctx, const Tensor& x_
   g.out_shape.insert(g.out_shape.end(), g.win.out.begin(), g.win.out.end());
   if (g.nhwc) g.out_shape = channels_last(g.out_shape);
   return g;
+}
+
+namespace {
+
+// The 8-bit dtype of input `index`, and the requantization to `out_dtype` at scale
+// `in_scale / out_scale` (`in_scale`: the input scales' product, over the count of a mean).
+DType eight_bit_input(const KernelContext& ctx, size_t index, const char* name) {
+  const Tensor& t = ctx.input(index);
+  if (!is_8bit(t.dtype())) fail("input {} ({}): expected uint8 or int8, got {}", index, name, t.describe());
+  return t.dtype();
+}
+
+Requantize requantize_to(DType out_dtype, double multiplier, int32_t zero_point) {
+  Requantize r;
+  r.multiplier = float(multiplier);
+  if (!(r.multiplier > 0.0f) || !std::isfinite(r.multiplier))
+    fail("the requantization multiplier {} (input scale / output scale) is not a positive finite float32", multiplier);
+  r.zero_point = float(zero_point);
+  r.lo = out_dtype == DType::UInt8 ? 0.0f : -128.0f;
+  r.hi = out_dtype == DType::UInt8 ? 255.0f : 127.0f;
+  return r;
+}
+
+}  // namespace
+
+QuantizedMeanArgs quantized_mean_args(const KernelContext& ctx, const Tensor& x) {
+  const DType dt = eight_bit_input(ctx, 0, "X");
+  QuantizedMeanArgs a;
+  a.axes = reduce_axes(x.shape(), ctx.has_attr("axes") ? ctx.attr_ints("axes") : std::vector<int64_t>{},
+                       ctx.attr_int("keepdims") != 0, false);
+  for (size_t d = 0; d < a.axes.reduced.size(); ++d) {
+    if (a.axes.reduced[d]) a.count *= x.dim(int64_t(d));
+  }
+  if (a.count == 0) fail("input 0 (X) {}: the mean over an empty axis is undefined", x.describe());
+  // |sum| <= 255 * count must fit the int32 accumulators.
+  if (a.count > (int64_t(1) << 23)) fail("input 0 (X) {}: {} elements per mean exceed the int32 sum", x.describe(), a.count);
+  const float x_scale = scalar_float(ctx, 1, "X_scale"), y_scale = scalar_float(ctx, 3, "Y_scale");
+  a.x_zp = scalar_zero_point(ctx, 2, dt, "X_zero_point");
+  a.rq = requantize_to(dt, double(x_scale) / (double(a.count) * double(y_scale)), scalar_zero_point(ctx, 4, dt, "Y_zero_point"));
+  return a;
+}
+
+QuantizedMulArgs quantized_mul_args(const KernelContext& ctx) {
+  const DType dt = eight_bit_input(ctx, 0, "A");
+  if (eight_bit_input(ctx, 3, "B") != dt)
+    fail("input 3 (B) {}: expected the dtype of input 0 (A) {}", ctx.input(3).describe(), ctx.input(0).describe());
+  QuantizedMulArgs a;
+  const float a_scale = scalar_float(ctx, 1, "A_scale"), b_scale = scalar_float(ctx, 4, "B_scale");
+  const float c_scale = scalar_float(ctx, 6, "C_scale");
+  a.a_zp = scalar_zero_point(ctx, 2, dt, "A_zero_point");
+  a.b_zp = scalar_zero_point(ctx, 5, dt, "B_zero_point");
+  a.rq = requantize_to(dt, double(a_scale) * double(b_scale) / double(c_scale), scalar_zero_point(ctx, 7, dt, "C_zero_point"));
+  a.out_shape = broadcast_shapes({ctx.input(0).shape(), ctx.input(3).shape()});
+  return a;
 }
 
 }  // namespace ingot::sem

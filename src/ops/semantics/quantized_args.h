@@ -15,6 +15,7 @@
 #pragma once
 #include <ingot/tensor.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,8 @@
 
 #include "ops/kernel.h"
 #include "ops/semantics/conv_geometry.h"
+#include "ops/semantics/host_device.h"
+#include "ops/semantics/reduce_axes.h"
 
 namespace ingot::sem {
 
@@ -103,5 +106,47 @@ void write_quantized_output(const QuantizedProductArgs& a, const std::vector<int
   else if (a.y_dtype == DType::Int8) fill(y.data<int8_t>());
   else fill(y.data<float>());
 }
+
+// ---- the quantized pointwise ops ----------------------------------------------------------------
+//
+// ai.ingot.QuantizedReduceMean and ai.ingot.QuantizedMul, the integer forms of DequantizeLinear ->
+// ReduceMean | GlobalAveragePool | Mul -> QuantizeLinear with per-tensor parameters (fuse-qdq-pointwise
+// folds them after the layout step; onnxruntime's com.microsoft QLinearGlobalAveragePool and
+// QLinearMul compute the same math). Per output element:
+//   QuantizedReduceMean  Y = saturate(rint(float(sum_r (X - X_zp)) * m) + Y_zp),  m = X_scale / (count * Y_scale)
+//   QuantizedMul         C = saturate(rint(float((A - A_zp) * (B - B_zp)) * m) + C_zp),  m = A_scale * B_scale / C_scale
+// (B broadcast numpy-style against A). The sum and the product are exact in int32, m is rounded once
+// to float32 and float(.) * m once, then rounded half to even (QuantizeLinear's rounding): every
+// backend computes Requantize bit for bit; the float graph they replace differs only where its own
+// float32 roundings land on the other side of a half step.
+
+// v -> saturate(rint(float(v) * multiplier) + zero_point) in [lo, hi] (the output dtype's range).
+struct Requantize {
+  float multiplier = 1.0f;
+  float zero_point = 0.0f;
+  float lo = 0.0f, hi = 255.0f;
+  INGOT_HD int32_t operator()(int32_t v) const {
+    const float r = rintf(float(v) * multiplier) + zero_point;
+    return int32_t(r < lo ? lo : (r > hi ? hi : r));
+  }
+};
+
+struct QuantizedMeanArgs {
+  ReduceAxes axes;     // from `axes` (all when absent) and `keepdims`
+  int64_t count = 1;   // elements per mean
+  int32_t x_zp = 0;
+  Requantize rq;
+};
+// Inputs X, X_scale, X_zero_point, Y_scale, Y_zero_point (8-bit X and zero points of one dtype,
+// positive float32 scales); attributes `axes` and `keepdims`.
+QuantizedMeanArgs quantized_mean_args(const KernelContext& ctx, const Tensor& x);
+
+struct QuantizedMulArgs {
+  int32_t a_zp = 0, b_zp = 0;
+  Requantize rq;
+  Shape out_shape;  // A and B broadcast
+};
+// Inputs A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point (QLinearMul's).
+QuantizedMulArgs quantized_mul_args(const KernelContext& ctx);
 
 }  // namespace ingot::sem

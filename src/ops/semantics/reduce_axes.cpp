@@ -14,15 +14,18 @@ ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x) {
   } else if (ctx.has_attr("axes")) {
     axes = ctx.attr_ints("axes");
   }
-  const int64_t rank = x.rank();
-  const bool keepdims = ctx.attr_int("keepdims") != 0;
+  return reduce_axes(x.shape(), axes, ctx.attr_int("keepdims") != 0, ctx.attr_int("noop_with_empty_axes") != 0);
+}
+
+ReduceAxes reduce_axes(const Shape& shape, const std::vector<int64_t>& axes, bool keepdims, bool noop_with_empty_axes) {
+  const int64_t rank = int64_t(shape.size());
   ReduceAxes r;
   r.reduced.assign(size_t(rank), false);
   if (axes.empty()) {
     // Empty axes means "all axes" unless noop_with_empty_axes asks for the identity.
-    if (ctx.attr_int("noop_with_empty_axes") != 0) {
+    if (noop_with_empty_axes) {
       r.identity = true;
-      r.out_shape = x.shape();
+      r.out_shape = shape;
       return r;
     }
     r.reduced.assign(size_t(rank), true);
@@ -34,7 +37,7 @@ ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x) {
   }
   for (int64_t d = 0; d < rank; ++d) {
     if (!r.reduced[size_t(d)])
-      r.out_shape.push_back(x.shape()[size_t(d)]);
+      r.out_shape.push_back(shape[size_t(d)]);
     else if (keepdims)
       r.out_shape.push_back(1);
   }

@@ -18,6 +18,8 @@ struct ReduceAxes {
   bool identity = false;  // noop_with_empty_axes with empty axes: output = input
 };
 ReduceAxes resolve_reduce_axes(const KernelContext& ctx, const Tensor& x);
+// The same from the axes themselves (empty: every axis, or the identity with noop_with_empty_axes).
+ReduceAxes reduce_axes(const Shape& shape, const std::vector<int64_t>& axes, bool keepdims, bool noop_with_empty_axes);
 
 // ArgMax/ArgMin over `axis` as [outer, n, inner] (a scalar behaves as [1]).
 struct ArgAxis {

@@ -10,7 +10,8 @@
 // output scale after the bias, so the bias stays in QLinearConv's int32 units. Weights with a zero
 // point are shifted to s8 when they fit; geometry oneDNN rejects, weights that do not fit and the
 // integer-output ops run the reference loops below (exact int32 accumulation on zero-point-shifted
-// operands, then the epilogue in double).
+// operands, then the epilogue in double), and so does everything on CPUs without a VNNI dot product,
+// where oneDNN's int8 kernels saturate (onednn_int8_exact).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -577,12 +578,24 @@ void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
   stream.wait();
 }
 
+// Whether oneDNN's int8 kernels compute exactly on this CPU. Without a VNNI dot product (AVX2, or
+// AVX-512 without VNNI: AMD's Zen 2/3, Intel before Cascade Lake) they multiply u8 by s8 with
+// vpmaddubsw, which adds each pair of products into int16 with saturation (255 * 127 * 2 > 2^15;
+// oneDNN's "Nuances of int8 computations" documents it): outputs off by many steps, silently (the
+// float64-reference tests of QuantizedConv fail on such a CPU). There the reference loops run
+// instead (exact, slower).
+bool onednn_int8_exact() {
+  static const bool exact = __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni") ||
+                            __builtin_cpu_supports("amx-int8");
+  return exact;
+}
+
 // The cached plan for this call, built by `build` when missing (nullptr: the reference loops).
 // Plans hold reordered weights: kept across runs only while W (and B) are the same constants.
 template <class Build>
 QuantPlan* find_quant_plan(KernelContext& ctx, const QuantizedProductArgs& a, int bias_index, Build build) {
   auto& state = ctx.state<QuantState>();
-  if (state.unsupported) return nullptr;
+  if (state.unsupported || !onednn_int8_exact()) return nullptr;
   auto& plans = state.plans;
   if (!ctx.input_is_constant(3) || (a.bias && !ctx.input_is_constant(size_t(bias_index))) ||
       (a.float_bias && !ctx.input_is_constant(9)))

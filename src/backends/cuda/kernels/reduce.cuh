@@ -34,6 +34,10 @@ struct ReduceOp {
   static constexpr bool kInt = std::is_integral_v<T>;
   static constexpr bool kReal = K == ReduceKind::L2 || K == ReduceKind::LogSum || K == ReduceKind::LogSumExp;
   static constexpr bool kShift = K == ReduceKind::LogSumExp;
+  // Columns in 16-byte vectors (reduce_cols_vec_kernel): sums and means of floating types (the spatial
+  // means of channels-last networks; the other kinds keep the scalar kernel, which spares their
+  // modules the instantiations).
+  static constexpr bool kVectorCols = (K == ReduceKind::Sum || K == ReduceKind::Mean) && !kInt;
   using Acc = std::conditional_t<
       std::is_same_v<T, double>, double,
       std::conditional_t<!kInt, float,
@@ -163,7 +167,7 @@ __device__ __forceinline__ void split_range(int64_t count, int64_t& r0, int64_t&
 // Rows: one warp per output (kBlock false, blockDim 256 = 8 warps) or one block per output.
 template <class Op, class T, bool kBlock>
 __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, typename Op::Acc* __restrict__ part,
-                                   Dims kept, Dims red, bool red_contiguous, int64_t out_n, int64_t count) {
+                                   Dims kept, Dims red, bool red_contiguous, int64_t out_n, int64_t count, Op op) {
   using Acc = typename Op::Acc;
   __shared__ Acc buf[32];
   const RowSplit rs = row_split<kBlock>();
@@ -182,16 +186,16 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, t
     }
     Acc a = Op::identity();
     if (red_contiguous) {
-      for (int64_t r = r0 + lane; r < r1; r += width) a = Op::apply(a, Op::load_acc(base[r], shift));
+      for (int64_t r = r0 + lane; r < r1; r += width) a = Op::apply(a, op.load_acc(base[r], shift));
     } else {
-      for (int64_t r = r0 + lane; r < r1; r += width) a = Op::apply(a, Op::load_acc(base[red.offset(r)], shift));
+      for (int64_t r = r0 + lane; r < r1; r += width) a = Op::apply(a, op.load_acc(base[red.offset(r)], shift));
     }
     a = row_fold<kBlock, Op>(a, Op::identity(), buf);
     if (lane == 0) {
       if (gridDim.y > 1) {
         part[int64_t(blockIdx.y) * out_n + o] = a;
       } else {
-        y[o] = Op::finish(a, count, shift);
+        y[o] = op.finish(a, count, shift);
       }
     }
   }
@@ -201,7 +205,7 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, t
 constexpr int kColY = 8;
 template <class Op, class T>
 __global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ y, typename Op::Acc* __restrict__ part,
-                                   Dims kept, Dims red, int64_t out_n, int64_t count) {
+                                   Dims kept, Dims red, int64_t out_n, int64_t count, Op op) {
   using Acc = typename Op::Acc;
   __shared__ Acc buf[kColY][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -232,13 +236,13 @@ __global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ y, t
     }
     Acc a = Op::identity();
     if (valid)
-      for (int64_t r = r0 + ty; r < r1; r += kColY) a = Op::apply(a, Op::load_acc(base[red.offset(r)], shift));
+      for (int64_t r = r0 + ty; r < r1; r += kColY) a = Op::apply(a, op.load_acc(base[red.offset(r)], shift));
     a = fold_column.template operator()<Op>(a);
     if (ty == 0 && valid) {
       if (gridDim.y > 1) {
         part[int64_t(blockIdx.y) * out_n + o] = a;
       } else {
-        y[o] = Op::finish(a, count, shift);
+        y[o] = op.finish(a, count, shift);
       }
     }
   }
@@ -251,7 +255,7 @@ __global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ y, t
 // order (as reduce_cols_kernel's).
 template <class Op, class T, int V>
 __global__ void reduce_cols_vec_kernel(const T* __restrict__ x, T* __restrict__ y, typename Op::Acc* __restrict__ part,
-                                       Dims kept, int64_t red_stride, int64_t out_vectors, int64_t count) {
+                                       Dims kept, int64_t red_stride, int64_t out_vectors, int64_t count, Op op) {
   using Acc = typename Op::Acc;
   __shared__ Acc buf[kColY][32][V + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -268,7 +272,7 @@ __global__ void reduce_cols_vec_kernel(const T* __restrict__ x, T* __restrict__ 
     for (int64_t r = r0 + ty; r < r1; r += kColY) {
       const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(base + r * red_stride);
 #pragma unroll
-      for (int j = 0; j < V; ++j) a[j] = Op::apply(a[j], Op::load_acc(v.v[j], Acc(0)));
+      for (int j = 0; j < V; ++j) a[j] = Op::apply(a[j], op.load_acc(v.v[j], Acc(0)));
     }
   }
 #pragma unroll
@@ -283,32 +287,65 @@ __global__ void reduce_cols_vec_kernel(const T* __restrict__ x, T* __restrict__ 
     if (gridDim.y > 1) {
       part[int64_t(blockIdx.y) * out_vectors * V + o] = v;
     } else {
-      y[o] = Op::finish(v, count, Acc(0));
+      y[o] = op.finish(v, count, Acc(0));
     }
   }
 }
 
 template <class Op, class T>
 __global__ void reduce_combine_kernel(const typename Op::Acc* __restrict__ part, T* __restrict__ y, int64_t out_n,
-                                      int splits, int64_t count) {
+                                      int splits, int64_t count, Op op) {
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < out_n; o += int64_t(gridDim.x) * blockDim.x) {
     typename Op::Acc a = Op::identity();
     for (int s = 0; s < splits; ++s) a = Op::apply(a, part[int64_t(s) * out_n + o]);
-    y[o] = Op::finish(a, count, typename Op::Acc(0));
+    y[o] = op.finish(a, count, typename Op::Acc(0));
   }
 }
 
 template <class Op, class T>
-__global__ void reduce_fill_kernel(T* __restrict__ y, int64_t n) {
+__global__ void reduce_fill_kernel(T* __restrict__ y, int64_t n, Op op) {
   using Acc = typename Op::Acc;
   // An empty reduction: sum 0, max -inf, mean NaN, LogSumExp -inf (its shift is -inf).
-  const T v = Op::finish(Op::identity(), 0, -std::numeric_limits<Acc>::infinity());
+  const T v = op.finish(Op::identity(), 0, -std::numeric_limits<Acc>::infinity());
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) y[i] = v;
 }
 
-template <ReduceKind K, class T>
-void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced) {
-  using Op = ReduceOp<K, T>;
+// reduce_cols_vec_kernel with V elements a thread (and the combine kernel after it when the rows
+// are split), when the plan has that form: one reduced axis, the innermost kept axis contiguous in
+// V-element vectors. False (nothing launched) otherwise.
+template <class Op, class T, int V>
+bool launch_cols_vec(const ReducePlan& p, const T* xp, T* yp, const Tensor& y, Op op) {
+  using Acc = typename Op::Acc;
+  const bool vec = !p.rows && p.red.rank == 1 && p.kept.rank >= 1 && p.kept.stride[p.kept.rank - 1] == 1 &&
+                   p.kept.size[p.kept.rank - 1] % V == 0 && p.red.stride[0] % V == 0 &&
+                   reinterpret_cast<uintptr_t>(xp) % (V * sizeof(T)) == 0;
+  if (!vec) return false;
+  const int64_t sms = sm_count();
+  const int64_t out_vectors = p.out_n / V, blocks = (out_vectors + 31) / 32;
+  // Split the rows until there are ~4 blocks per SM, each split at least 64 rows (8 loads a thread).
+  int64_t splits = 1;
+  if (blocks < 4 * sms) splits = std::clamp<int64_t>((4 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, p.count / 64));
+  splits = std::min<int64_t>(splits, 65535);
+  Tensor part_buf;
+  Acc* part = nullptr;
+  if (splits > 1) {
+    part_buf = Tensor::empty(DType::UInt8, {int64_t(sizeof(Acc)) * splits * p.out_n}, y.device());
+    part = static_cast<Acc*>(part_buf.raw_data());
+  }
+  reduce_cols_vec_kernel<Op, T, V><<<dim3(unsigned(blocks), unsigned(splits)), dim3(32, kColY), 0, stream()>>>(
+      xp, yp, part, p.kept, p.red.stride[0], out_vectors, p.count, op);
+  INGOT_CUDA_LAUNCH_CHECK();
+  if (splits > 1) {
+    reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count, op);
+    INGOT_CUDA_LAUNCH_CHECK();
+  }
+  return true;
+}
+
+// y = the reduction `op` (ReduceOp, or another with its members: Acc, kShift, kVectorCols,
+// identity, load_acc, apply, finish) of x over the `reduced` axes.
+template <class Op, class T>
+void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced, Op op = {}) {
   using Acc = typename Op::Acc;
   const int64_t out_numel = y.numel();
   if (out_numel == 0) return;
@@ -317,40 +354,20 @@ void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced)
     if (reduced[d]) count *= x.shape()[d];
   T* yp = ptr<T>(y);
   if (count == 0) {
-    reduce_fill_kernel<Op, T><<<blocks_for(out_numel), kThreads, 0, stream()>>>(yp, out_numel);
+    reduce_fill_kernel<Op, T><<<blocks_for(out_numel), kThreads, 0, stream()>>>(yp, out_numel, op);
     INGOT_CUDA_LAUNCH_CHECK();
     return;
   }
   const ReducePlan p = make_plan(x.shape(), reduced);
   const T* xp = ptr<const T>(x);
   const int64_t sms = sm_count();
-  // Columns in 16-byte vectors: sums and means of floating types (the spatial means of channels-last
-  // networks; the other kinds keep the scalar kernel, which spares their modules the instantiations).
   constexpr int V = int(16 / sizeof(T));
-  if constexpr ((K == ReduceKind::Sum || K == ReduceKind::Mean) && !std::is_integral_v<T> && V > 1) {
-    const bool vec = !p.rows && p.red.rank == 1 && p.kept.rank >= 1 && p.kept.stride[p.kept.rank - 1] == 1 &&
-                     p.kept.size[p.kept.rank - 1] % V == 0 && p.red.stride[0] % V == 0 &&
-                     reinterpret_cast<uintptr_t>(xp) % 16 == 0;
-    if (vec) {
-      const int64_t out_vectors = p.out_n / V, blocks = (out_vectors + 31) / 32;
-      // Split the rows until there are ~4 blocks per SM, each split at least 64 rows (8 loads a thread).
-      int64_t splits = 1;
-      if (blocks < 4 * sms) splits = std::clamp<int64_t>((4 * sms + blocks - 1) / blocks, 1, std::max<int64_t>(1, p.count / 64));
-      splits = std::min<int64_t>(splits, 65535);
-      Tensor part_buf;
-      Acc* part = nullptr;
-      if (splits > 1) {
-        part_buf = Tensor::empty(DType::UInt8, {int64_t(sizeof(Acc)) * splits * p.out_n}, y.device());
-        part = static_cast<Acc*>(part_buf.raw_data());
-      }
-      reduce_cols_vec_kernel<Op, T, V><<<dim3(unsigned(blocks), unsigned(splits)), dim3(32, kColY), 0, stream()>>>(
-          xp, yp, part, p.kept, p.red.stride[0], out_vectors, p.count);
-      INGOT_CUDA_LAUNCH_CHECK();
-      if (splits > 1) {
-        reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count);
-        INGOT_CUDA_LAUNCH_CHECK();
-      }
-      return;
+  if constexpr (Op::kVectorCols && V > 1) {
+    if (launch_cols_vec<Op, T, V>(p, xp, yp, y, op)) return;
+    // 8-bit values in 8-byte vectors where the kept row is a multiple of 8 only (MobileNetV3's
+    // squeeze-excitation means over 72 and 120 channels).
+    if constexpr (sizeof(T) == 1) {
+      if (launch_cols_vec<Op, T, 8>(p, xp, yp, y, op)) return;
     }
   }
   // Parallelism from the outputs alone, in blocks; split the reduced range when it is too little.
@@ -372,17 +389,17 @@ void launch_reduce(const Tensor& x, Tensor& y, const std::vector<bool>& reduced)
   if (p.rows) {
     if (block_rows) {
       reduce_rows_kernel<Op, T, true><<<grid, kThreads, 0, stream()>>>(xp, yp, part, p.kept, p.red, p.red_contiguous,
-                                                                       p.out_n, p.count);
+                                                                       p.out_n, p.count, op);
     } else {
       reduce_rows_kernel<Op, T, false><<<grid, kThreads, 0, stream()>>>(xp, yp, part, p.kept, p.red,
-                                                                        p.red_contiguous, p.out_n, p.count);
+                                                                        p.red_contiguous, p.out_n, p.count, op);
     }
   } else {
-    reduce_cols_kernel<Op, T><<<grid, dim3(32, kColY), 0, stream()>>>(xp, yp, part, p.kept, p.red, p.out_n, p.count);
+    reduce_cols_kernel<Op, T><<<grid, dim3(32, kColY), 0, stream()>>>(xp, yp, part, p.kept, p.red, p.out_n, p.count, op);
   }
   INGOT_CUDA_LAUNCH_CHECK();
   if (splits > 1) {
-    reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count);
+    reduce_combine_kernel<Op, T><<<blocks_for(p.out_n), kThreads, 0, stream()>>>(part, yp, p.out_n, int(splits), p.count, op);
     INGOT_CUDA_LAUNCH_CHECK();
   }
 }
@@ -398,7 +415,7 @@ void reduce_kernel(KernelContext& ctx) {
     return;
   }
   Tensor& y = ctx.allocate(0, x.dtype(), axes.out_shape);
-  auto body = [&]<class T>() { launch_reduce<K, T>(x, y, axes.reduced); };
+  auto body = [&]<class T>() { launch_reduce<ReduceOp<K, T>, T>(x, y, axes.reduced); };
   if constexpr (K == ReduceKind::Max || K == ReduceKind::Min) {
     dispatch_device<INGOT_CUDA_FLOAT_TYPES, DType::Int32, DType::Int64, DType::Int8, DType::UInt8>(x.dtype(), body);
   } else {
