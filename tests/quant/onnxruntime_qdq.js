@@ -3,6 +3,9 @@
 //
 //   NODE_PATH=CACHE/node_modules node tests/quant/onnxruntime_qdq.js MODEL.onnx INPUT.npy OUT_DIR [RUNS THREADS]
 //
+// ORT_GRAPH_OPTIMIZATION=disabled runs the model's nodes as they are (each DequantizeLinear, float
+// convolution and QuantizeLinear on its own: the float reading of the QDQ model, without
+// onnxruntime's int8 kernels).
 // Used by tests/quant/qdq_onnxruntime_test.sh (Ingot's run of the same model against onnxruntime's)
 // and bench/int8.sh (onnxruntime's time on the same QDQ model, side by side with Ingot's packages).
 'use strict';
@@ -13,7 +16,9 @@ const {readNpy, writeNpy} = require(path.join(__dirname, '..', 'models', 'npy.js
 
 async function main() {
   const [model, input, outDir, runs = '0', threads = '1'] = process.argv.slice(2);
-  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: Number(threads), interOpNumThreads: 1});
+  const options = {intraOpNumThreads: Number(threads), interOpNumThreads: 1};
+  if (process.env.ORT_GRAPH_OPTIMIZATION) options.graphOptimizationLevel = process.env.ORT_GRAPH_OPTIMIZATION;
+  const session = await ort.InferenceSession.create(model, options);
   const x = readNpy(input);
   const feeds = {[session.inputNames[0]]: new ort.Tensor(x.type, x.data, x.dims)};
   const results = await session.run(feeds);
