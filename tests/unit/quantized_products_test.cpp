@@ -295,6 +295,10 @@ TEST(QuantizedConv, EpilogueProgramsMatchFloat64Reference) {
   hard_sigmoid.epilogue = "Mul(x0, 0.200000003); Add(t0, 0.5); Max(t1, 0); Min(t2, 1)";
   hard_sigmoid.epilogue_fn = [](double v) { return std::clamp(v * double(0.2f) + 0.5, 0.0, 1.0); };
   check_conv(hard_sigmoid, 22);
+  // Into 8 bits (a squeeze-excitation gate): the affine, the clamp, then the division by Y_scale.
+  hard_sigmoid.y_dtype = DType::Int8;
+  hard_sigmoid.x_dtype = DType::Int8;
+  check_conv(hard_sigmoid, 24);
   ConvCase leaky{.x_shape = {1, 8, 7, 7}, .out_channels = 16, .residual = true};
   leaky.epilogue = "LeakyRelu(x0, 0.100000001); Sub(t0, 0.25)";
   leaky.epilogue_fn = [](double v) { return (v < 0 ? double(0.1f) * v : v) - 0.25; };

@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <limits>
 #include <functional>
 #include <memory>
@@ -435,11 +438,21 @@ dnnl::primitive_attr quant_attr(const QuantizedProductArgs& a, int64_t channels,
     }
   }
   if (!homogeneous && a.quantized_output()) {
+    // The division by Y_scale goes back through the trailing clamps and ReLUs (a positive scale
+    // commutes with them, a clamp's bounds scaled) into the affine step before them, or before them
+    // all: oneDNN 2.6's int8 kernels also lose a second linear post-op with another between (a
+    // HardSigmoid's affine, its clamp, then the division wrote gates in [0, 1] as the integers 0
+    // and 1; `Quantize`'s squeeze-excitation networks caught it on a VNNI/AMX CPU).
     const float inv = 1.0f / a.y_scale;
-    if (!steps.empty() && steps.back().kind == K::Linear) {
-      steps.back() = {K::Linear, steps.back().a * inv, steps.back().b * inv};
+    size_t k = steps.size();
+    while (k > 0 && (steps[k - 1].kind == K::Clip || (steps[k - 1].kind == K::Relu && steps[k - 1].a == 0))) --k;
+    for (size_t i = k; i < steps.size(); ++i) {
+      if (steps[i].kind == K::Clip) steps[i] = {K::Clip, steps[i].a * inv, steps[i].b * inv};
+    }
+    if (k > 0 && steps[k - 1].kind == K::Linear) {
+      steps[k - 1] = {K::Linear, steps[k - 1].a * inv, steps[k - 1].b * inv};
     } else {
-      steps.push_back({K::Linear, inv, 0});
+      steps.insert(steps.begin() + long(k), sem::EpilogueStep{K::Linear, inv, 0});
     }
   }
   constexpr float kBound = 1e30f;
@@ -585,9 +598,20 @@ void run_quant_plan(QuantPlan& plan, const QuantizedProductArgs& a, Tensor& y) {
 // float64-reference tests of QuantizedConv fail on such a CPU). There the reference loops run
 // instead (exact, slower).
 bool onednn_int8_exact() {
-  static const bool exact = __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni") ||
-                            __builtin_cpu_supports("amx-int8");
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool exact = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID leaf 7: ECX bit 11 AVX512_VNNI (usable with the OS's AVX-512 state); sub-leaf 1 EAX bit 4
+    // AVX_VNNI. (Every CPU with AMX has AVX512_VNNI.)
+    const bool avx512_vnni =
+        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) && __builtin_cpu_supports("avx512f");
+    const bool avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && __builtin_cpu_supports("avx2");
+    return avx512_vnni || avx_vnni;
+  }();
   return exact;
+#else
+  return true;
+#endif
 }
 
 // The cached plan for this call, built by `build` when missing (nullptr: the reference loops).
