@@ -57,18 +57,28 @@ def main():
     a = ap.parse_args()
     named, plain = read_report(a.named), read_report(a.plain)
     if [r[0] for r in named] != [r[0] for r in plain]:
-        sys.exit(f"ncu_kernels: the two reports list different launches ({len(named)} and {len(plain)})")
-    per_run = len(named) // max(a.runs, 1)
-    if per_run * a.runs != len(named):
-        print(f"(the {len(named)} launches do not split into {a.runs} equal runs: all of them reported)")
-        per_run, first = len(named), 0
+        # Two runs of one command may launch differently (a first call's one-off kernels, cuDNN's
+        # choices): the named report alone then, whose names end with the kernel's.
+        print(f"(the two reports list different launches, {len(named)} and {len(plain)}: kernels named by the "
+              "first alone)")
+        plain = named
+    runs = max(a.runs, 1)
+    per_run = len(named) // runs
+    divide = 1
+    if per_run * runs != len(named):
+        # The warm-up launches one-off kernels (weights padded or packed on first use): every launch
+        # is kept and each node's time divided by the runs, an average with those one-offs in it.
+        print(f"(the {len(named)} launches do not split into {runs} equal runs: each node's time is its "
+              f"launches' sum / {runs})")
+        per_run, first, divide = len(named), 0, runs
     else:
         first = len(named) - per_run
     nodes = collections.OrderedDict()
     for (_, node, us), (_, kernel, _) in zip(named[first:], plain[first:]):
-        nodes.setdefault(node, []).append((kernel, us))
-    total = sum(us for _, _, us in named[first:])
-    print(f"{per_run} kernels, {total:.1f} us of device time (each kernel alone, one run)\n")
+        nodes.setdefault(node, []).append((kernel, us / divide))
+    total = sum(us for _, _, us in named[first:]) / divide
+    launches = f"{per_run} kernels" if divide == 1 else f"{per_run} launches in {divide} runs"
+    print(f"{launches}, {total:.1f} us of device time (each kernel alone, one run)\n")
     print("| node | us | kernels |")
     print("|---|---:|---|")
     ranked = sorted(nodes.items(), key=lambda kv: -sum(us for _, us in kv[1]))

@@ -12,6 +12,7 @@
 #include <ingot/session.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -241,20 +242,107 @@ TEST(CudaQuantizedProducts, DepthwiseKernelMatchesTheCpu) {
     c.stride = 2;
     c.epilogue = "Max(x0, 0); Min(t0, 6)";
   });
+  // The dp2a kernel's shapes: 4 channel words a block row (16 channels, 64 items a block), and 50
+  // words (a second block of 18), 5 x 5 stride 2 with X's zero point on padding rows and columns.
+  add("3x3 stride 1, 16 channels, 30x30, Relu, batch 2", [](ConvCase& c) {
+    c.c = 16;
+    c.h = c.w = 30;
+    c.act = "Relu";
+  });
+  add("5x5 stride 2, 200 channels, 14x14, int8 zero point 7, HardSwish, int8 residual", [](ConvCase& c) {
+    c.c = 200;
+    c.kernel = 5;
+    c.pad = 2;
+    c.stride = 2;
+    c.x_zp = 7;
+    c.act = "HardSwish";
+    c.r_dtype = DType::Int8;
+    c.r_zp = 1;
+  });
   const auto lean_case = [](const ConvCase& c) {
     return c.x_dtype == DType::Int8 && c.y_dtype == DType::Int8 && c.y_zp == 0 &&
            (c.r_dtype == DType::Undefined || c.r_dtype == DType::Int8);
   };
   const int64_t lean_cases = std::count_if(cases.begin(), cases.end(), lean_case);
-  ASSERT_GE(lean_cases, 7);
+  ASSERT_GE(lean_cases, 9);
   uint32_t seed = 40;
-  for (const auto& [kernel, lean] : {std::pair{"1", "1"}, std::pair{"1", "0"}, std::pair{"0", "1"}}) {
-    SCOPED_TRACE(std::string("INGOT_INT8_DEPTHWISE=") + kernel + " INGOT_INT8_DEPTHWISE_LEAN=" + lean);
-    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", kernel), lean_env("INGOT_INT8_DEPTHWISE_LEAN", lean),
+  struct Switches {
+    const char *kernel, *lean, *dp2a;
+  };
+  for (const Switches& sw : {Switches{"1", "1", "1"}, Switches{"1", "1", "0"}, Switches{"1", "0", "1"},
+                             Switches{"0", "1", "1"}}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_DEPTHWISE={} INGOT_INT8_DEPTHWISE_LEAN={} INGOT_INT8_DEPTHWISE_DP2A={}",
+                             sw.kernel, sw.lean, sw.dp2a));
+    const ScopedEnv depthwise("INGOT_INT8_DEPTHWISE", sw.kernel), lean_env("INGOT_INT8_DEPTHWISE_LEAN", sw.lean),
+        dp2a_env("INGOT_INT8_DEPTHWISE_DP2A", sw.dp2a),
         lean_forms("INGOT_INT8_IMMA_LEAN", "1");  // the lean epilogue's master switch
-    const int64_t before = cuda::int8_depthwise_lean_calls();
+    const int64_t before = cuda::int8_depthwise_lean_calls(), dp2a_before = cuda::int8_depthwise_dp2a_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
-    EXPECT_EQ(cuda::int8_depthwise_lean_calls() - before, kernel[0] == '1' && lean[0] == '1' ? lean_cases : 0);
+    const bool lean_ran = sw.kernel[0] == '1' && sw.lean[0] == '1';
+    EXPECT_EQ(cuda::int8_depthwise_lean_calls() - before, lean_ran ? lean_cases : 0);
+    EXPECT_EQ(cuda::int8_depthwise_dp2a_calls() - dp2a_before, lean_ran && sw.dp2a[0] == '1' ? lean_cases : 0);
+  }
+}
+
+// Symmetric int8 convolutions on cuDNN whose input channels are a multiple of 8 but not of 16
+// (MobileNetV3's 24, 40, 72, 120), with X as it is (INGOT_INT8_CUDNN_UNPADDED=1: where cuDNN has an
+// engine) and padded to 16 per call (0), Ingot's pointwise kernel kept out: 1x1 expansions and
+// projections with and without a residual, a 3x3, and a squeeze-excitation block's 1x1 on [N, 1, 1, C].
+TEST(CudaQuantizedProducts, ChannelsByEightOnCudnnMatchTheCpu) {
+  INGOT_REQUIRE_GPU();
+  if (!cuda::ConvGraph::enabled()) GTEST_SKIP() << "cuDNN's graph API is off (INGOT_CUDNN_GRAPH=0)";
+  std::vector<ConvCase> cases;
+  auto add = [&](std::string name, auto edit) { cases.push_back(conv_case(std::move(name), edit)); };
+  add("1x1 24 -> 72, batch 4, 28x28, Relu", [](ConvCase& c) {
+    c.n = 4;
+    c.c = 24;
+    c.m = 72;
+    c.h = c.w = 28;
+    c.kernel = 1;
+    c.pad = 0;
+    c.act = "Relu";
+  });
+  add("1x1 120 -> 40, int8 residual (zero point 2)", [](ConvCase& c) {
+    c.c = 120;
+    c.m = 40;
+    c.kernel = 1;
+    c.pad = 0;
+    c.r_dtype = DType::Int8;
+    c.r_zp = 2;
+  });
+  add("1x1 40 -> 240, HardSwish (cuDNN, then the epilogue kernel)", [](ConvCase& c) {
+    c.c = 40;
+    c.m = 240;
+    c.kernel = 1;
+    c.pad = 0;
+    c.act = "HardSwish";
+  });
+  add("3x3 72 -> 32, Relu6 as a clip", [](ConvCase& c) {
+    c.c = 72;
+    c.epilogue = "Max(x0, 0); Min(t0, 6)";
+  });
+  add("1x1 on [32, 1, 1, 72] -> 24, Relu", [](ConvCase& c) {
+    c.n = 32;
+    c.c = 72;
+    c.m = 24;
+    c.h = c.w = 1;
+    c.kernel = 1;
+    c.pad = 0;
+    c.act = "Relu";
+  });
+  uint32_t seed = 90;
+  const ScopedEnv pointwise("INGOT_INT8_POINTWISE", "0"), imma("INGOT_INT8_IMMA", "0");
+  for (const char* unpadded : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_INT8_CUDNN_UNPADDED=") + unpadded);
+    const ScopedEnv env("INGOT_INT8_CUDNN_UNPADDED", unpadded);
+    const int64_t before = cuda::int8_cudnn_unpadded_calls();
+    for (const ConvCase& c : cases) check_conv(c, seed++);
+    const int64_t took = cuda::int8_cudnn_unpadded_calls() - before;
+    if (unpadded[0] == '0') {
+      EXPECT_EQ(took, 0);
+    }
+    std::printf("INGOT_INT8_CUDNN_UNPADDED=%s: cuDNN took %lld of %zu cases with X unpadded\n", unpadded,
+                static_cast<long long>(took), cases.size());
   }
 }
 

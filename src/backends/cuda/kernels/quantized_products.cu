@@ -229,6 +229,28 @@ __device__ __forceinline__ float int8_byte_to_float(uint32_t r) {
 // (what __float2int_rn does), two's complement in its low byte.
 __device__ __forceinline__ uint32_t float_to_int8_bits(float f) { return uint32_t(__float_as_int(f + 12582912.0f)); }
 
+// The lean epilogue of four neighbouring channels' accumulators (|acc| <= 2^22: the exact add
+// conversion), their scale and bias, their residual bytes `r` (read only with lean.residual): the
+// four int8 outputs as one word.
+__device__ __forceinline__ uint32_t lean_finish4(int32_t a0, int32_t a1, int32_t a2, int32_t a3, float4 sc, float4 bi,
+                                                 uint32_t r, const LeanEpilogue& lean) {
+  float f[4] = {fmaf(accumulator_to_float<true>(a0), sc.x, bi.x), fmaf(accumulator_to_float<true>(a1), sc.y, bi.y),
+                fmaf(accumulator_to_float<true>(a2), sc.z, bi.z), fmaf(accumulator_to_float<true>(a3), sc.w, bi.w)};
+  if (lean.residual) {
+    f[0] = fmaf(lean.rq, int8_byte_to_float<0>(r), f[0]);
+    f[1] = fmaf(lean.rq, int8_byte_to_float<1>(r), f[1]);
+    f[2] = fmaf(lean.rq, int8_byte_to_float<2>(r), f[2]);
+    f[3] = fmaf(lean.rq, int8_byte_to_float<3>(r), f[3]);
+  }
+  uint32_t b[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (lean.hardswish > 0) f[k] *= fminf(fmaxf(fmaf(f[k], lean.hardswish, 0.5f), 0.0f), 1.0f);
+    b[k] = float_to_int8_bits(fminf(fmaxf(f[k], lean.lo), lean.hi));
+  }
+  return __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+}
+
 // Path 4: a depthwise 2-D convolution channels last (one filter per channel). A thread computes OX
 // neighbouring output columns of V = 16 channels: the (OX - 1) * SW + KW input vectors of a row are
 // 16-byte loads, each used for every output and tap that reads it (the fp16 kernel's scheme,
@@ -340,23 +362,8 @@ __global__ void __launch_bounds__(256)
       for (int q = 0; q < V / 4; ++q) {
         const float4 sc = *reinterpret_cast<const float4*>(lean.scale + c0 + 4 * q);
         const float4 bi = *reinterpret_cast<const float4*>(lean.bias + c0 + 4 * q);
-        float f[4] = {fmaf(accumulator_to_float<true>(acc[o][4 * q]), sc.x, bi.x),
-                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 1]), sc.y, bi.y),
-                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 2]), sc.z, bi.z),
-                      fmaf(accumulator_to_float<true>(acc[o][4 * q + 3]), sc.w, bi.w)};
-        if (lean.residual) {
-          f[0] = fmaf(lean.rq, int8_byte_to_float<0>(rw[q]), f[0]);
-          f[1] = fmaf(lean.rq, int8_byte_to_float<1>(rw[q]), f[1]);
-          f[2] = fmaf(lean.rq, int8_byte_to_float<2>(rw[q]), f[2]);
-          f[3] = fmaf(lean.rq, int8_byte_to_float<3>(rw[q]), f[3]);
-        }
-        uint32_t b[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          if (lean.hardswish > 0) f[k] *= fminf(fmaxf(fmaf(f[k], lean.hardswish, 0.5f), 0.0f), 1.0f);
-          b[k] = float_to_int8_bits(fminf(fmaxf(f[k], lean.lo), lean.hi));
-        }
-        pw[q] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+        pw[q] = lean_finish4(acc[o][4 * q], acc[o][4 * q + 1], acc[o][4 * q + 2], acc[o][4 * q + 3], sc, bi, rw[q],
+                             lean);
       }
       *reinterpret_cast<Load*>(y + out) = packed;
     }
@@ -379,6 +386,116 @@ __global__ void __launch_bounds__(256)
     Store* dst = reinterpret_cast<Store*>(y + out);
 #pragma unroll
     for (int j = 0; j < kStores; ++j) dst[j] = packed[j];
+  }
+}
+
+// Path 4 for the lean epilogue with int8 X (INGOT_INT8_DEPTHWISE_DP2A): the same convolution with
+// two taps of a channel per instruction. The kernel above multiplies each (x, w) pair with its own
+// IMAD after extracting the byte, and holds OX x 16 int32 accumulators, 16-byte input vectors and the
+// extracted operands: 170-220 registers at 16 channels (ptxas), so 8 warps an SM, and MobileNetV3's
+// 5 x 5 layers took 36-37 us each at batch 32 on an H100 (ncu) for ~3 M outputs, ~7x their issue
+// and traffic bounds. Here a thread owns one 32-bit word of X (4 channels) and OX output columns:
+// from the input words j and j + 1 of a row, one `prmt` gathers (x_j, x_j+1) of channels 0 and 1,
+// another of channels 2 and 3, and `dp2a` multiplies such a byte pair by the int16 pair of the
+// channel's taps (2q, 2q + 1) into its int32 accumulator (an odd window's last tap pairs with a
+// zero weight). About 0.8 instructions per multiply-add instead of ~2.5, and ~60 registers.
+// Weights are staged once per block as those int16 pairs, W's zero points taken off, with each
+// row's sum, and a block then walks many (output row, strip of OX columns) items, so the staging
+// is shared by them. X's zero point: padding columns read as it, and sum (x - x_zp) w is
+// sum x w - x_zp (the row sums of the rows inside X); |accumulators| stay below 2^22 (25 taps x
+// 255 x 255), as the lean epilogue's exact conversion needs.
+template <int KW, int SW, int OX>
+__global__ void __launch_bounds__(256)
+    depthwise_dp2a_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, int8_t* __restrict__ y,
+                          DepthwiseDims p, int32_t x_zp, const int32_t* __restrict__ w_zp, int strips, int items,
+                          LeanEpilogue lean) {
+  constexpr int kPairs = (KW + 1) / 2, kIn = (OX - 1) * SW + KW;
+  extern __shared__ uint4 depthwise_dp2a_smem[];
+  const int words = p.c / 4, gw = int(blockDim.x), wbase = int(blockIdx.x) * gw, nw = min(gw, words - wbase);
+  uint4* pairs = depthwise_dp2a_smem;                               // [KW rows][kPairs][gw]
+  int4* row_sums = reinterpret_cast<int4*>(pairs + KW * kPairs * gw);  // [KW rows][gw]
+  const int tid = int(threadIdx.y * blockDim.x + threadIdx.x), nthreads = int(blockDim.x * blockDim.y);
+  for (int e = tid; e < KW * nw; e += nthreads) {  // one (row, channel word) per thread: 4 x KW loads in flight
+    const int ky = e / nw, wd = e - ky * nw;
+    uint32_t pr[kPairs][4];
+    int32_t sums[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = (wbase + wd) * 4 + j;
+      const int8_t* wc = w + size_t(c) * KW * KW + ky * KW;
+      const int32_t zp = w_zp[c];
+      int32_t t[KW];
+      sums[j] = 0;
+#pragma unroll
+      for (int kx = 0; kx < KW; ++kx) {
+        t[kx] = int32_t(wc[kx]) - zp;
+        sums[j] += t[kx];
+      }
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q)
+        pr[q][j] = (uint32_t(t[2 * q]) & 0xffffu) | (2 * q + 1 < KW ? uint32_t(t[2 * q + 1]) << 16 : 0u);
+    }
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) pairs[(ky * kPairs + q) * gw + wd] = make_uint4(pr[q][0], pr[q][1], pr[q][2], pr[q][3]);
+    row_sums[ky * gw + wd] = make_int4(sums[0], sums[1], sums[2], sums[3]);
+  }
+  __syncthreads();
+  const int tx = int(threadIdx.x);
+  if (tx >= nw) return;  // no barrier follows
+  const int cw = wbase + tx;
+  const float4 sc = reinterpret_cast<const float4*>(lean.scale)[cw];
+  const float4 bi = reinterpret_cast<const float4*>(lean.bias)[cw];
+  const uint32_t* x32 = reinterpret_cast<const uint32_t*>(x);
+  const uint32_t* r32 = reinterpret_cast<const uint32_t*>(lean.residual);
+  uint32_t* y32 = reinterpret_cast<uint32_t*>(y);
+  const uint32_t padding = 0x01010101u * uint32_t(uint8_t(x_zp));
+  for (int item = int(blockIdx.y * blockDim.y + threadIdx.y); item < items; item += int(gridDim.y * blockDim.y)) {
+    const int row = item / strips, ox0 = (item - row * strips) * OX;  // row: n * oh + oy
+    const int n = row / p.oh, oy = row - n * p.oh, ix0 = ox0 * SW - p.pw;
+    int32_t acc[OX][4];
+#pragma unroll
+    for (int o = 0; o < OX; ++o) acc[o][0] = acc[o][1] = acc[o][2] = acc[o][3] = 0;
+    int32_t inside[4] = {0, 0, 0, 0};  // the row sums of the window rows inside X
+#pragma unroll
+    for (int ky = 0; ky < KW; ++ky) {
+      const int iy = oy * p.sh - p.ph + ky;
+      if (iy < 0 || iy >= p.h) continue;  // a padding row adds nothing and is not in `inside`
+      const uint32_t* in_row = x32 + (size_t(n) * p.h + iy) * p.w * words + cw;
+      uint32_t in[kIn + 1];
+#pragma unroll
+      for (int j = 0; j < kIn; ++j) {
+        const int ix = ix0 + j;
+        in[j] = ix >= 0 && ix < p.w ? __ldg(in_row + size_t(ix) * words) : padding;
+      }
+      in[kIn] = padding;  // the odd window's last pair: its second weight is 0
+      const int4 rs = row_sums[ky * gw + tx];
+      inside[0] += rs.x;
+      inside[1] += rs.y;
+      inside[2] += rs.z;
+      inside[3] += rs.w;
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q) {
+        const uint4 wq = pairs[(ky * kPairs + q) * gw + tx];
+#pragma unroll
+        for (int o = 0; o < OX; ++o) {
+          const int j = o * SW + 2 * q;
+          const int lo = int(__byte_perm(in[j], in[j + 1], 0x5140));  // (x_j, x_j+1) of channels 0 and 1
+          const int hi = int(__byte_perm(in[j], in[j + 1], 0x7362));  // of channels 2 and 3
+          acc[o][0] = __dp2a_lo(int(wq.x), lo, acc[o][0]);
+          acc[o][1] = __dp2a_hi(int(wq.y), lo, acc[o][1]);
+          acc[o][2] = __dp2a_lo(int(wq.z), hi, acc[o][2]);
+          acc[o][3] = __dp2a_hi(int(wq.w), hi, acc[o][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 0; o < OX; ++o) {
+      if (ox0 + o >= p.ow) break;
+      const size_t out = (size_t(row) * p.ow + ox0 + o) * words + cw;
+      const uint32_t r = r32 ? r32[out] : 0u;
+      y32[out] = lean_finish4(acc[o][0] - x_zp * inside[0], acc[o][1] - x_zp * inside[1], acc[o][2] - x_zp * inside[2],
+                              acc[o][3] - x_zp * inside[3], sc, bi, r, lean);
+    }
   }
 }
 
@@ -1213,6 +1330,8 @@ bool run_implicit_gemm_conv(QuantState& st, const sem::QConvGeometry& g, const Q
 
 std::atomic<int64_t> g_pointwise_calls{0};
 std::atomic<int64_t> g_depthwise_lean_calls{0};
+std::atomic<int64_t> g_depthwise_dp2a_calls{0};
+std::atomic<int64_t> g_cudnn_unpadded_calls{0};
 std::atomic<int64_t> g_small_matmul_calls{0};
 
 // The pointwise kernel's launch (INGOT_INT8_POINTWISE); false where the layer is not one it takes.
@@ -1270,14 +1389,10 @@ bool run_pointwise_conv(QuantState& st, const sem::QConvGeometry& g, const Quant
   return true;
 }
 
-// Path 2: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
-bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
-                    const std::vector<float>& w_scale, Tensor& y) {
-  if (!ConvGraph::enabled() || a.x->rank() != 4 || !symmetric_int8(g, a)) return false;
-  const ChannelsBy16 padded = channels_by_16(st, g, a);
-  const Tensor& x = padded.x();
-  const Tensor* w = padded.w;
-  const int64_t channels = padded.channels;
+// Path 2 on X and W as given (`channels` of them): cuDNN's graph for X's shape, built on first use.
+// False where cuDNN has no engine for it.
+bool run_cudnn_graph(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
+                     const std::vector<float>& w_scale, const Tensor& x, const Tensor* w, int64_t channels, Tensor& y) {
   if (a.residual && a.residual_quantized && a.residual->dtype() != DType::Int8) return false;
   if (!aligned16(x.raw_data()) || !aligned16(w->raw_data()) || !aligned16(y.raw_data()) ||
       (a.residual && !aligned16(a.residual->raw_data())))
@@ -1369,6 +1484,22 @@ bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry
   return true;
 }
 
+// Path 2: cuDNN. False when the problem is not one it takes (the caller runs the direct kernel).
+// Channels a multiple of 8 but not of 16 (INGOT_INT8_CUDNN_UNPADDED) first as they are: padding X
+// to 16 per call cost MobileNetV3-Large int8 b32 ~0.1 ms an H100 run (ncu: 14-27 us for each of its
+// 56 x 56 and 28 x 28 layers of 24, 72 and 120 channels), more than some of the convolutions.
+bool run_cudnn_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry& g, const QuantizedProductArgs& a,
+                    const std::vector<float>& w_scale, Tensor& y) {
+  if (!ConvGraph::enabled() || a.x->rank() != 4 || !symmetric_int8(g, a)) return false;
+  if (g.channels % 16 != 0 && g.channels % 8 == 0 && flags::enabled("INGOT_INT8_CUDNN_UNPADDED") &&
+      run_cudnn_graph(ctx, st, g, a, w_scale, *a.x, a.w, g.channels, y)) {
+    g_cudnn_unpadded_calls.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  const ChannelsBy16 padded = channels_by_16(st, g, a);
+  return run_cudnn_graph(ctx, st, g, a, w_scale, padded.x(), padded.w, padded.channels, y);
+}
+
 // Path 0: a stem convolution (channels last, symmetric int8, fewer than 16 input channels, a
 // window larger than 1x1) as im2col and a 1x1 convolution over [N, OH, OW, R S C padded to 16] on
 // path 1 (its pointwise form first) or 2. Padding each tap's 3 channels to 16 instead made
@@ -1424,6 +1555,40 @@ void prepare(KernelContext& ctx, QuantState& st, const QuantizedProductArgs& a, 
   });
 }
 
+// Path 4's dp2a kernel (lean epilogue, int8 X) for a layer run_depthwise_conv has checked; false
+// where the sizes leave its 32-bit item count.
+bool run_depthwise_dp2a(const DepthwiseDims& p, int kw, int sw, const QuantizedProductArgs& a, QuantState& st,
+                        const LeanEpilogue& lean, Tensor& y) {
+  constexpr int OX = 4;
+  const int words = p.c / 4;
+  const int strips = (p.ow + OX - 1) / OX;
+  const int64_t items = int64_t(p.n) * p.oh * strips;
+  if (items > INT_MAX / 2) return false;
+  // A block: up to 32 channel words (128 channels) across, items down, ~256 threads; enough blocks
+  // for four an SM, and at least two items a thread where there are more (the staging shared).
+  const int bx = std::min(32, words), by = std::clamp(256 / bx, 1, 64);
+  const int gx = (words + bx - 1) / bx;
+  const int64_t rows_of_items = (items + by - 1) / by;
+  const int64_t wanted = std::max<int64_t>((rows_of_items + 1) / 2, (int64_t(sm_count()) * 4 + gx - 1) / gx);
+  const int gy = int(std::min<int64_t>({rows_of_items, wanted, 65535}));
+  const int pairs = (kw + 1) / 2;
+  const size_t smem = size_t(kw) * size_t(pairs + 1) * size_t(bx) * sizeof(uint4);
+  const dim3 block{unsigned(bx), unsigned(by)}, grid{unsigned(gx), unsigned(gy)};
+  auto launch = [&]<int K, int S>() {
+    depthwise_dp2a_kernel<K, S, OX><<<grid, block, smem, stream()>>>(
+        ptr<const int8_t>(*a.x), ptr<const int8_t>(*a.w), ptr<int8_t>(y), p, a.x_zp, ptr<const int32_t>(st.w_zp),
+        strips, int(items), lean);
+  };
+  if (kw == 3 && sw == 1) launch.template operator()<3, 1>();
+  if (kw == 3 && sw == 2) launch.template operator()<3, 2>();
+  if (kw == 5 && sw == 1) launch.template operator()<5, 1>();
+  if (kw == 5 && sw == 2) launch.template operator()<5, 2>();
+  INGOT_CUDA_LAUNCH_CHECK();
+  g_depthwise_lean_calls.fetch_add(1, std::memory_order_relaxed);
+  g_depthwise_dp2a_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 // Path 4's launch; false where the layer is not one the kernel takes.
 bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, QuantState& st,
                         const Epilogue& e, Tensor& y) {
@@ -1440,6 +1605,16 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
   const DepthwiseDims p{int(g.batch),      int(win.in[0]),      int(win.in[1]),        int(g.channels),
                         int(win.out[0]),   int(win.out[1]),     int(win.kernel[0]),    int(win.strides[0]),
                         int(win.pad_begin[0]), int(win.pad_begin[1])};
+  const int kw = int(win.kernel[1]), sw = int(win.strides[1]);
+  // The lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) where the node's is one (int8 X and Y at zero point
+  // 0 on the output: the symmetric scheme's layers; Relu, a clip or HardSwish).
+  LeanEpilogue lean;
+  if (flags::enabled("INGOT_INT8_DEPTHWISE_LEAN") && a.x->dtype() == DType::Int8) {
+    lean = lean_epilogue(st, a, g.channels, true);
+    if (lean.residual && !aligned16(lean.residual)) lean = LeanEpilogue();
+  }
+  if (lean.scale && flags::enabled("INGOT_INT8_DEPTHWISE_DP2A") && run_depthwise_dp2a(p, kw, sw, a, st, lean, y))
+    return true;
   // 16 channels per thread (one 16-byte load), or 8 where the channels are not a multiple of 16
   // (MobileNetV3's 72, 120, 184, 200).
   const int V = p.c % 16 == 0 ? 16 : 8;
@@ -1455,14 +1630,6 @@ bool run_depthwise_conv(const sem::QConvGeometry& g, const QuantizedProductArgs&
   const dim3 block{unsigned(channel_threads), unsigned(column_threads)};
   const dim3 grid{unsigned((vectors + channel_threads - 1) / channel_threads),
                   unsigned((strips + column_threads - 1) / column_threads), unsigned(p.n * p.oh)};
-  const int kw = int(win.kernel[1]), sw = int(win.strides[1]);
-  // The lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) where the node's is one (int8 X and Y at zero point
-  // 0 on the output: the symmetric scheme's layers; Relu, a clip or HardSwish).
-  LeanEpilogue lean;
-  if (flags::enabled("INGOT_INT8_DEPTHWISE_LEAN") && a.x->dtype() == DType::Int8) {
-    lean = lean_epilogue(st, a, g.channels, true);
-    if (lean.residual && !aligned16(lean.residual)) lean = LeanEpilogue();
-  }
   dispatch_8bit(a.x->dtype(), [&]<class X>() {
     dispatch_y(a.y_dtype, [&]<class Y>() {
       auto launch = [&]<int K, int S, int C>() {
@@ -1687,6 +1854,8 @@ int64_t int8_implicit_gemm_calls() { return g_implicit_gemm_calls.load(std::memo
 int64_t int8_stem_calls() { return g_stem_calls.load(std::memory_order_relaxed); }
 int64_t int8_pointwise_calls() { return g_pointwise_calls.load(std::memory_order_relaxed); }
 int64_t int8_depthwise_lean_calls() { return g_depthwise_lean_calls.load(std::memory_order_relaxed); }
+int64_t int8_depthwise_dp2a_calls() { return g_depthwise_dp2a_calls.load(std::memory_order_relaxed); }
+int64_t int8_cudnn_unpadded_calls() { return g_cudnn_unpadded_calls.load(std::memory_order_relaxed); }
 int64_t int8_small_matmul_calls() { return g_small_matmul_calls.load(std::memory_order_relaxed); }
 
 }  // namespace ingot::cuda

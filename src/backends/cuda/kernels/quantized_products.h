@@ -12,6 +12,10 @@ int64_t int8_stem_calls();
 int64_t int8_pointwise_calls();
 // How many depthwise convolutions ran with the lean epilogue (INGOT_INT8_DEPTHWISE_LEAN) in this process.
 int64_t int8_depthwise_lean_calls();
+// How many of those ran on the dp2a kernel (INGOT_INT8_DEPTHWISE_DP2A) in this process.
+int64_t int8_depthwise_dp2a_calls();
+// How many convolutions cuDNN ran on X with its channels unpadded (INGOT_INT8_CUDNN_UNPADDED) in this process.
+int64_t int8_cudnn_unpadded_calls();
 // How many matrix products of few rows ran on the dp4a kernel (INGOT_INT8_SMALL_MATMUL) in this process.
 int64_t int8_small_matmul_calls();
 
