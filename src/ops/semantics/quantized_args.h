@@ -93,18 +93,22 @@ QConvGeometry quantized_conv_geometry(const KernelContext& ctx, const Tensor& x,
 // `residual_index` is the element's index in R.
 double quantized_epilogue(const QuantizedProductArgs& a, int64_t c, int32_t acc, int64_t residual_index);
 
-// Writes Y (allocated, a.y_dtype) from int32 accumulators laid out like Y; channel(i) is element
-// i's channel.
+// Writes elements [begin, end) of Y (allocated, a.y_dtype) from int32 accumulators laid out like Y;
+// channel(i) is element i's channel. (Disjoint ranges may be written in parallel.)
 template <class Channel>
 void write_quantized_output(const QuantizedProductArgs& a, const std::vector<int32_t>& acc, Tensor& y,
-                            Channel channel) {
-  const int64_t n = int64_t(acc.size());
+                            Channel channel, int64_t begin, int64_t end) {
   auto fill = [&]<class T>(T* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(quantized_epilogue(a, channel(i), acc[size_t(i)], i));
+    for (int64_t i = begin; i < end; ++i) out[i] = T(quantized_epilogue(a, channel(i), acc[size_t(i)], i));
   };
   if (a.y_dtype == DType::UInt8) fill(y.data<uint8_t>());
   else if (a.y_dtype == DType::Int8) fill(y.data<int8_t>());
   else fill(y.data<float>());
+}
+template <class Channel>
+void write_quantized_output(const QuantizedProductArgs& a, const std::vector<int32_t>& acc, Tensor& y,
+                            Channel channel) {
+  write_quantized_output(a, acc, y, channel, 0, int64_t(acc.size()));
 }
 
 // ---- the quantized pointwise ops ----------------------------------------------------------------
