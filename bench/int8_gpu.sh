@@ -83,10 +83,10 @@ for m in $MODELS; do
         for mode in kernel none; do
           INGOT_NVTX=1 timeout "${NCU_TIMEOUT:-120}" "$ncu_bin" --clock-control none --cache-control none --nvtx \
             --print-nvtx-rename "$mode" --metrics gpu__time_duration.sum --csv \
-            "$INGOT" profile "$WORK/$m.b$b.$p.ingot" --device cuda --warmup 1 --runs 1 \
+            "$INGOT" profile "$WORK/$m.b$b.$p.ingot" --device cuda --warmup 2 --runs 1 \
             >"$OUT/$m.b$b.$p.ncu.$mode.csv" 2>"$OUT/$m.b$b.$p.ncu.log" || echo "int8_gpu: $m b$b $p ncu ($mode) failed"
         done
-        "$PY" "$ROOT/bench/ncu_kernels.py" "$OUT/$m.b$b.$p.ncu.kernel.csv" "$OUT/$m.b$b.$p.ncu.none.csv" --runs 2 \
+        "$PY" "$ROOT/bench/ncu_kernels.py" "$OUT/$m.b$b.$p.ncu.kernel.csv" "$OUT/$m.b$b.$p.ncu.none.csv" --runs 3 \
           >"$OUT/$m.b$b.$p.kernels.md" 2>&1 || echo "int8_gpu: $m b$b $p kernel table failed"
         echo "-- $m b$b $p kernels (ncu):"
         head -"${PROFILE_LINES:-25}" "$OUT/$m.b$b.$p.kernels.md"

@@ -10,8 +10,10 @@ CUDA-graph replay's: on an H100 their sums were 2.17 ms (MobileNetV3-Large int8 
 (fp16) against `ingot bench`'s 1.34 and 0.85 (docs/QUANTIZATION.md). ncu times each kernel alone.
 
 Usage: ncu_kernels.py NAMED.csv PLAIN.csv [--runs R] [--top N]
-  --runs R: the profile's warm-up plus measured runs (the launches are split into R equal runs and
-            the last one reported; default 1)
+  --runs R: the profile's warm-up plus measured runs; with R >= 3 the last run is the tail that
+            repeats the run before it (so the first run's one-off launches, cuDNN's autotuning among
+            them, may differ), otherwise the launches are split into R equal runs and the last one
+            reported; default 1
 Prints a markdown table per node (its kernels and their times, slowest first) and the total.
 """
 import argparse
@@ -48,6 +50,17 @@ def read_report(path):
     return rows
 
 
+def steady_run_length(named):
+    """The length P of the last run: the smallest P where the last P launches name the same nodes, in
+    the same order, as the P before them and begin a node (a node's launches are adjacent and its name
+    unique within a run, so no shorter P passes); None when the report does not end in two equal runs."""
+    names = [node for _, node, _ in named]
+    for p in range(1, len(names) // 2 + 1):
+        if names[-p:] == names[-2 * p:-p] and (2 * p == len(names) or names[-p] != names[-p - 1]):
+            return p
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("named")
@@ -63,16 +76,21 @@ def main():
               "first alone)")
         plain = named
     runs = max(a.runs, 1)
-    per_run = len(named) // runs
+    per_run = steady_run_length(named) if runs >= 3 else None
     divide = 1
-    if per_run * runs != len(named):
-        # The warm-up launches one-off kernels (weights padded or packed on first use): every launch
-        # is kept and each node's time divided by the runs, an average with those one-offs in it.
+    if per_run is not None:
+        # The last two runs launch the same nodes in the same order: the last one is reported, and
+        # the first runs' one-offs (weights padded on first use, cuDNN's autotuning) stay out.
+        first = len(named) - per_run
+    elif len(named) % runs == 0:
+        per_run = len(named) // runs
+        first = len(named) - per_run
+    else:
+        # The warm-up launches one-off kernels and no two runs repeat at the end: every launch is
+        # kept and each node's time divided by the runs, an average with those one-offs in it.
         print(f"(the {len(named)} launches do not split into {runs} equal runs: each node's time is its "
               f"launches' sum / {runs})")
         per_run, first, divide = len(named), 0, runs
-    else:
-        first = len(named) - per_run
     nodes = collections.OrderedDict()
     for (_, node, us), (_, kernel, _) in zip(named[first:], plain[first:]):
         nodes.setdefault(node, []).append((kernel, us / divide))
