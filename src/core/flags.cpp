@@ -79,6 +79,11 @@ constexpr Flag kFlags[] = {
     {"INGOT_CPU_INT8_DEPTHWISE", Kind::Bool, "1",
      "Int8 depthwise 3x3 stride-1 channels-last convolutions on Ingot's AVX-512 VNNI+VBMI kernel where the CPU has "
      "them (0: oneDNN's; an A/B switch)."},
+    {"INGOT_CPU_INT8_INT16", Kind::Int, "-1",
+     "Int8 channels-last convolutions (one group or depthwise) and matrix products on the CPU as int16 multiply-adds "
+     "(vpmaddwd, exact; qconv_int16.cpp). -1: on CPUs without a VNNI dot product, where oneDNN's int8 kernels "
+     "saturate (the default); 1: everywhere (tests, A/B); 0: never (the exact reference loops there).",
+     true},
     {"INGOT_CUDA_NHWC_POOL", Kind::Bool, "1",
      "Let the channels-last pass keep 2-D max pools of 16-bit and int8 CUDA graphs channels last (the "
      "ai.ingot.MaxPool NHWC kernel) instead of transposing around them (0: transposes around the NCHW pool; an A/B "

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/qconv_int16.h"
 #include "graph/graph.h"
 #include "runtime/executor.h"
 #include "test_util.h"
@@ -361,6 +362,59 @@ TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
   check_matmul(DType::Int8, "", 12);
   check_matmul(DType::Float32, "", 13);
   check_matmul(DType::Float32, "Relu", 14, true);
+}
+
+// The int16 kernels (qconv_int16.cpp: what CPUs without a VNNI dot product run) forced on whatever
+// this CPU is, and forced off (oneDNN where it is exact, else the reference loops), against the same
+// float64 references: a 5x5 stride-2 stem of 3 channels (K = 75, odd), 1x1 layers with residuals,
+// odd and non-multiple-of-8 channel counts (column and channel tails), signed X and Y, float output,
+// per-tensor weights without bias, steps done in vectors and lane by lane (Sigmoid), depthwise 3x3
+// and 5x5 windows at strides 1 and 2, and matrix products (K = 37, N = 19).
+class ScopedInt16 {
+ public:
+  explicit ScopedInt16(const char* v) { setenv("INGOT_CPU_INT8_INT16", v, 1); }
+  ~ScopedInt16() { unsetenv("INGOT_CPU_INT8_INT16"); }
+};
+
+TEST(QuantizedConv, Int16KernelsMatchFloat64Reference) {
+  for (const char* mode : {"1", "0"}) {
+    SCOPED_TRACE(std::string("INGOT_CPU_INT8_INT16=") + mode);
+    ScopedInt16 scoped(mode);
+    const int64_t calls = cpu::int16_product_calls();
+    uint32_t seed = 80;
+    check_conv({.x_shape = {1, 3, 17, 15}, .out_channels = 24, .kernel = 5, .stride = 2, .pad = 2, .nhwc = true,
+                .act = "Relu"},
+               seed++);
+    check_conv({.x_shape = {2, 24, 9, 7}, .out_channels = 40, .kernel = 1, .pad = 0, .residual = true, .nhwc = true,
+                .act = "Relu"},
+               seed++);
+    check_conv({.x_shape = {1, 13, 6, 5}, .out_channels = 21, .kernel = 3, .x_dtype = DType::Int8,
+                .y_dtype = DType::Int8, .residual = true, .nhwc = true},
+               seed++);
+    check_conv({.x_shape = {1, 20, 5, 6}, .out_channels = 12, .kernel = 1, .pad = 0, .y_dtype = DType::Float32,
+                .per_channel = false, .bias = false, .nhwc = true, .act = "HardSwish"},
+               seed++);
+    check_conv({.x_shape = {1, 16, 7, 7}, .out_channels = 16, .residual = true, .nhwc = true, .act = "Sigmoid"}, seed++);
+    ConvCase affine{.x_shape = {1, 8, 7, 7}, .out_channels = 16, .nhwc = true};
+    affine.epilogue = "HardSwish(x0); Mul(t0, 0.476323098); Add(t1, -0.0075732437)";
+    affine.epilogue_fn = [](double v) {
+      return activation("HardSwish", v) * double(0.476323098f) + double(-0.0075732437f);
+    };
+    check_conv(affine, seed++);
+    for (int64_t ch : {24, 40, 5}) {
+      SCOPED_TRACE(ch);
+      check_conv({.x_shape = {1, ch, 9, 8}, .out_channels = ch, .group = ch, .nhwc = true, .act = "Relu"}, seed++);
+      check_conv({.x_shape = {2, ch, 11, 10}, .out_channels = ch, .kernel = 5, .stride = 2, .pad = 2, .group = ch,
+                  .x_dtype = DType::Int8, .y_dtype = DType::Int8, .residual = false, .nhwc = true},
+                 seed++);
+    }
+    check_conv({.x_shape = {1, 24, 6, 6}, .out_channels = 24, .stride = 2, .group = 24, .residual = true, .nhwc = true},
+               seed++);
+    check_matmul(DType::Int8, "Relu", seed++);
+    check_matmul(DType::Float32, "Relu", seed++, true);
+    if (std::string(mode) == "1") EXPECT_GT(cpu::int16_product_calls(), calls);
+    else EXPECT_EQ(cpu::int16_product_calls(), calls);
+  }
 }
 
 // Int8 graphs pool on the 8-bit values (fuse-qdq): the 2x2 stride-2 fast path against the max taken

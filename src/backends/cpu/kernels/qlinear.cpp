@@ -32,6 +32,7 @@
 
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/kernels/onednn_util.h"
+#include "backends/cpu/kernels/qconv_int16.h"
 #include "backends/cpu/kernels/qdepthwise.h"
 #include "core/broadcast.h"
 #include "core/dispatch.h"
@@ -563,7 +564,13 @@ struct QuantState {
   std::vector<std::unique_ptr<QuantPlan>> plans;  // most recent first
   bool unsupported = false;  // oneDNN refused this node's weights or geometry: reference loops
   static constexpr size_t kMaxPlans = 4;
+  std::shared_ptr<cpu::Int16Product> int16;  // constant weights packed for the int16 kernels
 };
+
+// The node's int16 packing when W is a constant (kept across runs), else `scratch` (packed per call).
+std::shared_ptr<cpu::Int16Product>& int16_packing(KernelContext& ctx, std::shared_ptr<cpu::Int16Product>& scratch) {
+  return ctx.input_is_constant(3) ? ctx.state<QuantState>().int16 : scratch;
+}
 
 int64_t channels_of(const QuantizedProductArgs& a) { return int64_t(a.w_scale.size()); }
 
@@ -851,6 +858,10 @@ void quantized_conv(KernelContext& ctx) {
   Tensor& y = ctx.allocate(0, a.y_dtype, g.out_shape);
   if (y.numel() == 0) return;
   if (cpu::int8_depthwise_3x3(g, a, y)) return;
+  if (cpu::int16_products_wanted(onednn_int8_exact())) {
+    std::shared_ptr<cpu::Int16Product> scratch;
+    if (cpu::int16_conv(g, a, int16_packing(ctx, scratch), y)) return;
+  }
   if (QuantPlan* plan = find_quant_plan(ctx, a, 8, [&] { return build_conv_plan(g, a); })) {
     run_quant_plan(*plan, a, y);
     return;
@@ -928,6 +939,11 @@ void quantized_matmul(KernelContext& ctx) {
   else out_shape.back() = n;
   Tensor& y = ctx.allocate(0, a.y_dtype, out_shape);
   if (y.numel() == 0) return;
+  if (k > 0 && cpu::int16_products_wanted(onednn_int8_exact())) {
+    std::shared_ptr<cpu::Int16Product> scratch;
+    cpu::int16_matmul(a, m, k, n, int16_packing(ctx, scratch), y);
+    return;
+  }
   if (k > 0) {
     if (QuantPlan* plan = find_quant_plan(ctx, a, 8, [&] { return build_matmul_plan(a, m, k, n); })) {
       run_quant_plan(*plan, a, y);
