@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -372,8 +374,18 @@ TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
 // and 5x5 windows at strides 1 and 2, and matrix products (K = 37, N = 19).
 class ScopedInt16 {
  public:
-  explicit ScopedInt16(const char* v) { setenv("INGOT_CPU_INT8_INT16", v, 1); }
-  ~ScopedInt16() { unsetenv("INGOT_CPU_INT8_INT16"); }
+  explicit ScopedInt16(const char* v) {
+    if (const char* old = std::getenv(kName)) old_ = old;
+    setenv(kName, v, 1);
+  }
+  ~ScopedInt16() {
+    if (old_) setenv(kName, old_->c_str(), 1);
+    else unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "INGOT_CPU_INT8_INT16";
+  std::optional<std::string> old_;
 };
 
 TEST(QuantizedConv, Int16KernelsMatchFloat64Reference) {

@@ -93,7 +93,7 @@ class Epilogue {
   }
 
   // Outputs of rows [r0, r0 + rows) and columns [c0, c1) from acc (acc[r * ld + c - c0], r counted
-  // from r0; ld a multiple of 8 and acc readable to the 8-column boundary past c1).
+  // from r0; c0 and ld multiples of 16, c1 - c0 <= ld).
   void finish(const int32_t* acc, int64_t ld, int64_t r0, int64_t rows, int64_t c0, int64_t c1, Tensor& y) const {
     // The residual's and the output's types chosen once per call, not per vector.
     auto with_output = [&]<class R>(R*) {
@@ -118,35 +118,50 @@ class Epilogue {
     Y* out = y.data<Y>();
     const R* res = nullptr;
     if constexpr (!std::is_same_v<R, std::nullptr_t>) res = a_.residual->data<R>();
+    // 8 columns from c of row r (cnt of them real: the residual is read for those alone).
+    auto real8 = [&](const int32_t* a, int64_t row, int64_t c, int cnt) {
+      const __m256i sum = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)),
+                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&bias_[size_t(c)])));
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(&mult_[size_t(c)]));
+      if (float_bias) v = _mm256_add_ps(v, _mm256_loadu_ps(&fbias_[size_t(c)]));
+      if constexpr (std::is_same_v<R, float>) {
+        if (cnt > 0) v = _mm256_add_ps(v, load8(res + row + c, cnt));
+      } else if constexpr (!std::is_same_v<R, std::nullptr_t>) {
+        if (cnt > 0) v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(widen8(res + row + c, cnt), r_zp)), r_scale, v);
+      }
+      return v;
+    };
+    // Rounded to nearest even (the default MXCSR mode); bounded first so that cvtps never sees a value
+    // past int32 (it would return INT_MIN, saturating the wrong way).
+    auto quantize = [&](__m256 v) {
+      v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv_ys), lo), hi);
+      return _mm256_add_epi32(_mm256_cvtps_epi32(v), y_zp);
+    };
+    // 16 columns a step (the acc rows, bias and multipliers are readable to the 16-column boundary).
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = (r0 + r) * n_;
-      for (int64_t c = c0; c < c1; c += 8) {
-        const int cnt = int(std::min<int64_t>(8, c1 - c));
-        const __m256i sum = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + r * ld + (c - c0))),
-                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&bias_[size_t(c)])));
-        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(&mult_[size_t(c)]));
-        if (float_bias) v = _mm256_add_ps(v, _mm256_loadu_ps(&fbias_[size_t(c)]));
-        if constexpr (std::is_same_v<R, float>) {
-          v = _mm256_add_ps(v, load8(res + row + c, cnt));
-        } else if constexpr (!std::is_same_v<R, std::nullptr_t>) {
-          const __m256i i = widen8(res + row + c, cnt);
-          v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i, r_zp)), r_scale, v);
+      for (int64_t c = c0; c < c1; c += 16) {
+        const int cnt = int(std::min<int64_t>(16, c1 - c));
+        const int32_t* a = acc + r * ld + (c - c0);
+        __m256 v0 = real8(a, row, c, std::min(cnt, 8)), v1 = real8(a + 8, row, c + 8, cnt - 8);
+        for (const EpilogueStep& s : a_.steps) {
+          v0 = step(s, v0);
+          v1 = step(s, v1);
         }
-        for (const EpilogueStep& s : a_.steps) v = step(s, v);
         if constexpr (std::is_same_v<Y, float>) {
-          store8(out + row + c, v, cnt);
+          store8(out + row + c, v0, std::min(cnt, 8));
+          if (cnt > 8) store8(out + row + c + 8, v1, cnt - 8);
         } else {
-          // Rounded to nearest even (the default MXCSR mode); bounded first so that cvtps never sees a
-          // value past int32 (it would return INT_MIN, saturating the wrong way).
-          v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv_ys), lo), hi);
-          const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), y_zp);
-          const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-          const __m128i b = std::is_same_v<Y, uint8_t> ? _mm_packus_epi16(h, h) : _mm_packs_epi16(h, h);
-          if (cnt == 8) {
-            _mm_storel_epi64(reinterpret_cast<__m128i*>(out + row + c), b);
+          // packs_epi32 interleaves the two vectors' 128-bit halves: the permute restores column order.
+          const __m256i h = _mm256_permute4x64_epi64(_mm256_packs_epi32(quantize(v0), quantize(v1)), 0xd8);
+          const __m128i h0 = _mm256_castsi256_si128(h), h1 = _mm256_extracti128_si256(h, 1);
+          const __m128i b = std::is_same_v<Y, uint8_t> ? _mm_packus_epi16(h0, h1) : _mm_packs_epi16(h0, h1);
+          if (cnt == 16) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + row + c), b);
           } else {
-            const int64_t bytes = _mm_cvtsi128_si64(b);
-            std::memcpy(out + row + c, &bytes, size_t(cnt));
+            alignas(16) uint8_t t[16];
+            _mm_store_si128(reinterpret_cast<__m128i*>(t), b);
+            std::memcpy(out + row + c, t, size_t(cnt));
           }
         }
       }
@@ -379,13 +394,13 @@ void depthwise(const PackedDepthwise& w, const sem::QConvGeometry& g, const Quan
   const int64_t PH = (OH - 1) * win.strides[0] + (KH - 1) * win.dilations[0] + 1;
   const int64_t PW = (OW - 1) * win.strides[1] + (KW - 1) * win.dilations[1] + 1;
   const int64_t row = PW * cp, image = PH * row;
-  std::vector<int16_t> padded(size_t(g.batch * image));
+  std::unique_ptr<int16_t[]> padded(new int16_t[size_t(g.batch * image)]);  // every element written below
   const uint8_t* x = static_cast<const uint8_t*>(a.x->raw_data());
   const bool is_signed = a.x->dtype() == DType::Int8;
   parallel_for(g.batch * PH, 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / PH, iy = t % PH - win.pad_begin[0];
-      int16_t* dst = padded.data() + t * row;
+      int16_t* dst = padded.get() + t * row;
       std::fill(dst, dst + row, int16_t(0));
       if (iy < 0 || iy >= H) continue;
       for (int64_t px = 0; px < PW; ++px) {
@@ -406,7 +421,7 @@ void depthwise(const PackedDepthwise& w, const sem::QConvGeometry& g, const Quan
     std::vector<int32_t> acc(size_t(OW * cp));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / OH, oy = t % OH;
-      rows(w, padded.data() + n * image + oy * win.strides[0] * row, off.data(), step, OW, acc.data(), cp);
+      rows(w, padded.get() + n * image + oy * win.strides[0] * row, off.data(), step, OW, acc.data(), cp);
       e.finish(acc.data(), cp, t * OW, OW, 0, C, y);
     }
   });

@@ -10,8 +10,10 @@
 // output scale after the bias, so the bias stays in QLinearConv's int32 units. Weights with a zero
 // point are shifted to s8 when they fit; geometry oneDNN rejects, weights that do not fit and the
 // integer-output ops run the reference loops below (exact int32 accumulation on zero-point-shifted
-// operands, then the epilogue in double), and so does everything on CPUs without a VNNI dot product,
-// where oneDNN's int8 kernels saturate (onednn_int8_exact).
+// operands, then the epilogue in double). On CPUs without a VNNI dot product, where oneDNN's int8
+// kernels saturate (onednn_int8_exact), channels-last convolutions of one group or depthwise and the
+// matrix products run qconv_int16.cpp's int16 kernels instead (INGOT_CPU_INT8_INT16), the rest the
+// reference loops.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -290,8 +292,8 @@ IntConv int_conv(const KernelContext& ctx, const Tensor& x, const std::vector<in
   // and group, a block of output pixels gathers its windows into rows of K = icg x kvol values
   // (im2col, K padded to 16 with zeros), and each output is the dot product of such a row with the
   // output channel's weights, 16 pairs per vpmaddwd into int32 lanes (exact: no pair sum comes near
-  // 2^31). On CPUs without a VNNI dot product every int8 product comes here (onednn_int8_exact):
-  // the direct seven-deep loops this replaced made BlazeFace int8 136x slower than float32.
+  // 2^31). The direct seven-deep loops this replaced made BlazeFace int8 136x slower than float32 on
+  // CPUs without VNNI, where every int8 product came here before qconv_int16.cpp.
   const int64_t k = icg * kvol, kp = (k + 15) / 16 * 16;
   std::vector<int16_t> w16(size_t(out_channels * kp), 0);
   for (int64_t oc = 0; oc < out_channels; ++oc)
@@ -312,23 +314,24 @@ IntConv int_conv(const KernelContext& ctx, const Tensor& x, const std::vector<in
           const int32_t* xp = xi.data() + (n * channels + g * icg + ic) * in_plane + p0;
           for (int64_t p = 0; p < np; ++p) cols[size_t(p * kp + ic)] = int16_t(xp[p]);
         }
-      }
-      for (int64_t p = 0; p < np && !pointwise; ++p) {
-        const int64_t pix = p0 + p, ow = pix % win.out[2], oh = (pix / win.out[2]) % win.out[1],
-                      od = pix / (win.out[2] * win.out[1]);
-        int16_t* row = cols.data() + p * kp;
-        for (int64_t ic = 0; ic < icg; ++ic) {
-          const int32_t* xp = xi.data() + (n * channels + g * icg + ic) * in_plane;
-          for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
-            const int64_t id = od * win.strides[0] - win.pad_begin[0] + kd * win.dilations[0];
-            if (id < 0 || id >= win.in[0]) continue;
-            for (int64_t kh = 0; kh < win.kernel[1]; ++kh) {
-              const int64_t ih = oh * win.strides[1] - win.pad_begin[1] + kh * win.dilations[1];
-              if (ih < 0 || ih >= win.in[1]) continue;
-              int16_t* dst = row + (ic * win.kernel[0] + kd) * win.kernel[1] * win.kernel[2] + kh * win.kernel[2];
-              for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
-                const int64_t iw = ow * win.strides[2] - win.pad_begin[2] + kw * win.dilations[2];
-                if (iw >= 0 && iw < win.in[2]) dst[kw] = int16_t(xp[(id * win.in[1] + ih) * win.in[2] + iw]);
+      } else {
+        for (int64_t p = 0; p < np; ++p) {
+          const int64_t pix = p0 + p, ow = pix % win.out[2], oh = (pix / win.out[2]) % win.out[1],
+                        od = pix / (win.out[2] * win.out[1]);
+          int16_t* row = cols.data() + p * kp;
+          for (int64_t ic = 0; ic < icg; ++ic) {
+            const int32_t* xp = xi.data() + (n * channels + g * icg + ic) * in_plane;
+            for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
+              const int64_t id = od * win.strides[0] - win.pad_begin[0] + kd * win.dilations[0];
+              if (id < 0 || id >= win.in[0]) continue;
+              for (int64_t kh = 0; kh < win.kernel[1]; ++kh) {
+                const int64_t ih = oh * win.strides[1] - win.pad_begin[1] + kh * win.dilations[1];
+                if (ih < 0 || ih >= win.in[1]) continue;
+                int16_t* dst = row + (ic * win.kernel[0] + kd) * win.kernel[1] * win.kernel[2] + kh * win.kernel[2];
+                for (int64_t kw = 0; kw < win.kernel[2]; ++kw) {
+                  const int64_t iw = ow * win.strides[2] - win.pad_begin[2] + kw * win.dilations[2];
+                  if (iw >= 0 && iw < win.in[2]) dst[kw] = int16_t(xp[(id * win.in[1] + ih) * win.in[2] + iw]);
+                }
               }
             }
           }
@@ -842,8 +845,7 @@ void quantized_conv_reference(const KernelContext& ctx, const sem::QConvGeometry
   if (a.bias) bias = a.bias->to_vector<int32_t>();
   IntConv r = int_conv(ctx, *a.x, xi, *a.w, shifted_w_of(a), bias.empty() ? nullptr : &bias);
   const int64_t spatial = r.out_spatial, oc = r.out_channels;
-  // The epilogue (in double) in parallel: on CPUs without VNNI every int8 convolution ends here, and
-  // this loop was a quarter of their time.
+  // The epilogue (in double) in parallel: it was a quarter of these loops' time.
   parallel_for(int64_t(r.result.size()), 4096, [&](int64_t begin, int64_t end) {
     sem::write_quantized_output(a, r.result, y, [&](int64_t i) { return (i / spatial) % oc; }, begin, end);
   });
