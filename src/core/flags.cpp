@@ -84,6 +84,11 @@ constexpr Flag kFlags[] = {
      "(vpmaddwd, exact; qconv_int16.cpp). -1: on CPUs without a VNNI dot product, where oneDNN's int8 kernels "
      "saturate (the default); 1: everywhere (tests, A/B); 0: never (the exact reference loops there).",
      true},
+    {"INGOT_CUDA_POOL_SIMD8", Kind::Bool, "0",
+     "8-bit channels-last max pools on the GPU as SIMD byte maxima (__vmaxs4 / __vmaxu4, four bytes an instruction; 0: "
+     "byte by byte, which took ResNet-50 int8 b32's pool 32 us on an H100, as long as fp16's over twice the bytes). "
+     "Written without a GPU: off until measured; the CUDA tests run both.",
+     true},
     {"INGOT_CUDA_NHWC_POOL", Kind::Bool, "1",
      "Let the channels-last pass keep 2-D max pools of 16-bit and int8 CUDA graphs channels last (the "
      "ai.ingot.MaxPool NHWC kernel) instead of transposing around them (0: transposes around the NCHW pool; an A/B "
@@ -113,6 +118,12 @@ constexpr Flag kFlags[] = {
     {"INGOT_INT8_STEM", Kind::Bool, "1",
      "Symmetric int8 channels-last convolutions of fewer than 16 input channels (a network's first) on the GPU as "
      "im2col and a 1x1 convolution (0: each tap's channels padded to 16; an A/B switch, the CUDA tests run both).",
+     true},
+    {"INGOT_INT8_STEM_RUN", Kind::Bool, "0",
+     "With INGOT_INT8_STEM, the im2col loads a kernel row's taps as one run of S x C adjacent bytes (7x7 or 3x3 over "
+     "3 channels: ResNet's and MobileNet's stems) before storing any, and writes 16-byte pieces (0: byte by byte, word "
+     "stores; ResNet-50 int8 b32's im2col took 63 us of conv1's 108 on an H100 that way). Written without a GPU: off "
+     "until measured; the CUDA tests run both.",
      true},
     {"INGOT_INT8_IMMA", Kind::Bool, "0",
      "Symmetric int8 channels-last convolutions on the GPU on Ingot's implicit GEMM (int8 tensor cores) instead of "

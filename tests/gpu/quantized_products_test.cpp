@@ -552,8 +552,9 @@ TEST(CudaQuantizedProducts, PointwiseKernelMatchesTheCpu) {
 }
 
 // Stem convolutions (fewer than 16 input channels) as im2col and a 1x1 convolution
-// (INGOT_INT8_STEM=1) on cuDNN's int8 engines and on the implicit GEMM, then with each tap's channels
-// padded to 16 instead: ResNet-50's 7x7 stride-2 conv1 on 3 channels, MobileNetV3's 3x3 stride-2
+// (INGOT_INT8_STEM=1) on cuDNN's int8 engines and on the implicit GEMM, each with the im2col byte by
+// byte and as runs of a kernel row's adjacent bytes (INGOT_INT8_STEM_RUN), then with each tap's
+// channels padded to 16 instead: ResNet-50's 7x7 stride-2 conv1 on 3 channels, MobileNetV3's 3x3 stride-2
 // first convolution with HardSwish (cuDNN, then the epilogue kernel), 1 channel 5x5 with a float
 // output, 8 channels 3x3 with an int8 residual, R S C past a multiple of 16 (3 x 3 x 4 = 36
 // columns padded to 48), 7x7 over 3 channels with a partial column tile, 5x5 over 2, odd sizes,
@@ -634,12 +635,14 @@ TEST(CudaQuantizedProducts, StemConvolutionsThroughIm2colMatchTheCpu) {
     c.m = 32;
   });
   struct Run {
-    const char *stem, *imma;
+    const char *stem, *imma, *run;
   };
   uint32_t seed = 110;
-  for (const auto& [stem, imma] : std::vector<Run>{{"1", "0"}, {"1", "1"}, {"0", "0"}}) {
-    SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={}", stem, imma));
-    const ScopedEnv stem_switch("INGOT_INT8_STEM", stem), imma_switch("INGOT_INT8_IMMA", imma);
+  for (const auto& [stem, imma, run] :
+       std::vector<Run>{{"1", "0", "0"}, {"1", "0", "1"}, {"1", "1", "1"}, {"1", "1", "0"}, {"0", "0", "0"}}) {
+    SCOPED_TRACE(fmt::format("INGOT_INT8_STEM={} INGOT_INT8_IMMA={} INGOT_INT8_STEM_RUN={}", stem, imma, run));
+    const ScopedEnv stem_switch("INGOT_INT8_STEM", stem), imma_switch("INGOT_INT8_IMMA", imma),
+        run_switch("INGOT_INT8_STEM_RUN", run);
     const int64_t before = cuda::int8_stem_calls();
     for (const ConvCase& c : cases) check_conv(c, seed++);
     // The stem's 1x1 product runs on path 1 (INGOT_INT8_IMMA) or path 2 (cuDNN's graph API).

@@ -515,12 +515,19 @@ TEST(CudaPool, MaxPoolChannelsLast) {
       {{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 1}}, {"auto_pad", "SAME_UPPER"}},
   };
   for (DType dt : types) {
-    for (int64_t c : {64, 48, 3}) {
-      const Tensor x = dt == DType::UInt8 ? random_tensor(dt, {2, 9, 7, c}, 141, 0, 200)
-                                          : random_tensor(dt, {2, 9, 7, c}, 141, -100, 100);
-      for (size_t i = 0; i < windows.size(); ++i) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " channels " + std::to_string(c) + " window " + std::to_string(i));
-        expect_nhwc_max_pool_matches_cpu(x, windows[i]);
+    // 8-bit values: byte by byte and as SIMD byte maxima (INGOT_CUDA_POOL_SIMD8, 16-byte vectors).
+    const bool bytes = dt == DType::Int8 || dt == DType::UInt8;
+    for (const char* simd : {"0", "1"}) {
+      if (!bytes && simd[0] == '1') continue;
+      const ScopedEnv simd_switch("INGOT_CUDA_POOL_SIMD8", simd);
+      for (int64_t c : {64, 48, 3}) {
+        const Tensor x = dt == DType::UInt8 ? random_tensor(dt, {2, 9, 7, c}, 141, 0, 200)
+                                            : random_tensor(dt, {2, 9, 7, c}, 141, -100, 100);
+        for (size_t i = 0; i < windows.size(); ++i) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " channels " + std::to_string(c) + " window " + std::to_string(i) +
+                       " INGOT_CUDA_POOL_SIMD8=" + simd);
+          expect_nhwc_max_pool_matches_cpu(x, windows[i]);
+        }
       }
     }
   }

@@ -9,14 +9,13 @@
 
 #include <algorithm>
 #include <functional>
-#include <optional>
 #include <cmath>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/kernels/qconv_int16.h"
+#include "scoped_env.h"
 #include "graph/graph.h"
 #include "runtime/executor.h"
 #include "test_util.h"
@@ -372,26 +371,11 @@ TEST(QuantizedMatMul, PerColumnScalesBiasAndReluMatchFloat64Reference) {
 // odd and non-multiple-of-8 channel counts (column and channel tails), signed X and Y, float output,
 // per-tensor weights without bias, steps done in vectors and lane by lane (Sigmoid), depthwise 3x3
 // and 5x5 windows at strides 1 and 2, and matrix products (K = 37, N = 19).
-class ScopedInt16 {
- public:
-  explicit ScopedInt16(const char* v) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    setenv(kName, v, 1);
-  }
-  ~ScopedInt16() {
-    if (old_) setenv(kName, old_->c_str(), 1);
-    else unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "INGOT_CPU_INT8_INT16";
-  std::optional<std::string> old_;
-};
 
 TEST(QuantizedConv, Int16KernelsMatchFloat64Reference) {
   for (const char* mode : {"1", "0"}) {
     SCOPED_TRACE(std::string("INGOT_CPU_INT8_INT16=") + mode);
-    ScopedInt16 scoped(mode);
+    const testing::ScopedEnv scoped("INGOT_CPU_INT8_INT16", mode);
     const int64_t calls = cpu::int16_product_calls();
     uint32_t seed = 80;
     check_conv({.x_shape = {1, 3, 17, 15}, .out_channels = 24, .kernel = 5, .stride = 2, .pad = 2, .nhwc = true,

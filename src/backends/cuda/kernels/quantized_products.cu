@@ -1046,12 +1046,18 @@ Tensor pad_channels(const Tensor& x, int64_t cp) {
 // consecutive pixels into shared memory, a thread per (kernel row, pixel) with the pixel fastest,
 // so a warp's byte loads read one input row's neighbouring bytes and its byte stores hit distinct
 // banks (the row stride, `smem_row` bytes, is an odd number of words); the block then writes its
-// rows out as coalesced words. 32-bit index math (the host checks the sizes): the first version,
-// a thread per 4 columns with 64-bit divisions per byte, took ~340 us of ResNet-50 int8 b32's conv1.
+// rows out as coalesced words. 32-bit index math (the host checks the sizes): the first version, a
+// thread per 4 columns with 64-bit divisions per byte, took ~340 us of ResNet-50 int8 b32's conv1.
+// With INGOT_INT8_STEM_RUN (written without a GPU, off until measured): RUN = S C where the window's
+// columns are adjacent (dw 1), so that a kernel row's taps are RUN adjacent bytes of X's row, all
+// loaded before any is stored (ResNet-50's 21: the H100's ncu table had the byte-by-byte loop, a load
+// and a bounds test per tap and channel, at 63 us of conv1's 108), and kWide: 16-byte stores; RUN 0
+// for any window.
 struct StemDims {
   int pixels, h, w, c, oh, ow, r, s, sh, sw, ph, pw, dh, dw, kdim, kpad, block_pixels, smem_row;
 };
 
+template <int RUN, bool kWide>
 __global__ void __launch_bounds__(256) stem_im2col_kernel(const int8_t* __restrict__ x, int8_t* __restrict__ cols,
                                                           StemDims d) {
   extern __shared__ __align__(16) int8_t rows[];  // [block_pixels][smem_row]
@@ -1065,6 +1071,14 @@ __global__ void __launch_bounds__(256) stem_im2col_kernel(const int8_t* __restri
     int8_t* dst = row + ky * row_bytes;
     if (iy < 0 || iy >= d.h) {
       for (int b = 0; b < row_bytes; ++b) dst[b] = 0;
+    } else if constexpr (RUN > 0) {
+      const int8_t* src = x + (int64_t(n) * d.h + iy) * d.w * d.c;
+      const int start = ix0 * d.c, end = d.w * d.c;
+      int8_t v[RUN];
+#pragma unroll
+      for (int b = 0; b < RUN; ++b) v[b] = unsigned(start + b) < unsigned(end) ? src[start + b] : int8_t(0);
+#pragma unroll
+      for (int b = 0; b < RUN; ++b) dst[b] = v[b];
     } else {
       const int8_t* src = x + (int64_t(n) * d.h + iy) * d.w * d.c;
       for (int kx = 0; kx < d.s; ++kx) {
@@ -1081,11 +1095,22 @@ __global__ void __launch_bounds__(256) stem_im2col_kernel(const int8_t* __restri
     }
   }
   __syncthreads();
-  const int words = d.kpad / 4;  // kpad is a multiple of 16
-  uint32_t* to = reinterpret_cast<uint32_t*>(cols + int64_t(p0) * d.kpad);
-  for (int v = int(threadIdx.x); v < np * words; v += int(blockDim.x)) {
-    const int p = v / words, wd = v - p * words;
-    to[v] = *reinterpret_cast<const uint32_t*>(rows + p * d.smem_row + wd * 4);
+  if constexpr (kWide) {
+    // 16 bytes a store, read as 4 words from the row (whose start is only word-aligned).
+    const int pieces = d.kpad / 16;  // kpad is a multiple of 16
+    uint4* to = reinterpret_cast<uint4*>(cols + int64_t(p0) * d.kpad);
+    for (int v = int(threadIdx.x); v < np * pieces; v += int(blockDim.x)) {
+      const int p = v / pieces, q = v - p * pieces;
+      const uint32_t* from = reinterpret_cast<const uint32_t*>(rows + p * d.smem_row + q * 16);
+      to[v] = make_uint4(from[0], from[1], from[2], from[3]);
+    }
+  } else {
+    const int words = d.kpad / 4;
+    uint32_t* to = reinterpret_cast<uint32_t*>(cols + int64_t(p0) * d.kpad);
+    for (int v = int(threadIdx.x); v < np * words; v += int(blockDim.x)) {
+      const int p = v / words, wd = v - p * words;
+      to[v] = *reinterpret_cast<const uint32_t*>(rows + p * d.smem_row + wd * 4);
+    }
   }
 }
 
@@ -1526,8 +1551,18 @@ bool run_stem_conv(KernelContext& ctx, QuantState& st, const sem::QConvGeometry&
                    int(win.dilations[0]), int(win.dilations[1]), int(kdim),        int(kpad),
                    block_pixels,        smem_row};
   const unsigned blocks = unsigned((pixels + block_pixels - 1) / block_pixels);
-  stem_im2col_kernel<<<blocks, 256, size_t(block_pixels) * smem_row, stream()>>>(ptr<const int8_t>(*a.x),
-                                                                                ptr<int8_t>(cols), d);
+  const size_t smem = size_t(block_pixels) * smem_row;
+  const bool runs = flags::enabled("INGOT_INT8_STEM_RUN");
+  const int run = runs && win.dilations[1] == 1 ? int(win.kernel[1] * g.channels) : 0;
+  if (run == 21) {  // 7x7 over 3 channels (ResNet's)
+    stem_im2col_kernel<21, true><<<blocks, 256, smem, stream()>>>(ptr<const int8_t>(*a.x), ptr<int8_t>(cols), d);
+  } else if (run == 9) {  // 3x3 over 3 channels (MobileNet's)
+    stem_im2col_kernel<9, true><<<blocks, 256, smem, stream()>>>(ptr<const int8_t>(*a.x), ptr<int8_t>(cols), d);
+  } else if (runs) {
+    stem_im2col_kernel<0, true><<<blocks, 256, smem, stream()>>>(ptr<const int8_t>(*a.x), ptr<int8_t>(cols), d);
+  } else {
+    stem_im2col_kernel<0, false><<<blocks, 256, smem, stream()>>>(ptr<const int8_t>(*a.x), ptr<int8_t>(cols), d);
+  }
   INGOT_CUDA_LAUNCH_CHECK();
   sem::QConvGeometry pointwise = g;
   pointwise.channels = kpad;
