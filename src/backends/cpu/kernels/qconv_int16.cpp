@@ -445,7 +445,7 @@ bool int16_products_wanted(bool onednn_exact) {
 bool int16_conv(const sem::QConvGeometry& g, const QuantizedProductArgs& a, std::shared_ptr<Int16Product>& packed,
                 Tensor& y) {
   const sem::Window& win = g.win;
-  if (!g.nhwc || win.in.size() != 2) return false;
+  if (!g.nhwc || win.in.size() != 2 || g.channels < 1) return false;  // (no channels: nothing to multiply)
   const bool depthwise_layer = g.group == g.channels && g.out_channels == g.channels;
   if (g.group != 1 && !depthwise_layer) return false;
   const int64_t C = g.channels, M = g.out_channels, KH = win.kernel[0], KW = win.kernel[1];
